@@ -1,0 +1,61 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Wait: how long to sleep before retry number n. A pure function of its
+// inputs: it reads no clock and draws no random number, so tests pass the
+// uniform sample and assert the exact delay.
+//
+//   ceiling(n)   = min(cap, base * multiplier^(n-1))
+//   kNone        = ceiling(n)
+//   kFull        = u * ceiling(n)
+//   kEqual       = ceiling(n)/2 + u * ceiling(n)/2
+//   kDecorrelated= min(cap, base + u * (previous * 3 - base)), previous = base
+//                  for the first retry
+//
+// @code
+//   BackoffParams p;  // full jitter, 100 ms, x2, 10 s cap
+//   Duration d = ComputeBackoff(p, /*retry=*/3, /*previous=*/Duration{0}, 0.5);
+//   // d == 200ms (half of the 400 ms ceiling)
+// @endcode
+
+#ifndef SAFERETRY_BACKOFF_H_
+#define SAFERETRY_BACKOFF_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "saferetry/clock.h"
+
+namespace saferetry {
+
+/// Jitter kinds, as in "Exponential Backoff And Jitter" (AWS Architecture
+/// Blog). Full jitter spreads clients the most and is the default.
+enum class JitterKind { kNone, kFull, kEqual, kDecorrelated };
+
+/// Backoff parameters. Defaults: full jitter, base 100 ms, multiplier 2,
+/// cap 10 s.
+struct BackoffParams {
+  Duration base = std::chrono::milliseconds(100);
+  double multiplier = 2.0;
+  Duration cap = std::chrono::seconds(10);
+  JitterKind jitter = JitterKind::kFull;
+};
+
+/// InvalidArgument naming the field: base <= 0, cap <= 0, cap < base,
+/// multiplier < 1 or not finite.
+absl::Status ValidateBackoffParams(const BackoffParams& params);
+
+/// The delay before retry `retry` (1 = the first retry). `previous` is the
+/// previous delay (decorrelated jitter only; <= 0 means "none yet" = base).
+/// `u` is a uniform sample in [0, 1), clamped into that range. Exact and
+/// overflow-safe for any `retry` (n = 10000 gives `cap`). Never negative,
+/// never above `cap`. Does not allocate.
+Duration ComputeBackoff(const BackoffParams& params, int retry, Duration previous, double u);
+
+/// "none", "full", "equal", "decorrelated".
+std::string_view JitterKindName(JitterKind kind);
+/// Parses a name as printed by `JitterKindName`; false when unknown.
+bool ParseJitterKind(std::string_view name, JitterKind* out);
+
+}  // namespace saferetry
+
+#endif  // SAFERETRY_BACKOFF_H_

@@ -1,0 +1,152 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The call wrapper. `Client::Execute` runs one logical call: one stable
+// idempotency key on every attempt, each attempt classified from evidence,
+// retries admitted by a shared budget and fitted under the deadline, and an
+// ambiguous result resolved by a status query, never by a fresh request.
+//
+// @code
+//   saferetry::ClientOptions options;
+//   options.transport = saferetry::MakeCurlTransport({}).value();
+//   auto client = saferetry::Client::Create(std::move(options));
+//   if (!client.ok()) return client.status();
+//
+//   saferetry::Request req{"POST", "http://127.0.0.1:8080/orders", {}, R"({"sku":"a"})"};
+//   saferetry::CallOptions call;
+//   call.timeout = std::chrono::seconds(2);
+//   call.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+//   saferetry::CallResult r = (*client)->Execute(req, call);
+//   switch (r.outcome) {
+//     case saferetry::Outcome::kSucceeded: ...  // exactly one order
+//     case saferetry::Outcome::kFailed: ...     // no order
+//     case saferetry::Outcome::kUnknown: ...    // keep r.idempotency_key; reconcile
+//   }
+// @endcode
+
+#ifndef SAFERETRY_CLIENT_H_
+#define SAFERETRY_CLIENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "saferetry/backoff.h"
+#include "saferetry/call_state_machine.h"
+#include "saferetry/cancellation.h"
+#include "saferetry/classifier.h"
+#include "saferetry/clock.h"
+#include "saferetry/deadline.h"
+#include "saferetry/idempotency.h"
+#include "saferetry/random.h"
+#include "saferetry/request.h"
+#include "saferetry/result.h"
+#include "saferetry/retry_budget.h"
+#include "saferetry/server_hints.h"
+#include "saferetry/status_query.h"
+#include "saferetry/transport.h"
+
+namespace saferetry {
+
+/// Hooks called on the calling thread, in order. Must not throw. Default
+/// implementations do nothing.
+class CallListener {
+ public:
+  virtual ~CallListener() = default;
+  /// An attempt (or status query) is about to be sent.
+  virtual void OnAttemptStart(int /*number*/, bool /*is_status_query*/) {}
+  /// An attempt (or status query) finished; `evidence` is classified.
+  virtual void OnAttemptEnd(const AttemptEvidence& /*evidence*/) {}
+  /// A wait was scheduled.
+  virtual void OnWaitScheduled(Duration /*delay*/, bool /*from_server_hint*/) {}
+  /// The call finished.
+  virtual void OnFinish(const CallResult& /*result*/) {}
+};
+
+/// Per-call options. Plain struct; defaults documented per field.
+struct CallOptions {
+  /// Total time for the call, measured from the start of `Execute`. Default
+  /// 30 s. Ignored when `deadline` is set.
+  Duration timeout = std::chrono::seconds(30);
+  /// An absolute deadline on the client's clock (e.g. from an inbound
+  /// deadline header). Wins over `timeout`.
+  std::optional<Deadline> deadline;
+  /// Sends of the request, >= 1. Default 3; values above
+  /// `kMaxAttemptsHardCap` are clamped.
+  int max_attempts = 3;
+  /// Status queries per call, >= 1. Default 5; clamped like `max_attempts`.
+  int max_status_queries = 5;
+  /// Backoff between attempts and polls.
+  BackoffParams backoff;
+  /// Margin, minimum useful attempt and per-attempt cap.
+  DeadlineOptions deadline_options;
+  /// Whether to send an idempotency key. Default: for non-idempotent requests.
+  KeyMode key_mode = KeyMode::kAuto;
+  /// The key to send; minted (UUIDv4) when empty. 1-255 visible ASCII.
+  std::string idempotency_key;
+  /// How an ambiguous outcome is resolved. Unused when neither the template
+  /// nor the callback is set.
+  StatusQuery status_query;
+  /// The server deduplicates keys: after an ambiguous attempt with no status
+  /// query, resending with the same key is safe.
+  bool server_deduplicates = false;
+  /// Optional; must outlive the call.
+  const CancellationToken* cancellation = nullptr;
+  /// Optional; must outlive the call.
+  CallListener* listener = nullptr;
+};
+
+/// Client-wide options. Plain struct; defaults documented per field.
+struct ClientOptions {
+  /// Required: sends one attempt.
+  std::shared_ptr<Transport> transport;
+  /// Default `SystemClock()`.
+  std::shared_ptr<Clock> clock;
+  /// Default `DefaultRandom()`.
+  std::shared_ptr<Random> random;
+  /// Shared by every call. Default: `RatioBudget` with 10 % + 10/s over 10 s.
+  std::shared_ptr<RetryBudget> budget;
+  /// Default `DefaultClassifierInstance()`.
+  std::shared_ptr<const Classifier> classifier;
+  /// Default "Idempotency-Key".
+  std::string idempotency_header = std::string(kDefaultIdempotencyHeader);
+  /// Default bare.
+  KeyForm key_form = KeyForm::kBare;
+  /// Carries the remaining time (ms) on every attempt. Default
+  /// "X-Request-Timeout-Ms"; empty disables it.
+  std::string deadline_header = std::string(kDefaultDeadlineHeader);
+  /// Retry-After clamp and do-not-retry header.
+  HintOptions hints;
+  /// How many keys the body-fingerprint guard remembers. Default 10000.
+  std::size_t fingerprint_capacity = 10000;
+};
+
+/// InvalidArgument naming the field ("call.max_attempts: must be >= 1").
+absl::Status ValidateCallOptions(const CallOptions& options);
+
+/// Runs calls. Thread-safe: one client is meant to be shared by all threads
+/// of a service, so the budget is shared too.
+class Client {
+ public:
+  /// InvalidArgument naming the field for a missing transport or bad options.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+
+  /// Runs one logical call with `options`. Never throws. Bad input (request
+  /// or options) gives `kFailed` / `kInvalidArgument` with `status` naming
+  /// the field, and nothing is sent.
+  CallResult Execute(const Request& request, const CallOptions& options);
+  /// Runs one logical call with default `CallOptions`.
+  CallResult Execute(const Request& request) { return Execute(request, CallOptions{}); }
+
+  const ClientOptions& options() const { return options_; }
+
+  explicit Client(ClientOptions options);  // use Create()
+
+ private:
+  ClientOptions options_;
+  KeyFingerprints fingerprints_;
+};
+
+}  // namespace saferetry
+
+#endif  // SAFERETRY_CLIENT_H_

@@ -1,0 +1,50 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The production transport, on libcurl. No curl type appears here: link
+// `saferetry::curl` and call the factory.
+//
+// @code
+//   auto transport = saferetry::MakeCurlTransport({});
+//   if (!transport.ok()) return transport.status();
+//   options.transport = *transport;
+// @endcode
+
+#ifndef SAFERETRY_CURL_TRANSPORT_H_
+#define SAFERETRY_CURL_TRANSPORT_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "saferetry/transport.h"
+
+namespace saferetry {
+
+/// Options of the libcurl transport. Defaults documented per field.
+struct CurlTransportOptions {
+  /// Largest response body kept, in bytes (default 8 MiB). A longer body is
+  /// cut and `Response::body_truncated` set; a 2xx stays a success.
+  std::size_t max_response_body = 8 * 1024 * 1024;
+  /// Verify the server's TLS certificate and host name (default on).
+  bool verify_tls = true;
+  /// A CA bundle file; empty = the system default.
+  std::string ca_file;
+  /// Follow redirects (default off). When on, Authorization and Cookie are
+  /// never sent to another host.
+  bool follow_redirects = false;
+  /// Redirect limit when following, >= 0. Default 5.
+  int max_redirects = 5;
+  /// User-Agent header. Default "saferetry/<version>".
+  std::string user_agent;
+  /// Idle easy handles kept for reuse (keep-alive), >= 1. Default 16.
+  std::size_t max_idle_handles = 16;
+};
+
+/// Creates a thread-safe libcurl transport. InvalidArgument naming the field
+/// for bad options; Internal when libcurl cannot be initialised.
+absl::StatusOr<std::shared_ptr<Transport>> MakeCurlTransport(CurlTransportOptions options = {});
+
+}  // namespace saferetry
+
+#endif  // SAFERETRY_CURL_TRANSPORT_H_

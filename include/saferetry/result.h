@@ -1,0 +1,156 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// What a call returns: a three-valued outcome, the named reason it stopped,
+// and the evidence of every attempt and status query.
+//
+// The outcome is decided by the whole history, not the last attempt: if any
+// attempt may have taken effect and nothing since resolved it, the outcome is
+// `kUnknown` even when the last attempt got a clean 503 or 400.
+
+#ifndef SAFERETRY_RESULT_H_
+#define SAFERETRY_RESULT_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "saferetry/clock.h"
+#include "saferetry/request.h"
+
+namespace saferetry {
+
+/// The result of one logical call.
+enum class Outcome {
+  /// The effect happened exactly once and the caller has the response (or a
+  /// status answer that proves it).
+  kSucceeded,
+  /// The effect did not happen: every attempt either was certainly not
+  /// delivered or was refused by the server with a final answer.
+  kFailed,
+  /// The effect may or may not have happened. Like `absl::StatusCode::
+  /// kDeadlineExceeded`, the operation "may have completed successfully". Do
+  /// not resend with a new key: query the server with the same key, or
+  /// reconcile later. Safe methods (GET, HEAD, OPTIONS) never end here.
+  kUnknown,
+};
+
+/// Why the call stopped. Each reason is reached by exactly one rule.
+enum class StopReason {
+  kSuccess,                ///< A success response or a "found" status answer.
+  kPermanentError,         ///< A final error (4xx, 412, 422, ...): retrying cannot help.
+  kAttemptsExhausted,      ///< Max attempts reached while still retryable.
+  kDeadlineExceeded,       ///< The next wait plus a useful attempt does not fit.
+  kBudgetExhausted,        ///< The shared retry budget refused a retry.
+  kAmbiguousUnresolved,    ///< May have taken effect; no safe way to resolve it.
+  kNotFoundNoAttemptsLeft, ///< Status says "not found" but no attempt is left.
+  kCancelled,              ///< The caller's cancellation token fired.
+  kServerDoNotRetry,       ///< The server asked not to be retried.
+  kCircuitOpen,            ///< Reserved for a circuit breaker.
+  kInvalidArgument,        ///< Bad input: nothing was sent (see `CallResult::status`).
+};
+
+/// What the client can prove about whether the request reached the server.
+enum class Delivery {
+  /// Certainly not delivered: no byte of the request was written (connection
+  /// refused, DNS failure, TLS handshake failure, pool closed).
+  kNotSent,
+  /// Some or all of the request was written but no complete response came
+  /// back: the server may have acted on it.
+  kMaybeDelivered,
+  /// A response (status line and headers) was received.
+  kResponseReceived,
+};
+
+/// How one attempt is classified. Chosen by a `Classifier`.
+enum class AttemptClass {
+  kSuccess,               ///< 2xx (or an override): done.
+  kPermanent,             ///< 400, 401, 403, 404, 405, 413, 422, other 4xx: stop, FAILED.
+  kPreconditionFailed,    ///< 412, 428: the caller must change state first; stop, FAILED.
+  kInProgress,            ///< 409 on a keyed request: the first attempt is still running; poll.
+  kRetryableNotDelivered, ///< Connection refused, DNS failure: safe to retry, even for POST.
+  kRetryableTransient,    ///< 408, 425, 429, 503: the server did not process it; retry.
+  kAmbiguous,             ///< May have taken effect: timeout/reset after sending, 500/502/504.
+};
+
+/// Curl's (or the fake's) per-phase timers for one attempt, each measured from
+/// the attempt's start. Zero when the phase did not happen.
+struct PhaseTimings {
+  Duration dns{0};
+  Duration connect{0};
+  Duration tls{0};
+  Duration first_byte{0};
+  Duration total{0};
+};
+
+/// What the server said about retrying.
+struct ServerHints {
+  /// Parsed `Retry-After`, already clamped to the configured maximum.
+  std::optional<Duration> retry_after;
+  /// The configured "do not retry" response header was present.
+  bool do_not_retry = false;
+};
+
+/// The evidence of one attempt or one status query.
+struct AttemptEvidence {
+  /// 1-based; requests and status queries are numbered separately.
+  int number = 0;
+  /// True for a status query, false for a send of the request.
+  bool is_status_query = false;
+  TimePoint start{};
+  TimePoint end{};
+  Delivery delivery = Delivery::kNotSent;
+  /// OK when a complete response arrived; otherwise the transport failure
+  /// (`kUnavailable` for connect failures, `kDeadlineExceeded` for timeouts,
+  /// ...).
+  absl::Status transport_status;
+  /// The HTTP status, when a response arrived.
+  std::optional<int> http_status;
+  ServerHints hints;
+  PhaseTimings timings;
+  /// The classification of this attempt and a short static reason.
+  AttemptClass classification = AttemptClass::kAmbiguous;
+  std::string_view reason;
+  /// The wait that followed this attempt, if any, and whether it came from a
+  /// server hint.
+  std::optional<Duration> delay_after;
+  bool delay_from_server_hint = false;
+};
+
+/// The result of `Client::Execute`. Marked `[[nodiscard]]`: an ignored
+/// `kUnknown` is how duplicate charges start.
+struct [[nodiscard]] CallResult {
+  Outcome outcome = Outcome::kFailed;
+  StopReason stop_reason = StopReason::kInvalidArgument;
+  /// OK unless the call could not even start (bad request or options).
+  absl::Status status;
+  /// Sends of the request (refused connections included).
+  int attempts = 0;
+  /// Status queries sent, counted apart from attempts.
+  int status_queries = 0;
+  /// The last response to the request or, when `resolved_by_status_query`,
+  /// the status answer that resolved it.
+  std::optional<Response> last_response;
+  /// The transport status of the last attempt or query.
+  absl::Status last_transport_status;
+  /// The idempotency key sent, if any.
+  std::optional<std::string> idempotency_key;
+  /// True when a status query's "found" answer decided the outcome.
+  bool resolved_by_status_query = false;
+  /// Every attempt and status query in order.
+  std::vector<AttemptEvidence> evidence;
+  /// Steady-clock time from start to finish.
+  Duration elapsed{0};
+};
+
+/// Stable lower-case names, as used by the CLI's JSON and the metrics:
+/// "SUCCEEDED", "FAILED", "UNKNOWN"; "success", "permanent_error", ...
+std::string_view OutcomeName(Outcome outcome);
+std::string_view StopReasonName(StopReason reason);
+std::string_view DeliveryName(Delivery delivery);
+std::string_view AttemptClassName(AttemptClass cls);
+
+}  // namespace saferetry
+
+#endif  // SAFERETRY_RESULT_H_

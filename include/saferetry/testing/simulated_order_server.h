@@ -1,0 +1,96 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// An in-process idempotent order server for tests. It keeps the server's half
+// of the contract (docs/server-contract.md): one order per (key, body), the
+// stored response replayed for the same key, 422 for the same key with another
+// body, 409 while the first request is still running, and status answers at
+// `GET /orders/by-key/{key}`. Faults are scripted per POST, and effects are
+// counted per key so a test can assert "exactly one order".
+//
+// @code
+//   auto server = std::make_shared<SimulatedOrderServer>(clock);
+//   server->ScriptFaults({OrderFault::kCommitThenLoseResponse});
+//   options.transport = server;
+//   ... Execute a POST /orders ...
+//   EXPECT_EQ(server->effects(*result.idempotency_key), 1);
+// @endcode
+
+#ifndef SAFERETRY_TESTING_SIMULATED_ORDER_SERVER_H_
+#define SAFERETRY_TESTING_SIMULATED_ORDER_SERVER_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/transport.h"
+
+namespace saferetry {
+namespace testing {
+
+/// A fault applied to one POST (status queries are never faulted).
+enum class OrderFault {
+  kNone,
+  /// Connection refused: nothing reaches the server.
+  kRefuse,
+  /// Delivered, then the connection drops before the server commits.
+  kDropBeforeCommit,
+  /// The server commits the order; the response is lost (reset).
+  kCommitThenLoseResponse,
+  /// The server commits the order; the client times out waiting.
+  kCommitThenHang,
+  /// 503 with `Retry-After: 1`, nothing committed.
+  kUnavailable,
+  /// The server commits, then answers 500.
+  kInternalErrorAfterCommit,
+  /// The request is still running: the server answers 409 and commits the
+  /// order right after (so a later poll finds it).
+  kInProgressThenCommit,
+};
+
+/// Thread-safe; also a `Transport`, so it plugs straight into a client.
+class SimulatedOrderServer final : public Transport {
+ public:
+  /// `clock` may be null. `key_header` names the idempotency header.
+  explicit SimulatedOrderServer(std::shared_ptr<FakeClock> clock = nullptr,
+                                std::string key_header = "Idempotency-Key");
+
+  /// Faults for the next POSTs, in order; later POSTs get kNone.
+  void ScriptFaults(std::vector<OrderFault> faults);
+
+  TransportResult Send(const Request& request, const AttemptOptions& options) override;
+
+  /// Orders created for `key` (must be 0 or 1 when the client is safe).
+  int effects(const std::string& key) const;
+  /// Every order created, keyed or not.
+  int total_effects() const;
+  /// POSTs that reached the server, status queries that reached it.
+  int posts_received() const;
+  int queries_received() const;
+
+ private:
+  struct Record {
+    std::string body;
+    int status = 0;
+    std::string response_body;
+    bool processing = false;
+  };
+  std::shared_ptr<FakeClock> clock_;
+  std::string key_header_;
+  mutable std::mutex mu_;
+  std::deque<OrderFault> faults_;
+  std::map<std::string, Record> records_;
+  std::map<std::string, int> effects_;
+  int total_effects_ = 0;
+  int posts_ = 0;
+  int queries_ = 0;
+  int next_order_id_ = 1;
+};
+
+}  // namespace testing
+}  // namespace saferetry
+
+#endif  // SAFERETRY_TESTING_SIMULATED_ORDER_SERVER_H_
