@@ -44,11 +44,24 @@ struct BackoffParams {
 /// multiplier < 1 or not finite.
 absl::Status ValidateBackoffParams(const BackoffParams& params);
 
-/// The delay before retry `retry` (1 = the first retry). `previous` is the
-/// previous delay (decorrelated jitter only; <= 0 means "none yet" = base).
-/// `u` is a uniform sample in [0, 1), clamped into that range. Exact and
-/// overflow-safe for any `retry` (n = 10000 gives `cap`). Never negative,
-/// never above `cap`. Does not allocate.
+/// The delay before retry `retry` (1 = the first retry; values below 1 act as
+/// 1). `previous` is the previous delay (decorrelated jitter only; <= 0 means
+/// "none yet" = base). `u` is a uniform sample in [0, 1), clamped into that
+/// range (NaN and negatives become 0, 1 and above become the largest double
+/// below 1). Exact and overflow-safe for any `retry` (n = 10000 gives `cap`).
+/// Never negative, never above `cap`. Does not allocate.
+///
+/// Rounding: the ceiling is base * multiplier^(n-1) computed in floating
+/// point and truncated toward zero to whole nanoseconds (then clamped to
+/// `cap`); the jittered value is computed from that integer ceiling in long
+/// double and truncated toward zero again. So a jitter's upper bound is never
+/// reached: with a 100 ms ceiling, full jitter and u just below 1 give
+/// 99'999'999 ns, equal jitter gives 99'999'999 ns, and decorrelated jitter
+/// from previous = base gives 299'999'999 ns (when under `cap`).
+///
+/// Invalid parameters (see `ValidateBackoffParams`) are not reported here:
+/// cap <= 0 gives 0, base is clamped into [0, cap], a multiplier below 1 or
+/// NaN acts as 1.
 Duration ComputeBackoff(const BackoffParams& params, int retry, Duration previous, double u);
 
 /// "none", "full", "equal", "decorrelated".
