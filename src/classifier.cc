@@ -1,0 +1,88 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "saferetry/classifier.h"
+
+namespace saferetry {
+namespace {
+
+// An ambiguous attempt of an idempotent request is harmless to repeat, so it
+// is retried like a transient failure; the history still remembers that it
+// may have taken effect.
+Classification AmbiguousOr(const RequestTraits& traits, std::string_view reason) {
+  if (traits.idempotent) return {AttemptClass::kRetryableTransient, reason};
+  return {AttemptClass::kAmbiguous, reason};
+}
+
+Classification ByStatus(int status, const RequestTraits& traits) {
+  if (status >= 200 && status < 300) return {AttemptClass::kSuccess, "2xx"};
+  switch (status) {
+    case 408:
+      return {AttemptClass::kRetryableTransient, "408: request timeout, not processed"};
+    case 425:
+      return {AttemptClass::kRetryableTransient, "425: too early, not processed"};
+    case 429:
+      return {AttemptClass::kRetryableTransient, "429: rate limited, not processed"};
+    case 503:
+      // RFC 9110 §15.6.4: the server is unable to handle the request. A
+      // gateway that forwards before answering 503 proves nothing: such
+      // callers override 503 to kAmbiguous.
+      return {AttemptClass::kRetryableTransient, "503: unavailable, not processed"};
+    case 409:
+      if (traits.keyed) return {AttemptClass::kInProgress, "409: same key still in progress"};
+      return {AttemptClass::kPermanent, "409: conflict"};
+    case 412:
+      return {AttemptClass::kPreconditionFailed, "412: precondition failed"};
+    case 428:
+      return {AttemptClass::kPreconditionFailed, "428: precondition required"};
+    case 422:
+      if (traits.keyed) {
+        return {AttemptClass::kPermanent,
+                "422: idempotency key reused with another payload (or unprocessable)"};
+      }
+      return {AttemptClass::kPermanent, "422: unprocessable content"};
+    case 500:
+      return AmbiguousOr(traits, "500: may have taken effect");
+    case 502:
+      return AmbiguousOr(traits, "502: may have taken effect upstream");
+    case 504:
+      return AmbiguousOr(traits, "504: upstream timed out, may have taken effect");
+    default:
+      break;
+  }
+  if (status >= 400 && status < 500) return {AttemptClass::kPermanent, "4xx: client error"};
+  // Other 5xx, and 1xx/3xx left unresolved by the transport: nothing proves
+  // the server did not act.
+  return AmbiguousOr(traits, "unexpected status, may have taken effect");
+}
+
+}  // namespace
+
+Classification DefaultClassifier::Classify(const AttemptEvidence& evidence,
+                                           const RequestTraits& traits) const {
+  if (evidence.delivery == Delivery::kNotSent) {
+    return {AttemptClass::kRetryableNotDelivered, "not delivered: no request byte was sent"};
+  }
+  if (evidence.delivery == Delivery::kMaybeDelivered || !evidence.transport_status.ok() ||
+      !evidence.http_status.has_value()) {
+    return AmbiguousOr(traits, "sent, then no complete response: may have taken effect");
+  }
+  const int status = *evidence.http_status;
+  if (!options_.status_overrides.empty()) {
+    auto it = options_.status_overrides.find(status);
+    if (it != options_.status_overrides.end()) {
+      if (it->second == AttemptClass::kAmbiguous) {
+        return AmbiguousOr(traits, "override: may have taken effect");
+      }
+      return {it->second, "status override"};
+    }
+  }
+  return ByStatus(status, traits);
+}
+
+std::shared_ptr<const Classifier> DefaultClassifierInstance() {
+  static const auto* const kInstance = new std::shared_ptr<const Classifier>(
+      std::make_shared<DefaultClassifier>());
+  return *kInstance;
+}
+
+}  // namespace saferetry

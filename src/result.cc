@@ -1,0 +1,79 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "saferetry/result.h"
+
+namespace saferetry {
+
+std::string_view OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kSucceeded:
+      return "SUCCEEDED";
+    case Outcome::kFailed:
+      return "FAILED";
+    case Outcome::kUnknown:
+      return "UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kSuccess:
+      return "success";
+    case StopReason::kPermanentError:
+      return "permanent_error";
+    case StopReason::kAttemptsExhausted:
+      return "attempts_exhausted";
+    case StopReason::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case StopReason::kBudgetExhausted:
+      return "budget_exhausted";
+    case StopReason::kAmbiguousUnresolved:
+      return "ambiguous_unresolved";
+    case StopReason::kNotFoundNoAttemptsLeft:
+      return "not_found_no_attempts_left";
+    case StopReason::kCancelled:
+      return "cancelled";
+    case StopReason::kServerDoNotRetry:
+      return "server_do_not_retry";
+    case StopReason::kCircuitOpen:
+      return "circuit_open";
+    case StopReason::kInvalidArgument:
+      return "invalid_argument";
+  }
+  return "invalid_argument";
+}
+
+std::string_view DeliveryName(Delivery delivery) {
+  switch (delivery) {
+    case Delivery::kNotSent:
+      return "not_sent";
+    case Delivery::kMaybeDelivered:
+      return "maybe_delivered";
+    case Delivery::kResponseReceived:
+      return "response_received";
+  }
+  return "maybe_delivered";
+}
+
+std::string_view AttemptClassName(AttemptClass cls) {
+  switch (cls) {
+    case AttemptClass::kSuccess:
+      return "success";
+    case AttemptClass::kPermanent:
+      return "permanent";
+    case AttemptClass::kPreconditionFailed:
+      return "precondition_failed";
+    case AttemptClass::kInProgress:
+      return "in_progress";
+    case AttemptClass::kRetryableNotDelivered:
+      return "retryable_not_delivered";
+    case AttemptClass::kRetryableTransient:
+      return "retryable_transient";
+    case AttemptClass::kAmbiguous:
+      return "ambiguous";
+  }
+  return "ambiguous";
+}
+
+}  // namespace saferetry

@@ -1,0 +1,69 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "saferetry/testing/fake_clock.h"
+
+#include "saferetry/cancellation.h"
+
+namespace saferetry {
+namespace testing {
+
+FakeClock::FakeClock()
+    : FakeClock(TimePoint(std::chrono::seconds(1000)),
+                // 2026-01-01T00:00:00Z
+                WallTime(std::chrono::seconds(1767225600))) {}
+
+FakeClock::FakeClock(TimePoint steady_start, WallTime wall_start)
+    : steady_(steady_start), wall_(wall_start) {}
+
+TimePoint FakeClock::Now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steady_;
+}
+
+WallTime FakeClock::WallNow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wall_;
+}
+
+void FakeClock::SleepFor(Duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sleeps_.push_back(d);
+  if (d > Duration::zero()) {
+    steady_ += d;
+    wall_ += std::chrono::duration_cast<WallTime::duration>(d);
+  }
+}
+
+void FakeClock::SleepFor(Duration d, const CancellationToken& token) {
+  if (token.IsCancelled()) return;
+  SleepFor(d);
+}
+
+void FakeClock::Advance(Duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (d <= Duration::zero()) return;
+  steady_ += d;
+  wall_ += std::chrono::duration_cast<WallTime::duration>(d);
+}
+
+void FakeClock::SetWallNow(WallTime wall) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wall_ = wall;
+}
+
+std::vector<Duration> FakeClock::sleeps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sleeps_;
+}
+
+Duration FakeClock::total_slept() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Duration total{0};
+  for (Duration d : sleeps_) {
+    if (d > Duration::zero()) total += d;
+  }
+  return total;
+}
+
+}  // namespace testing
+}  // namespace saferetry

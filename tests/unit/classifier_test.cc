@@ -1,0 +1,121 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "saferetry/classifier.h"
+
+#include <gtest/gtest.h>
+
+namespace saferetry {
+namespace {
+
+constexpr RequestTraits kPost{/*idempotent=*/false, /*safe=*/false, /*keyed=*/true};
+constexpr RequestTraits kPostNoKey{false, false, false};
+constexpr RequestTraits kPut{true, false, false};
+constexpr RequestTraits kGet{true, true, false};
+
+AttemptEvidence WithStatus(int status) {
+  AttemptEvidence ev;
+  ev.delivery = Delivery::kResponseReceived;
+  ev.http_status = status;
+  return ev;
+}
+
+AttemptEvidence NotSent() {
+  AttemptEvidence ev;
+  ev.delivery = Delivery::kNotSent;
+  ev.transport_status = absl::UnavailableError("connection refused");
+  return ev;
+}
+
+AttemptEvidence MaybeDelivered() {
+  AttemptEvidence ev;
+  ev.delivery = Delivery::kMaybeDelivered;
+  ev.transport_status = absl::DeadlineExceededError("timeout");
+  return ev;
+}
+
+AttemptClass Classify(const AttemptEvidence& ev, const RequestTraits& traits) {
+  return DefaultClassifier().Classify(ev, traits).cls;
+}
+
+TEST(ClassifierTest, SuccessStatuses) {
+  for (int s : {200, 201, 202, 204, 299}) {
+    EXPECT_EQ(Classify(WithStatus(s), kPost), AttemptClass::kSuccess) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kGet), AttemptClass::kSuccess) << s;
+  }
+}
+
+TEST(ClassifierTest, PermanentClientErrors) {
+  for (int s : {400, 401, 403, 404, 405, 413, 422, 410, 418, 451, 499}) {
+    for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+      EXPECT_EQ(Classify(WithStatus(s), t), AttemptClass::kPermanent) << s;
+    }
+  }
+}
+
+TEST(ClassifierTest, PreconditionFailed) {
+  for (int s : {412, 428}) {
+    EXPECT_EQ(Classify(WithStatus(s), kPost), AttemptClass::kPreconditionFailed) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kGet), AttemptClass::kPreconditionFailed) << s;
+  }
+}
+
+TEST(ClassifierTest, ConflictIsInProgressOnlyWithAKey) {
+  EXPECT_EQ(Classify(WithStatus(409), kPost), AttemptClass::kInProgress);
+  EXPECT_EQ(Classify(WithStatus(409), kPostNoKey), AttemptClass::kPermanent);
+  EXPECT_EQ(Classify(WithStatus(409), kGet), AttemptClass::kPermanent);
+}
+
+TEST(ClassifierTest, TransientStatusesForEveryMethod) {
+  for (int s : {408, 425, 429, 503}) {
+    for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+      EXPECT_EQ(Classify(WithStatus(s), t), AttemptClass::kRetryableTransient) << s;
+    }
+  }
+}
+
+TEST(ClassifierTest, ServerErrorsAreAmbiguousOnlyForNonIdempotent) {
+  for (int s : {500, 502, 504, 501, 505, 599}) {
+    EXPECT_EQ(Classify(WithStatus(s), kPost), AttemptClass::kAmbiguous) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kPostNoKey), AttemptClass::kAmbiguous) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kPut), AttemptClass::kRetryableTransient) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kGet), AttemptClass::kRetryableTransient) << s;
+  }
+}
+
+TEST(ClassifierTest, DeliveryStates) {
+  for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+    EXPECT_EQ(Classify(NotSent(), t), AttemptClass::kRetryableNotDelivered);
+  }
+  EXPECT_EQ(Classify(MaybeDelivered(), kPost), AttemptClass::kAmbiguous);
+  EXPECT_EQ(Classify(MaybeDelivered(), kPostNoKey), AttemptClass::kAmbiguous);
+  EXPECT_EQ(Classify(MaybeDelivered(), kPut), AttemptClass::kRetryableTransient);
+  EXPECT_EQ(Classify(MaybeDelivered(), kGet), AttemptClass::kRetryableTransient);
+}
+
+TEST(ClassifierTest, ResponseWithBrokenBodyIsAmbiguous) {
+  AttemptEvidence ev = WithStatus(201);
+  ev.transport_status = absl::UnavailableError("reset mid-body");
+  EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous);
+  EXPECT_EQ(Classify(ev, kGet), AttemptClass::kRetryableTransient);
+}
+
+TEST(ClassifierTest, OverrideMakesGateway503Ambiguous) {
+  ClassifierOptions options;
+  options.status_overrides[503] = AttemptClass::kAmbiguous;
+  options.status_overrides[404] = AttemptClass::kRetryableTransient;
+  DefaultClassifier c(options);
+  EXPECT_EQ(c.Classify(WithStatus(503), kPost).cls, AttemptClass::kAmbiguous);
+  // Idempotent requests stay retryable even when the override says ambiguous.
+  EXPECT_EQ(c.Classify(WithStatus(503), kGet).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ(c.Classify(WithStatus(404), kPost).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ(c.Classify(WithStatus(429), kPost).cls, AttemptClass::kRetryableTransient);
+}
+
+TEST(ClassifierTest, ReasonsAreNamed) {
+  const Classification c = DefaultClassifier().Classify(WithStatus(422), kPost);
+  EXPECT_NE(c.reason.find("idempotency key reused"), std::string_view::npos);
+  EXPECT_FALSE(DefaultClassifier().Classify(NotSent(), kPost).reason.empty());
+}
+
+}  // namespace
+}  // namespace saferetry
