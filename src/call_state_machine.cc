@@ -73,6 +73,8 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
 
   result_.last_transport_status = evidence.transport_status;
   if (response.has_value()) result_.last_response = std::move(response);
+  evidence.deadline_remaining = policy_.deadline.Remaining(now);
+  evidence.budget_balance = budget_->Balance(now);
   const ServerHints hints = evidence.hints;
   result_.evidence.push_back(std::move(evidence));
 
@@ -130,6 +132,8 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       break;
   }
   result_.last_transport_status = evidence.transport_status;
+  evidence.deadline_remaining = policy_.deadline.Remaining(now);
+  evidence.budget_balance = budget_->Balance(now);
   const ServerHints hints = evidence.hints;
   result_.evidence.push_back(std::move(evidence));
 
@@ -169,6 +173,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, AttemptClass cls, const Ser
   const BudgetDecision decision = budget_->OnFailureTryRetry(cls, now);
   if (!decision.allowed) return FinishFailure(StopReason::kBudgetExhausted, now);
   last_retry_cost_ = decision.cost;
+  result_.evidence.back().budget_balance = budget_->Balance(now);
 
   ++waits_;
   Duration delay;

@@ -27,7 +27,7 @@ CallResult InvalidCall(absl::Status status) {
 }
 
 AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end,
-                           Clock& clock, const HintOptions& hint_options) {
+                           Clock& clock, const ClientOptions& options) {
   AttemptEvidence ev;
   ev.start = start;
   ev.end = end;
@@ -36,7 +36,11 @@ AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint
   ev.timings = tr.timings;
   if (tr.response.has_value()) {
     ev.http_status = tr.response->status_code;
-    ev.hints = ExtractServerHints(tr.response->headers, clock.WallNow(), hint_options);
+    ev.hints = ExtractServerHints(tr.response->headers, clock.WallNow(), options.hints);
+    if (!options.request_id_header.empty()) {
+      auto id = FindHeader(tr.response->headers, options.request_id_header);
+      if (id.has_value()) ev.downstream_request_id = std::string(*id);
+    }
   }
   return ev;
 }
@@ -94,6 +98,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   }
   if (options.hints.max_retry_after <= Duration::zero()) {
     return absl::InvalidArgumentError("hints.max_retry_after: must be > 0");
+  }
+  if (!options.attempt_header.empty()) {
+    s = ValidateHeader({options.attempt_header, "0"}, "attempt_header");
+    if (!s.ok()) return s;
+  }
+  if (!options.request_id_header.empty()) {
+    s = ValidateHeader({options.request_id_header, "0"}, "request_id_header");
+    if (!s.ok()) return s;
   }
   if (!options.hints.do_not_retry_header.empty()) {
     s = ValidateHeader({options.hints.do_not_retry_header, "x"}, "hints.do_not_retry_header");
@@ -167,14 +179,19 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
   CallStateMachine machine(policy, options_.budget.get(), options_.classifier.get(),
                            options_.random.get(), options.cancellation);
 
-  // Headers saferetry adds to every attempt: the key, then the deadline.
+  // Headers saferetry adds to every attempt: the key, the deadline, the
+  // attempt number. Status queries carry the key and the deadline only.
   Headers extra;
-  extra.reserve(2);
+  extra.reserve(3);
   if (key.has_value() && !key_in_request) {
     extra.emplace_back(options_.idempotency_header, FormatIdempotencyKey(*key, options_.key_form));
   }
   const bool send_deadline = !options_.deadline_header.empty() && !policy.deadline.is_infinite();
+  const std::size_t deadline_index = extra.size();
   if (send_deadline) extra.emplace_back(options_.deadline_header, std::string());
+  const bool send_attempt = !options_.attempt_header.empty();
+  const std::size_t attempt_index = extra.size();
+  if (send_attempt) extra.emplace_back(options_.attempt_header, std::string());
 
   std::optional<Request> query_request;
   Headers query_extra;
@@ -186,7 +203,11 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
       case CallAction::Kind::kSendAttempt: {
         // The attempt's own timeout is what the server may spend: it is at
         // most the remaining deadline less the margin.
-        if (send_deadline) extra.back().second = EncodeDeadlineHeader(action.timeout);
+        if (send_deadline) extra[deadline_index].second = EncodeDeadlineHeader(action.timeout);
+        if (send_attempt) {
+          extra[attempt_index].second =
+              absl::StrCat("attempt=", action.number, "; max=", policy.max_attempts);
+        }
         if (listener != nullptr) listener->OnAttemptStart(action.number, false);
         AttemptOptions ao;
         ao.timeout = action.timeout;
@@ -195,7 +216,7 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
         const TimePoint t0 = clock.Now();
         TransportResult tr = options_.transport->Send(request, ao);
         const TimePoint t1 = clock.Now();
-        AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, options_.hints);
+        AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, options_);
         action = machine.OnAttemptDone(std::move(ev), std::move(tr.response), t1);
         if (listener != nullptr) listener->OnAttemptEnd(machine.result().evidence.back());
         break;
@@ -209,9 +230,11 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
         } else {
           if (!query_request.has_value()) {
             query_request = BuildStatusQueryRequest(options.status_query, request, *key);
-            query_extra = extra;
+            query_extra.assign(extra.begin(), extra.begin() + static_cast<std::ptrdiff_t>(attempt_index));
           }
-          if (send_deadline) query_extra.back().second = EncodeDeadlineHeader(action.timeout);
+          if (send_deadline) {
+            query_extra[deadline_index].second = EncodeDeadlineHeader(action.timeout);
+          }
           AttemptOptions ao;
           ao.timeout = action.timeout;
           ao.extra_headers = &query_extra;
@@ -220,7 +243,7 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
           reply.answer = MapStatusAnswer(reply.result);
         }
         const TimePoint t1 = clock.Now();
-        AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock, options_.hints);
+        AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock, options_);
         action = machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response),
                                         t1);
         if (listener != nullptr) listener->OnAttemptEnd(machine.result().evidence.back());

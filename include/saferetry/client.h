@@ -115,6 +115,14 @@ struct ClientOptions {
   /// Carries the remaining time (ms) on every attempt. Default
   /// "X-Request-Timeout-Ms"; empty disables it.
   std::string deadline_header = std::string(kDefaultDeadlineHeader);
+  /// Carries the attempt number on the wire ("attempt=2; max=3") so the
+  /// server can see that an outer layer is already retrying and stand down
+  /// its own retries (docs/operations.md). Default "X-Retry-Attempt"; empty
+  /// disables it.
+  std::string attempt_header = "X-Retry-Attempt";
+  /// A response header holding the server's request id, copied into the
+  /// evidence. Default "X-Request-Id"; empty disables it.
+  std::string request_id_header = "X-Request-Id";
   /// Retry-After clamp and do-not-retry header.
   HintOptions hints;
   /// How many keys the body-fingerprint guard remembers. Default 10000.

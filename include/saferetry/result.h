@@ -112,6 +112,13 @@ struct AttemptEvidence {
   /// The classification of this attempt and a short static reason.
   AttemptClass classification = AttemptClass::kAmbiguous;
   std::string_view reason;
+  /// The downstream request id, read from the configured response header
+  /// (`ClientOptions::request_id_header`); empty when absent.
+  std::string downstream_request_id;
+  /// The shared budget's balance when the next step was decided.
+  double budget_balance = 0;
+  /// Deadline remaining when the attempt ended (`Duration::max()` if none).
+  Duration deadline_remaining = Duration::max();
   /// The wait that followed this attempt, if any, and whether it came from a
   /// server hint.
   std::optional<Duration> delay_after;

@@ -395,6 +395,16 @@ TEST_F(ClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(HeaderOf(sent[0].request, "X-Request-Timeout-Ms"), "1990");
   EXPECT_EQ(HeaderOf(sent[1].request, "X-Request-Timeout-Ms"), "1690");
+  EXPECT_EQ(HeaderOf(sent[0].request, "X-Retry-Attempt"), "attempt=1; max=3");
+  EXPECT_EQ(HeaderOf(sent[1].request, "X-Retry-Attempt"), "attempt=2; max=3");
+  EXPECT_EQ(r.evidence[1].deadline_remaining, milliseconds(1699));
+}
+
+TEST_F(ClientTest, DownstreamRequestIdIsRecorded) {
+  fake_->Push(Step::Respond(503, {{"x-request-id", "srv-7"}})).Push(Step::Respond(200));
+  CallResult r = Make(fake_)->Execute(Get(), CallOptions{});
+  EXPECT_EQ(r.evidence[0].downstream_request_id, "srv-7");
+  EXPECT_EQ(r.evidence[1].downstream_request_id, "");
 }
 
 TEST_F(ClientTest, DeadlineTooCloseAtStartSendsNothing) {
