@@ -74,6 +74,11 @@ class RetryBudget {
 };
 
 /// gRPC retryThrottling: {"maxTokens": 10, "tokenRatio": 0.1}.
+///
+/// Tokens are kept as integer milli-tokens (both options are truncated to
+/// three decimal places: 0.1239 keeps 0.123). Trace with the defaults: 10
+/// tokens; failures leave 9, 8, 7, 6 (each allowed: > 5), then 5 (refused:
+/// not strictly above half), 4, ... 0 (floor, refused); each success adds 0.1.
 struct TokenThrottleOptions {
   /// In (0, 1000]. Tokens start here.
   double max_tokens = 10;
@@ -100,12 +105,28 @@ class TokenThrottle final : public RetryBudget {
 
 /// Finagle-style ratio budget. Defaults: 10 % of calls + 10 per second over a
 /// 10 s window.
+///
+/// Balance = min_per_second * N + percent * deposits - withdrawals, where N is
+/// the window in whole seconds (a fractional second is dropped: 10.7 s acts as
+/// 10 s) and deposits/withdrawals are those recorded in the window. A retry is
+/// allowed when the balance is >= 1 and then withdraws 1.
+///
+/// Expiry is at slot granularity: `now` falls in second
+/// floor(now.time_since_epoch() / 1 s), and the window at second E holds the
+/// slots of seconds E-N+1 .. E. An event recorded at 12.3 s with N = 10 counts
+/// up to 21.999... s and is gone at 22.0 s, so it lives between N-1 and N
+/// seconds. Withdrawals expire like deposits, so the balance may be negative
+/// for a while (an old deposit expired while a later withdrawal still counts).
+/// A `now` older than the newest second seen (threads racing to report) is
+/// treated as that newest second. `percent` and the reserve are kept in
+/// millionths (rounded to nearest), so thresholds are exact integers.
 struct RatioBudgetOptions {
   /// Fraction of calls that may be retried, in [0, 1].
   double percent = 0.10;
   /// Retries always allowed per second of window, >= 0.
   double min_per_second = 10;
-  /// Sliding window, >= 1 s; deposits older than this expire.
+  /// Sliding window, >= 1 s and <= 24 h (one slot per second is allocated
+  /// at construction); deposits older than this expire.
   Duration window = std::chrono::seconds(10);
 };
 
@@ -127,13 +148,24 @@ class RatioBudget final : public RetryBudget {
     std::int64_t deposits = 0;
     std::int64_t withdrawals = 0;
   };
+  // Balance in millionths of a retry at second `epoch`, from a scan of the
+  // slots (used by the const query, which must not rotate slots).
+  std::int64_t ScanBalanceMicrosLocked(std::int64_t epoch) const;
   double BalanceLocked(std::int64_t epoch) const;
+  // Rotates the window forward to `epoch` (if newer) and returns its slot.
   Slot& SlotFor(std::int64_t epoch);
   std::int64_t EpochOf(TimePoint now) const;
+  std::int64_t EffectiveEpochLocked(TimePoint now) const;
 
   RatioBudgetOptions options_;
+  std::int64_t window_slots_;     // N, whole seconds
+  std::int64_t percent_micros_;   // percent * 1e6
+  std::int64_t reserve_micros_;   // min_per_second * N * 1e6
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;  // one per second of the window
+  std::vector<Slot> slots_;       // one per second of the window
+  std::int64_t newest_epoch_;     // guarded by mu_; the newest second seen
+  std::int64_t window_deposits_ = 0;     // guarded by mu_; sum over slots_
+  std::int64_t window_withdrawals_ = 0;  // guarded by mu_; sum over slots_
 };
 
 /// AWS SDK-style cost quota. Defaults as in the AWS SDKs' standard mode.

@@ -1,0 +1,270 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "saferetry/retry_budget.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace saferetry {
+namespace {
+
+constexpr std::int64_t kMilli = 1000;
+constexpr std::int64_t kMicro = 1000000;
+// Above this many millionths a reserve is "unlimited"; it keeps every sum far
+// from int64 overflow.
+constexpr double kMaxReserveMicros = 1e18;
+
+// Truncates to three decimals, as gRPC does when it parses "0.1239". The tiny
+// bias absorbs binary representation error (0.29 * 1000 == 289.99999...).
+std::int64_t ToMilliTruncated(double value) {
+  return static_cast<std::int64_t>(std::floor(value * kMilli + 1e-6));
+}
+
+}  // namespace
+
+std::string_view BudgetRefusalName(BudgetRefusal refusal) {
+  switch (refusal) {
+    case BudgetRefusal::kNone:
+      return "none";
+    case BudgetRefusal::kThrottleAtOrBelowHalf:
+      return "throttle_at_or_below_half";
+    case BudgetRefusal::kRatioExhausted:
+      return "ratio_exhausted";
+    case BudgetRefusal::kQuotaExhausted:
+      return "quota_exhausted";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------
+// TokenThrottle
+
+absl::StatusOr<std::shared_ptr<TokenThrottle>> TokenThrottle::Create(
+    TokenThrottleOptions options) {
+  if (!(options.max_tokens > 0) || !(options.max_tokens <= 1000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens: must be in (0, 1000], got ", options.max_tokens));
+  }
+  if (ToMilliTruncated(options.max_tokens) <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_tokens: must be >= 0.001 (three decimals are kept), got ", options.max_tokens));
+  }
+  if (!(options.token_ratio > 0) || !std::isfinite(options.token_ratio)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_ratio: must be > 0 and finite, got ", options.token_ratio));
+  }
+  if (options.token_ratio > 1e12 || ToMilliTruncated(options.token_ratio) <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token_ratio: must be in [0.001, 1e12] (three decimals are kept), got ",
+        options.token_ratio));
+  }
+  return std::make_shared<TokenThrottle>(options);
+}
+
+TokenThrottle::TokenThrottle(TokenThrottleOptions options)
+    : max_milli_(options.max_tokens > 0 && options.max_tokens <= 1000
+                     ? std::max<std::int64_t>(1, ToMilliTruncated(options.max_tokens))
+                     : 1000 * kMilli),
+      ratio_milli_(options.token_ratio > 0 && options.token_ratio <= 1e12
+                       ? std::max<std::int64_t>(0, ToMilliTruncated(options.token_ratio))
+                       : 0),
+      milli_tokens_(max_milli_) {}
+
+BudgetDecision TokenThrottle::OnFailureTryRetry(AttemptClass /*cls*/, TimePoint /*now*/) {
+  std::int64_t current = milli_tokens_.load(std::memory_order_relaxed);
+  std::int64_t next;
+  do {
+    next = std::max<std::int64_t>(0, current - kMilli);
+  } while (!milli_tokens_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+  // Strictly above half, decided on the value this failure left behind.
+  // next * 2 > max avoids the rounding of max / 2 for odd milli counts.
+  if (next * 2 > max_milli_) return {true, BudgetRefusal::kNone, 0};
+  return {false, BudgetRefusal::kThrottleAtOrBelowHalf, 0};
+}
+
+void TokenThrottle::OnSuccess(std::int64_t /*retry_cost*/, TimePoint /*now*/) {
+  std::int64_t current = milli_tokens_.load(std::memory_order_relaxed);
+  std::int64_t next;
+  do {
+    next = std::min(max_milli_, current + ratio_milli_);
+  } while (!milli_tokens_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+}
+
+double TokenThrottle::Balance(TimePoint /*now*/) const {
+  return static_cast<double>(milli_tokens_.load(std::memory_order_relaxed)) / kMilli;
+}
+
+// ---------------------------------------------------------------------------
+// RatioBudget
+
+absl::StatusOr<std::shared_ptr<RatioBudget>> RatioBudget::Create(RatioBudgetOptions options) {
+  if (!(options.percent >= 0.0 && options.percent <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("percent: must be in [0, 1], got ", options.percent));
+  }
+  if (!(options.min_per_second >= 0.0) || !std::isfinite(options.min_per_second)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_per_second: must be >= 0 and finite, got ", options.min_per_second));
+  }
+  if (options.window < std::chrono::seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window: must be >= 1s, got ",
+                     absl::FormatDuration(absl::FromChrono(options.window))));
+  }
+  // One slot per second, allocated once: keep that allocation sane.
+  if (options.window > std::chrono::hours(24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window: must be <= 24h, got ",
+                     absl::FormatDuration(absl::FromChrono(options.window))));
+  }
+  return std::make_shared<RatioBudget>(options);
+}
+
+RatioBudget::RatioBudget(RatioBudgetOptions options)
+    : options_(options),
+      window_slots_(std::clamp<std::int64_t>(
+          std::chrono::duration_cast<std::chrono::seconds>(options.window).count(), 1, 86400)),
+      percent_micros_(options.percent >= 0.0 && options.percent <= 1.0
+                          ? std::llround(options.percent * kMicro)
+                          : 0),
+      reserve_micros_(0),
+      slots_(static_cast<std::size_t>(window_slots_)),
+      newest_epoch_(std::numeric_limits<std::int64_t>::min()) {
+  double reserve = options.min_per_second * static_cast<double>(window_slots_) * kMicro;
+  if (reserve >= kMaxReserveMicros) {
+    reserve_micros_ = static_cast<std::int64_t>(kMaxReserveMicros);
+  } else if (reserve > 0) {
+    reserve_micros_ = std::llround(reserve);
+  }
+}
+
+std::int64_t RatioBudget::EpochOf(TimePoint now) const {
+  return std::chrono::floor<std::chrono::seconds>(now.time_since_epoch()).count();
+}
+
+std::int64_t RatioBudget::EffectiveEpochLocked(TimePoint now) const {
+  return std::max(EpochOf(now), newest_epoch_);
+}
+
+RatioBudget::Slot& RatioBudget::SlotFor(std::int64_t epoch) {
+  if (epoch > newest_epoch_) {
+    // Seconds newest_epoch_+1 .. epoch take over the slots of the seconds that
+    // just left the window; at most N slots need clearing however far we jump.
+    std::int64_t first = epoch - window_slots_ + 1;
+    if (newest_epoch_ != std::numeric_limits<std::int64_t>::min()) {
+      first = std::max(first, newest_epoch_ + 1);
+    }
+    for (std::int64_t e = first; e <= epoch; ++e) {
+      Slot& slot = slots_[static_cast<std::size_t>(((e % window_slots_) + window_slots_) %
+                                                   window_slots_)];
+      window_deposits_ -= slot.deposits;
+      window_withdrawals_ -= slot.withdrawals;
+      slot = Slot{e, 0, 0};
+    }
+    newest_epoch_ = epoch;
+  }
+  return slots_[static_cast<std::size_t>(((epoch % window_slots_) + window_slots_) %
+                                         window_slots_)];
+}
+
+std::int64_t RatioBudget::ScanBalanceMicrosLocked(std::int64_t epoch) const {
+  std::int64_t deposits = 0;
+  std::int64_t withdrawals = 0;
+  for (const Slot& slot : slots_) {
+    if (slot.epoch > epoch - window_slots_ && slot.epoch <= epoch) {
+      deposits += slot.deposits;
+      withdrawals += slot.withdrawals;
+    }
+  }
+  return reserve_micros_ + percent_micros_ * deposits - kMicro * withdrawals;
+}
+
+double RatioBudget::BalanceLocked(std::int64_t epoch) const {
+  return static_cast<double>(ScanBalanceMicrosLocked(epoch)) / kMicro;
+}
+
+void RatioBudget::OnCallStart(TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = SlotFor(EffectiveEpochLocked(now));
+  ++slot.deposits;
+  ++window_deposits_;
+}
+
+BudgetDecision RatioBudget::OnFailureTryRetry(AttemptClass /*cls*/, TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = SlotFor(EffectiveEpochLocked(now));
+  std::int64_t balance =
+      reserve_micros_ + percent_micros_ * window_deposits_ - kMicro * window_withdrawals_;
+  if (balance < kMicro) return {false, BudgetRefusal::kRatioExhausted, 0};
+  ++slot.withdrawals;
+  ++window_withdrawals_;
+  return {true, BudgetRefusal::kNone, 0};
+}
+
+double RatioBudget::Balance(TimePoint now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return BalanceLocked(EffectiveEpochLocked(now));
+}
+
+// ---------------------------------------------------------------------------
+// CostQuota
+
+absl::StatusOr<std::shared_ptr<CostQuota>> CostQuota::Create(CostQuotaOptions options) {
+  if (options.capacity <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity: must be > 0, got ", options.capacity));
+  }
+  if (options.retry_cost <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("retry_cost: must be > 0, got ", options.retry_cost));
+  }
+  if (options.timeout_cost <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_cost: must be > 0, got ", options.timeout_cost));
+  }
+  if (options.success_increment < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("success_increment: must be >= 0, got ", options.success_increment));
+  }
+  return std::make_shared<CostQuota>(options);
+}
+
+CostQuota::CostQuota(CostQuotaOptions options)
+    : options_(options), available_(std::max<std::int64_t>(0, options.capacity)) {}
+
+BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, TimePoint /*now*/) {
+  const std::int64_t cost =
+      cls == AttemptClass::kAmbiguous ? options_.timeout_cost : options_.retry_cost;
+  std::int64_t current = available_.load(std::memory_order_relaxed);
+  do {
+    if (current < cost) return {false, BudgetRefusal::kQuotaExhausted, 0};
+  } while (
+      !available_.compare_exchange_weak(current, current - cost, std::memory_order_relaxed));
+  return {true, BudgetRefusal::kNone, cost};
+}
+
+void CostQuota::OnSuccess(std::int64_t retry_cost, TimePoint /*now*/) {
+  const std::int64_t add = retry_cost > 0 ? retry_cost : options_.success_increment;
+  if (add <= 0) return;
+  std::int64_t current = available_.load(std::memory_order_relaxed);
+  std::int64_t next;
+  do {
+    // current <= capacity always, so capacity - current never overflows.
+    next = add >= options_.capacity - current ? options_.capacity : current + add;
+  } while (!available_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+}
+
+double CostQuota::Balance(TimePoint /*now*/) const {
+  return static_cast<double>(available_.load(std::memory_order_relaxed));
+}
+
+}  // namespace saferetry
