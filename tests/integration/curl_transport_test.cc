@@ -1,0 +1,551 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The libcurl transport against a scripted loopback server: one attempt at a
+// time, asserting the delivery evidence and exactly what the server read.
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loopback_server.h"
+#include "saferetry/cancellation.h"
+#include "saferetry/curl_transport.h"
+
+namespace saferetry {
+namespace {
+
+using ::saferetry::testing::AfterRequest;
+using ::saferetry::testing::LoopbackConnection;
+using ::saferetry::testing::LoopbackServer;
+using ::saferetry::testing::ReceivedRequest;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::StartsWith;
+using std::chrono::milliseconds;
+
+std::shared_ptr<Transport> MakeTransport(CurlTransportOptions options = {}) {
+  auto t = MakeCurlTransport(std::move(options));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+Request Post(std::string url, std::string body) {
+  Request r;
+  r.method = "POST";
+  r.url = std::move(url);
+  r.body = std::move(body);
+  return r;
+}
+
+Request Get(std::string url) {
+  Request r;
+  r.url = std::move(url);
+  return r;
+}
+
+AttemptOptions WithTimeout(Duration timeout) {
+  AttemptOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
+// A port with nothing listening: bound, then closed.
+int DeadPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+LoopbackServer::Handler AlwaysReply(int status, Headers headers, std::string body) {
+  return [=](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(status, headers, body));
+    return AfterRequest::kKeepAlive;
+  };
+}
+
+TEST(CurlTransportTest, GetReturnsResponseHeadersBodyAndTimings) {
+  LoopbackServer server(AlwaysReply(200, {{"X-Trace", "abc"}, {"Retry-After", "7"}}, "hello"));
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Get(server.Url("/items?id=1")), {});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
+  ASSERT_TRUE(r.response.has_value());
+  EXPECT_EQ(r.response->status_code, 200);
+  EXPECT_EQ(r.response->body, "hello");
+  EXPECT_FALSE(r.response->body_truncated);
+  EXPECT_THAT(r.response->headers, ElementsAre(Pair("X-Trace", "abc"), Pair("Retry-After", "7"),
+                                               Pair("Content-Length", "5")));
+  // A fresh connection: connect happened, then the first byte, then the end.
+  EXPECT_GT(r.timings.connect, Duration(0));
+  EXPECT_GE(r.timings.first_byte, r.timings.connect);
+  EXPECT_GE(r.timings.total, r.timings.first_byte);
+  EXPECT_EQ(r.timings.tls, Duration(0));
+
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].method, "GET");
+  EXPECT_EQ(got[0].target, "/items?id=1");
+  EXPECT_EQ(got[0].body, "");
+  EXPECT_EQ(got[0].Header("User-Agent"), "saferetry/0.1.0");
+  EXPECT_EQ(got[0].Header("Content-Length"), std::nullopt);
+}
+
+TEST(CurlTransportTest, KeepAliveReusesOneConnection) {
+  LoopbackServer server(AlwaysReply(200, {}, "ok"));
+  auto transport = MakeTransport();
+  for (int i = 0; i < 3; ++i) {
+    TransportResult r = transport->Send(Post(server.Url("/o"), "b" + std::to_string(i)), {});
+    ASSERT_TRUE(r.status.ok()) << r.status;
+  }
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].body, "b2");
+  EXPECT_EQ(got[2].connection, 0);
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(CurlTransportTest, PostSendsContentLengthWithoutExpectOrFormType) {
+  LoopbackServer server(AlwaysReply(201, {}, ""));
+  auto transport = MakeTransport();
+  // Above libcurl's 1 MiB threshold for "Expect: 100-continue".
+  const std::string body(2 * 1024 * 1024 + 3, 'x');
+  Request req = Post(server.Url("/upload"), body);
+  req.headers = {{"X-A", "1"}, {"X-Empty", ""}};
+  Headers extra = {{"Idempotency-Key", "k-1"}, {"X-Request-Timeout-Ms", "900"}};
+  AttemptOptions opts;
+  opts.extra_headers = &extra;
+  TransportResult r = transport->Send(req, opts);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.response->status_code, 201);
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].method, "POST");
+  EXPECT_EQ(got[0].body, body);
+  EXPECT_EQ(got[0].Header("Content-Length"), std::to_string(body.size()));
+  EXPECT_EQ(got[0].Header("Expect"), std::nullopt);
+  EXPECT_EQ(got[0].Header("Transfer-Encoding"), std::nullopt);
+  EXPECT_EQ(got[0].Header("Content-Type"), std::nullopt);
+  EXPECT_EQ(got[0].Header("X-Empty"), "");
+  // Request headers first, then the extra ones, in order.
+  std::vector<std::string> names;
+  for (const auto& h : got[0].headers) names.push_back(h.first);
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"X-A", "X-Empty", "Idempotency-Key",
+                                              "X-Request-Timeout-Ms"}));
+  auto pos = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) - names.begin();
+  };
+  EXPECT_LT(pos("X-A"), pos("X-Empty"));
+  EXPECT_LT(pos("X-Empty"), pos("Idempotency-Key"));
+  EXPECT_LT(pos("Idempotency-Key"), pos("X-Request-Timeout-Ms"));
+}
+
+TEST(CurlTransportTest, OtherMethodsHeadPutDelete) {
+  LoopbackServer server(AlwaysReply(200, {}, "12345"));
+  auto transport = MakeTransport();
+  Request head = Get(server.Url("/h"));
+  head.method = "HEAD";
+  TransportResult rh = transport->Send(head, {});
+  ASSERT_TRUE(rh.status.ok()) << rh.status;
+  EXPECT_EQ(rh.response->body, "");
+  Request put = Post(server.Url("/p"), "{\"a\":1}");
+  put.method = "PUT";
+  put.headers = {{"Content-Type", "application/json"}};
+  ASSERT_TRUE(transport->Send(put, {}).status.ok());
+  Request del = Get(server.Url("/d"));
+  del.method = "DELETE";
+  TransportResult rd = transport->Send(del, {});
+  ASSERT_TRUE(rd.status.ok()) << rd.status;
+  EXPECT_EQ(rd.response->body, "12345");
+
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].method, "HEAD");
+  EXPECT_EQ(got[1].method, "PUT");
+  EXPECT_EQ(got[1].body, "{\"a\":1}");
+  EXPECT_EQ(got[1].Header("Content-Type"), "application/json");
+  EXPECT_EQ(got[2].method, "DELETE");
+  EXPECT_EQ(got[2].Header("Content-Length"), std::nullopt);
+}
+
+TEST(CurlTransportTest, ConnectionRefusedIsNotSent) {
+  auto transport = MakeTransport();
+  TransportResult r =
+      transport->Send(Post("http://127.0.0.1:" + std::to_string(DeadPort()) + "/o", "x"), {});
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_FALSE(r.response.has_value());
+}
+
+TEST(CurlTransportTest, AcceptedThenClosedUnreadMayHaveBeenDelivered) {
+  LoopbackServer server(AlwaysReply(200, {}, "never"), [](int) { return false; });
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Post(server.Url("/o"), "x"), WithTimeout(milliseconds(2000)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  // The client cannot tell "closed unread" from "read, acted, then closed".
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(CurlTransportTest, RequestReadThenClosedMayHaveBeenDelivered) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection&) {
+    return AfterRequest::kClose;
+  });
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Post(server.Url("/o"), "pay"), WithTimeout(milliseconds(2000)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_THAT(r.status.message(), HasSubstr("Server returned nothing"));
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(server.requests()[0].body, "pay");
+}
+
+TEST(CurlTransportTest, HalfAStatusLineThenCloseMayHaveBeenDelivered) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write("HTTP/1.1 20");
+    return AfterRequest::kClose;
+  });
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Post(server.Url("/o"), "pay"), WithTimeout(milliseconds(2000)));
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  EXPECT_FALSE(r.response.has_value());
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(CurlTransportTest, HeadersDelayedPastTimeout) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(2000));
+    return AfterRequest::kClose;
+  });
+  auto transport = MakeTransport();
+  const auto start = std::chrono::steady_clock::now();
+  TransportResult r = transport->Send(Post(server.Url("/slow"), "x"), WithTimeout(milliseconds(150)));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  EXPECT_GE(took, milliseconds(150));
+  EXPECT_LT(took, milliseconds(1500));
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(CurlTransportTest, BodyStalledMidwayKeepsPartialResponse) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+    conn.WaitForPeerClose(milliseconds(2000));
+    return AfterRequest::kClose;
+  });
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Get(server.Url("/stall")), WithTimeout(milliseconds(150)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
+  ASSERT_TRUE(r.response.has_value());
+  EXPECT_EQ(r.response->status_code, 200);
+  EXPECT_EQ(r.response->body, "hello");
+}
+
+TEST(CurlTransportTest, BodyCutShortByCloseIsAnErrorWithResponse) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhel");
+    return AfterRequest::kClose;
+  });
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Get(server.Url("/cut")), WithTimeout(milliseconds(2000)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
+  EXPECT_EQ(r.response->body, "hel");
+}
+
+TEST(CurlTransportTest, ChunkedResponseIsReassembled) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::ChunkedReply(200, {{"X-Kind", "chunked"}}, {"ab", "cde", "f"}));
+    return AfterRequest::kKeepAlive;
+  });
+  auto transport = MakeTransport();
+  for (int i = 0; i < 2; ++i) {
+    TransportResult r = transport->Send(Get(server.Url("/c")), {});
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.response->body, "abcdef");
+    EXPECT_EQ(r.response->headers.front(), Header("X-Kind", "chunked"));
+  }
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(CurlTransportTest, BodyOverTheCapIsCutAndStillASuccess) {
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    const std::string big(100, 'z');
+    if (req.target == "/chunked") {
+      conn.Write(LoopbackServer::ChunkedReply(200, {}, {big.substr(0, 7), big.substr(7)}));
+    } else {
+      conn.Write(LoopbackServer::Reply(200, {}, big));
+    }
+    return AfterRequest::kKeepAlive;
+  });
+  CurlTransportOptions options;
+  options.max_response_body = 10;
+  auto transport = MakeTransport(options);
+  for (const char* path : {"/fixed", "/chunked"}) {
+    TransportResult r = transport->Send(Get(server.Url(path)), {});
+    ASSERT_TRUE(r.status.ok()) << path << " " << r.status;
+    EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
+    EXPECT_EQ(r.response->body, std::string(10, 'z'));
+    EXPECT_TRUE(r.response->body_truncated);
+  }
+  // Exactly at the cap is not truncated.
+  options.max_response_body = 100;
+  TransportResult exact = MakeTransport(options)->Send(Get(server.Url("/fixed")), {});
+  ASSERT_TRUE(exact.status.ok());
+  EXPECT_EQ(exact.response->body.size(), 100u);
+  EXPECT_FALSE(exact.response->body_truncated);
+}
+
+TEST(CurlTransportTest, HeadersOfTheFinalResponseOnlyWithFoldingAndRepeats) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(
+        "HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nSet-Cookie: a=1\r\n"
+        "Set-Cookie: b=2\r\nX-Folded: one\r\n  two\r\nContent-Length: 0\r\n\r\n");
+    return AfterRequest::kKeepAlive;
+  });
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Get(server.Url("/")), {});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.response->status_code, 503);
+  EXPECT_THAT(r.response->headers,
+              ElementsAre(Pair("Retry-After", "2"), Pair("Set-Cookie", "a=1"),
+                          Pair("Set-Cookie", "b=2"), Pair("X-Folded", "one two"),
+                          Pair("Content-Length", "0")));
+}
+
+// The premise of the resend guard: plain libcurl 7.88 sends a POST body a
+// second time, on a new connection, when the kept-alive connection closes
+// after reading the request and before any response byte.
+TEST(CurlTransportTest, PlainLibcurlResendsAPostOnADeadReusedConnection) {
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.body == "second" && req.connection == 0) return AfterRequest::kClose;
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  CURL* c = curl_easy_init();
+  const std::string url = server.Url("/o");
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION,
+                   +[](char*, size_t s, size_t n, void*) -> size_t { return s * n; });
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, "first");
+  EXPECT_EQ(curl_easy_perform(c), CURLE_OK);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, "second");
+  EXPECT_EQ(curl_easy_perform(c), CURLE_OK);  // Answered by the hidden resend.
+  curl_easy_cleanup(c);
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].body, "second");
+  EXPECT_EQ(got[2].body, "second");
+  EXPECT_EQ(got[2].connection, 1);
+}
+
+// The defence: the same script through the transport delivers one copy.
+class HiddenResendTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HiddenResendTest, SecondPostOnKeptAliveConnectionIsSentOnce) {
+  const std::string second_body = GetParam();
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.target == "/second") return AfterRequest::kClose;  // Committed; answer lost.
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto transport = MakeTransport();
+  ASSERT_TRUE(transport->Send(Post(server.Url("/first"), "one"), {}).status.ok());
+  TransportResult r = transport->Send(Post(server.Url("/second"), second_body),
+                                      WithTimeout(milliseconds(2000)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_THAT(r.status.message(), HasSubstr("resend of an unsafe request was refused"));
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].target, "/second");
+  EXPECT_EQ(got[1].body, second_body);
+  EXPECT_EQ(got[1].connection, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutBody, HiddenResendTest,
+                         ::testing::Values(std::string("two"), std::string()));
+
+TEST(CurlTransportTest, IdempotentRequestMayBeResentByLibcurl) {
+  // Harmless by definition, and documented: a GET on a dead reused
+  // connection is sent again once by libcurl.
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.target == "/second" && req.connection == 0) return AfterRequest::kClose;
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto transport = MakeTransport();
+  ASSERT_TRUE(transport->Send(Get(server.Url("/first")), {}).status.ok());
+  TransportResult r = transport->Send(Get(server.Url("/second")), {});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST(CurlTransportTest, BadInputIsRefusedBeforeSending) {
+  LoopbackServer server(AlwaysReply(200, {}, ""));
+  auto transport = MakeTransport();
+  struct Case {
+    Request request;
+    std::string field;
+  };
+  Request bad_header = Get(server.Url("/"));
+  bad_header.headers = {{"X-Ok", "1"}, {"X-Bad", "a\r\nInjected: yes"}};
+  std::vector<Case> cases = {
+      {Get("http://"), "request.url"},
+      {Get("ftp://127.0.0.1/x"), "request.url"},
+      {Get("http://127.0.0.1:70000/"), "request.url"},
+      {Get("not a url"), "request.url"},
+      {bad_header, "request.headers[1]"},
+  };
+  for (const auto& c : cases) {
+    TransportResult r = transport->Send(c.request, {});
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << c.request.url;
+    EXPECT_THAT(std::string(r.status.message()), StartsWith(c.field)) << r.status;
+    EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  }
+  Headers extra = {{"X-Key", "v\n"}};
+  AttemptOptions opts;
+  opts.extra_headers = &extra;
+  TransportResult r = transport->Send(Get(server.Url("/")), opts);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status.message()), StartsWith("extra_headers[0]"));
+  r = transport->Send(Get(server.Url("/")), WithTimeout(milliseconds(-5)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status.message()), StartsWith("timeout: must be >= 0"));
+  r = transport->Send(Get(server.Url("/")), WithTimeout(Duration(0)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_TRUE(server.requests().empty());
+  EXPECT_EQ(server.connections(), 0);
+}
+
+TEST(CurlTransportTest, FactoryRejectsBadOptionsNamingTheField) {
+  CurlTransportOptions o;
+  o.max_idle_handles = 0;
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "max_idle_handles: must be >= 1, got 0");
+  o = {};
+  o.max_redirects = -1;
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "max_redirects: must be >= 0, got -1");
+  o = {};
+  o.max_response_body = 0;
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "max_response_body: must be > 0, got 0");
+  o = {};
+  o.user_agent = "a\r\nX: y";
+  EXPECT_EQ(MakeCurlTransport(o).status().message(),
+            "user_agent: must not contain CR, LF or NUL");
+}
+
+TEST(CurlTransportTest, CancelledTokenSendsNothing) {
+  LoopbackServer server(AlwaysReply(200, {}, ""));
+  auto transport = MakeTransport();
+  CancellationToken token;
+  token.Cancel();
+  AttemptOptions opts;
+  opts.cancellation = &token;
+  TransportResult r = transport->Send(Post(server.Url("/"), "x"), opts);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_EQ(server.connections(), 0);
+}
+
+TEST(CurlTransportTest, CancellationAbortsAnAttemptInFlight) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(5000));
+    return AfterRequest::kClose;
+  });
+  auto transport = MakeTransport();
+  CancellationToken token;
+  AttemptOptions opts;
+  opts.cancellation = &token;
+  opts.timeout = milliseconds(4000);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    token.Cancel();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  TransportResult r = transport->Send(Post(server.Url("/"), "x"), opts);
+  const auto took = std::chrono::steady_clock::now() - start;
+  canceller.join();
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  EXPECT_LT(took, milliseconds(2000));
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(CurlTransportTest, RedirectsAreNotFollowedByDefault) {
+  LoopbackServer server(AlwaysReply(302, {{"Location", "/elsewhere"}}, ""));
+  TransportResult r = MakeTransport()->Send(Get(server.Url("/")), {});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.response->status_code, 302);
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(CurlTransportTest, RedirectsKeepCredentialsOnTheSameHostOnly) {
+  LoopbackServer other(AlwaysReply(200, {}, "other"));
+  LoopbackServer server([&](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.target == "/start") {
+      conn.Write(LoopbackServer::Reply(307, {{"Location", "/same"}}, ""));
+    } else if (req.target == "/same") {
+      conn.Write(LoopbackServer::Reply(308, {{"Location", other.Url("/away")}}, ""));
+    }
+    return AfterRequest::kKeepAlive;
+  });
+  CurlTransportOptions options;
+  options.follow_redirects = true;
+  Request req = Post(server.Url("/start"), "body");
+  req.headers = {{"Authorization", "Bearer s3cret"}, {"Cookie", "sid=1"}, {"X-Keep", "yes"}};
+  TransportResult r = MakeTransport(options)->Send(req, {});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.response->body, "other");
+  auto here = server.requests();
+  ASSERT_EQ(here.size(), 2u);
+  EXPECT_EQ(here[1].target, "/same");
+  EXPECT_EQ(here[1].method, "POST");
+  EXPECT_EQ(here[1].body, "body");
+  EXPECT_EQ(here[1].Header("Authorization"), "Bearer s3cret");
+  EXPECT_EQ(here[1].Header("Cookie"), "sid=1");
+  auto there = other.requests();
+  ASSERT_EQ(there.size(), 1u);
+  EXPECT_EQ(there[0].method, "POST");
+  EXPECT_EQ(there[0].body, "body");
+  EXPECT_EQ(there[0].Header("Authorization"), std::nullopt);
+  EXPECT_EQ(there[0].Header("Cookie"), std::nullopt);
+  EXPECT_EQ(there[0].Header("X-Keep"), "yes");
+}
+
+TEST(CurlTransportTest, RedirectLimitReturnsTheLast3xx) {
+  LoopbackServer server(AlwaysReply(302, {{"Location", "/loop"}}, ""));
+  CurlTransportOptions options;
+  options.follow_redirects = true;
+  options.max_redirects = 2;
+  TransportResult r = MakeTransport(options)->Send(Get(server.Url("/")), {});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.response->status_code, 302);
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+}  // namespace
+}  // namespace saferetry
