@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the build in $1 into a scratch prefix, then builds and runs two consumer projects against it:
+# one with find_package(saferetry CONFIG REQUIRED), one with pkg-config.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+test -x "$work/prefix/bin/saferetry" || { echo "install: the saferetry CLI is missing"; exit 1; }
+
+cmake -S "$here/cmake_consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+cmake --build "$work/cmake" -j2 > /dev/null
+"$work/cmake/consumer"
+
+PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:${PKG_CONFIG_PATH:-}" \
+  g++ -std=c++17 -o "$work/pc_consumer" "$here/consumer_main.cc" \
+  $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry)
+"$work/pc_consumer"
+echo "install test: cmake and pkg-config consumers built and ran"
