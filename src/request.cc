@@ -1,0 +1,235 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License,
+// Version 2.0.
+
+#include "saferetry/request.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace saferetry {
+namespace {
+
+// Debian's Abseil has its own string_view, distinct from std::string_view.
+absl::string_view AsAbsl(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+// RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" /
+// "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA.
+bool IsTokenChar(char c) {
+  constexpr std::string_view kTokenPunctuation = "!#$%&'*+-.^_`|~";
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+         kTokenPunctuation.find(c) != std::string_view::npos;
+}
+
+// Returns the index of the first non-token character, or npos when `s` is a
+// (possibly empty) token.
+std::size_t FirstNonTokenChar(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (!IsTokenChar(s[i])) return i;
+  }
+  return std::string_view::npos;
+}
+
+// Quotes `s` for an error message. Long inputs are cut so a huge header or
+// URL does not end up in a log line in full.
+std::string Quote(std::string_view s) {
+  constexpr std::size_t kMaxShown = 64;
+  if (s.size() <= kMaxShown) {
+    return absl::StrCat("\"", absl::CHexEscape(AsAbsl(s)), "\"");
+  }
+  return absl::StrCat("\"", absl::CHexEscape(AsAbsl(s.substr(0, kMaxShown))),
+                      "\"...");
+}
+
+absl::Status UrlError(std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("request.url: ", AsAbsl(what)));
+}
+
+// A deliberately small check of an absolute http(s) URL: scheme, authority
+// (optional userinfo, a host or [IPv6] literal, an optional port). The path,
+// query and fragment are left to the transport.
+absl::Status ValidateUrl(std::string_view url) {
+  if (url.empty()) return UrlError("is empty");
+  for (std::size_t i = 0; i < url.size(); ++i) {
+    auto const c = static_cast<unsigned char>(url[i]);
+    if (c <= 0x20 || c == 0x7f) {
+      return UrlError(absl::StrCat(
+          "contains whitespace or a control character at position ", i, " in ",
+          Quote(url)));
+    }
+  }
+  auto const scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos || scheme_end == 0) {
+    return UrlError(absl::StrCat(
+        "must be an absolute http:// or https:// URL, got ", Quote(url)));
+  }
+  auto const scheme = url.substr(0, scheme_end);
+  // Schemes are case-insensitive (RFC 3986 §3.1).
+  if (!absl::EqualsIgnoreCase(AsAbsl(scheme), "http") &&
+      !absl::EqualsIgnoreCase(AsAbsl(scheme), "https")) {
+    return UrlError(absl::StrCat("unsupported scheme ", Quote(scheme),
+                                 " (only http and https are supported)"));
+  }
+  auto rest = url.substr(scheme_end + 3);
+  auto authority = rest.substr(0, rest.find_first_of("/?#"));
+  // Userinfo ends at the last '@' of the authority.
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+    authority = authority.substr(at + 1);
+  }
+  if (authority.empty()) return UrlError("missing host");
+
+  std::string_view host;
+  std::string_view after_host;  // "" or ":<port>"
+  if (authority.front() == '[') {
+    auto const close = authority.find(']');
+    if (close == std::string_view::npos) {
+      return UrlError("unterminated IPv6 literal, missing ']'");
+    }
+    host = authority.substr(1, close - 1);
+    if (host.empty()) return UrlError("missing host (empty IPv6 literal)");
+    // The address part is hex digits, ':' and '.' (IPv4-mapped); an optional
+    // zone id follows '%' (RFC 6874, "%25eth0").
+    auto const zone = host.find('%');
+    auto const address = host.substr(0, zone);
+    bool valid = address.find(':') != std::string_view::npos;
+    for (char c : address) {
+      valid = valid && (absl::ascii_isxdigit(static_cast<unsigned char>(c)) ||
+                        c == ':' || c == '.');
+    }
+    if (zone != std::string_view::npos) {
+      // In a URL the '%' before the zone id is itself percent-encoded.
+      auto zone_id = host.substr(zone);
+      valid = valid && zone_id.size() > 3 && zone_id.substr(0, 3) == "%25";
+      zone_id.remove_prefix(std::min<std::size_t>(3, zone_id.size()));
+      for (char c : zone_id) {
+        valid =
+            valid && (absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                      c == '%' || c == '-' || c == '.' || c == '_' || c == '~');
+      }
+    }
+    if (!valid) {
+      return UrlError(absl::StrCat("invalid IPv6 literal ", Quote(host)));
+    }
+    after_host = authority.substr(close + 1);
+    if (!after_host.empty() && after_host.front() != ':') {
+      return UrlError(absl::StrCat("unexpected characters after IPv6 literal: ",
+                                   Quote(after_host)));
+    }
+  } else {
+    auto const colon = authority.find(':');
+    if (colon != std::string_view::npos &&
+        authority.find(':', colon + 1) != std::string_view::npos) {
+      return UrlError(absl::StrCat("invalid authority ", Quote(authority),
+                                   " (an IPv6 address must be in brackets)"));
+    }
+    host = authority.substr(0, colon);
+    after_host = colon == std::string_view::npos ? std::string_view()
+                                                 : authority.substr(colon);
+    if (host.empty()) return UrlError("missing host");
+    for (char c : host) {
+      if (c == '[' || c == ']') {
+        return UrlError(
+            absl::StrCat("invalid character in host ", Quote(host)));
+      }
+    }
+  }
+  if (after_host.empty()) return absl::OkStatus();
+
+  auto const port = after_host.substr(1);
+  if (port.empty()) return UrlError("missing port after ':'");
+  std::int64_t value = 0;
+  for (char c : port) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return UrlError(absl::StrCat("port is not a number: ", Quote(port)));
+    }
+    // Stop accumulating once out of range; no overflow on long digit strings.
+    if (value <= 65535) value = value * 10 + (c - '0');
+  }
+  if (value < 1 || value > 65535) {
+    return UrlError(
+        absl::StrCat("port ", Quote(port), " is out of range 1-65535"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsSafeMethod(std::string_view method) {
+  // Methods are case-sensitive (RFC 9110 §9.1): "get" is not GET.
+  return method == "GET" || method == "HEAD" || method == "OPTIONS" ||
+         method == "TRACE";
+}
+
+bool IsIdempotent(const Request& request) {
+  switch (request.idempotency) {
+    case Idempotency::kIdempotent:
+      return true;
+    case Idempotency::kNonIdempotent:
+      return false;
+    case Idempotency::kFromMethod:
+      break;
+  }
+  return IsSafeMethod(request.method) || request.method == "PUT" ||
+         request.method == "DELETE";
+}
+
+std::optional<std::string_view> FindHeader(const Headers& headers,
+                                           std::string_view name) {
+  for (auto const& h : headers) {
+    if (absl::EqualsIgnoreCase(h.first, AsAbsl(name))) {
+      return std::string_view(h.second);
+    }
+  }
+  return std::nullopt;
+}
+
+absl::Status ValidateHeader(const Header& header, std::string_view field) {
+  auto const& [name, value] = header;
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(field), ".name: must be a non-empty token"));
+  }
+  if (auto pos = FirstNonTokenChar(name); pos != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AsAbsl(field), ".name: ", Quote(name),
+        " is not a token (invalid character at position ", pos, ")"));
+  }
+  if (value.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(field), ".value: contains CR or LF"));
+  }
+  if (value.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(field), ".value: contains NUL"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const Request& request) {
+  if (request.method.empty() ||
+      FirstNonTokenChar(request.method) != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.method: must be a non-empty token, got ",
+                     Quote(request.method)));
+  }
+  if (auto status = ValidateUrl(request.url); !status.ok()) return status;
+  for (std::size_t i = 0; i < request.headers.size(); ++i) {
+    auto status = ValidateHeader(request.headers[i],
+                                 absl::StrCat("request.headers[", i, "]"));
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace saferetry
