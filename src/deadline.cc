@@ -1,0 +1,149 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License,
+// Version 2.0.
+
+#include "saferetry/deadline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace saferetry {
+namespace {
+
+// The arithmetic below works on the raw counts of TimePoint and Duration, so
+// both must count the same unit.
+static_assert(std::is_same_v<TimePoint::duration, Duration>,
+              "steady_clock must count nanoseconds");
+
+using Rep = Duration::rep;
+constexpr Rep kMaxRep = std::numeric_limits<Rep>::max();
+constexpr Rep kMinRep = std::numeric_limits<Rep>::min();
+
+// Callers pass TimePoint::max() and Duration::max() on purpose (an infinite
+// deadline, "no cap"), so every sum and difference saturates instead of
+// overflowing.
+Rep SaturatingAdd(Rep a, Rep b) {
+  if (b > 0 && a > kMaxRep - b) return kMaxRep;
+  if (b < 0 && a < kMinRep - b) return kMinRep;
+  return a + b;
+}
+
+Rep SaturatingSub(Rep a, Rep b) {
+  if (b < 0 && a > kMaxRep + b) return kMaxRep;
+  if (b > 0 && a < kMinRep + b) return kMinRep;
+  return a - b;
+}
+
+Rep Count(TimePoint t) { return t.time_since_epoch().count(); }
+
+std::string Describe(Duration d) {
+  return absl::FormatDuration(absl::FromChrono(d));
+}
+
+}  // namespace
+
+Deadline Deadline::After(TimePoint now, Duration timeout) {
+  return Deadline(
+      TimePoint(Duration(SaturatingAdd(Count(now), timeout.count()))));
+}
+
+Duration Deadline::Remaining(TimePoint now) const {
+  if (is_infinite()) return Duration::max();
+  return Duration(std::max<Rep>(0, SaturatingSub(Count(*at_), Count(now))));
+}
+
+absl::Status ValidateDeadlineOptions(const DeadlineOptions& options) {
+  if (options.margin < Duration::zero()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("margin: must be >= 0, got ", Describe(options.margin)));
+  }
+  if (options.min_useful_attempt <= Duration::zero()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_useful_attempt: must be > 0, got ",
+                     Describe(options.min_useful_attempt)));
+  }
+  if (options.attempt_cap.has_value() &&
+      *options.attempt_cap <= Duration::zero()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attempt_cap: must be > 0 when set, got ",
+                     Describe(*options.attempt_cap)));
+  }
+  return absl::OkStatus();
+}
+
+Duration AttemptTimeout(const Deadline& deadline, TimePoint now,
+                        const DeadlineOptions& options) {
+  // An infinite deadline has no "remaining - margin": the margin only matters
+  // when there is an end to keep it before.
+  Duration timeout = Duration::max();
+  if (!deadline.is_infinite()) {
+    timeout =
+        Duration(std::max<Rep>(0, SaturatingSub(deadline.Remaining(now).count(),
+                                                options.margin.count())));
+  }
+  if (options.attempt_cap.has_value()) {
+    timeout =
+        std::min(timeout, std::max(Duration::zero(), *options.attempt_cap));
+  }
+  return timeout;
+}
+
+bool WaitFits(const Deadline& deadline, TimePoint now, Duration delay,
+              const DeadlineOptions& options) {
+  if (deadline.is_infinite()) return true;
+  // A negative delay means "no wait", not "time travel".
+  Rep needed = std::max<Rep>(0, delay.count());
+  needed = SaturatingAdd(needed, options.min_useful_attempt.count());
+  needed = SaturatingAdd(needed, options.margin.count());
+  return SaturatingAdd(Count(now), needed) <= Count(deadline.at());
+}
+
+std::string EncodeDeadlineHeader(Duration remaining) {
+  if (remaining <= Duration::zero()) return "0";
+  // duration_cast truncates toward zero, which for a positive value is the
+  // "rounded down" the receiver must see: never promise time that is not there.
+  return absl::StrCat(
+      std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count());
+}
+
+absl::StatusOr<Deadline> DeadlineFromHeader(std::string_view value,
+                                            TimePoint now,
+                                            std::string_view field) {
+  // 18 digits always fit in an int64 (< 9.22e18), so parsing cannot overflow;
+  // only the conversion to nanoseconds needs to saturate.
+  constexpr std::size_t kMaxDigits = 18;
+  bool valid = !value.empty() && value.size() <= kMaxDigits;
+  for (char c : value) {
+    valid = valid && absl::ascii_isdigit(static_cast<unsigned char>(c));
+  }
+  if (!valid) {
+    constexpr std::size_t kMaxShown = 32;
+    auto const shown = absl::CHexEscape(
+        absl::string_view(value.data(), std::min(value.size(), kMaxShown)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(absl::string_view(field.data(), field.size()),
+                     ": must be 1 to 18 ASCII digits (milliseconds), got \"",
+                     shown, value.size() > kMaxShown ? "\"..." : "\""));
+  }
+  Rep millis = 0;
+  for (char c : value) millis = millis * 10 + (c - '0');
+  constexpr Rep kNanosPerMilli = 1000 * 1000;
+  Duration timeout = millis > kMaxRep / kNanosPerMilli
+                         ? Duration::max()
+                         : Duration(millis * kNanosPerMilli);
+  return Deadline::After(now, timeout);
+}
+
+}  // namespace saferetry
