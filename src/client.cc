@@ -131,6 +131,7 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
   const bool idempotent = IsIdempotent(request);
   std::optional<std::string> key;
   bool key_in_request = false;
+  bool key_minted = false;
   if (options.key_mode != KeyMode::kNever) {
     std::optional<std::string_view> header_key =
         FindHeader(request.headers, options_.idempotency_header);
@@ -153,9 +154,12 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
     } else if (options.key_mode == KeyMode::kAlways ||
                (options.key_mode == KeyMode::kAuto && !idempotent)) {
       key = GenerateUuidV4(*options_.random);
+      key_minted = true;
     }
   }
-  if (key.has_value()) {
+  // A freshly minted key cannot have been used before; only a caller's key
+  // can be reused for another request by mistake.
+  if (key.has_value() && !key_minted) {
     s = fingerprints_.CheckAndRemember(*key, request.method, request.url, request.body);
     if (!s.ok()) return InvalidCall(std::move(s));
   }

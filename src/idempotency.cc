@@ -29,8 +29,22 @@ std::string GenerateUuidV4(Random& random) {
   std::uint64_t lo = random.Bits64();
   hi = (hi & ~0x000000000000f000ULL) | 0x0000000000004000ULL;  // version 4
   lo = (lo & ~0xc000000000000000ULL) | 0x8000000000000000ULL;  // variant 10
-  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32, (hi >> 16) & 0xffff, hi & 0xffff,
-                         lo >> 48, lo & 0xffffffffffffULL);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(36, '-');
+  std::size_t pos = 0;
+  auto put = [&](std::uint64_t bits, int nibbles) {
+    for (int i = nibbles - 1; i >= 0; --i) out[pos++] = kHex[(bits >> (4 * i)) & 0xf];
+  };
+  put(hi >> 32, 8);
+  ++pos;
+  put(hi >> 16, 4);
+  ++pos;
+  put(hi, 4);
+  ++pos;
+  put(lo >> 48, 4);
+  ++pos;
+  put(lo, 12);
+  return out;
 }
 
 std::string FormatIdempotencyKey(std::string_view key, KeyForm form) {
