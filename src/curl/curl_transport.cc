@@ -33,6 +33,11 @@ namespace {
 
 constexpr char kDefaultUserAgent[] = "saferetry/0.1.0";
 
+// libcurl 7.88 sends a POSTFIELDS body of less than 64 KiB together with the
+// headers; above that it streams the body, and the read callback path costs
+// nothing extra.
+constexpr std::size_t kInPlaceBodyLimit = 64 * 1024;
+
 // curl_global_init is not thread-safe and must run once per process; the
 // transport never calls curl_global_cleanup (other code in the process may
 // use libcurl too, and handles may outlive any one transport).
@@ -480,10 +485,13 @@ CURLcode CurlTransport::Perform(PooledHandle& h, const Request& request,
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     // Always a Content-Length, never a chunked upload.
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(hop.body->size()));
-    // Safe requests hand curl the bytes directly (it may resend them on a
-    // dead reused connection, which is harmless). Unsafe ones go through
-    // OnRead with no seek, so a resend cannot rewind.
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, hop.unsafe ? nullptr : hop.body->data());
+    // Bodies are handed to curl in place, which lets it write a small body
+    // in the same send() as the headers. An unsafe request's resend is
+    // refused by OnPrereq. Large unsafe bodies (which curl streams after the
+    // headers anyway) also go through OnRead with no working seek, a second
+    // barrier: a resend must rewind first, and cannot.
+    const bool stream = hop.unsafe && hop.body->size() > kInPlaceBodyLimit;
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, stream ? nullptr : hop.body->data());
   }
   // Any other method rides on the GET or POST machinery (libcurl copies the
   // string).

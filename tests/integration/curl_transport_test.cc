@@ -387,7 +387,10 @@ TEST_P(HiddenResendTest, SecondPostOnKeptAliveConnectionIsSentOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WithAndWithoutBody, HiddenResendTest,
-                         ::testing::Values(std::string("two"), std::string()));
+                         // Small (sent with the headers), none, and large
+                         // (streamed through the read callback).
+                         ::testing::Values(std::string("two"), std::string(),
+                                           std::string(100 * 1024, 'b')));
 
 TEST(CurlTransportTest, IdempotentRequestMayBeResentByLibcurl) {
   // Harmless by definition, and documented: a GET on a dead reused
