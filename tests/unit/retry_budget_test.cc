@@ -116,6 +116,17 @@ TEST(TokenThrottleTest, ThresholdIsStrictlyAboveHalf) {
   EXPECT_EQ(throttle->Balance(At(0)), 5.1);
 }
 
+TEST(TokenThrottleTest, RecoveryFromEmptyTakes61Successes) {
+  for (int successes : {60, 61}) {
+    auto throttle = MakeThrottle(10, 0.1);
+    for (int i = 0; i < 20; ++i) (void)throttle->OnFailureTryRetry(kTransient, At(0));
+    ASSERT_EQ(throttle->Balance(At(0)), 0.0);
+    for (int i = 0; i < successes; ++i) throttle->OnSuccess(0, At(0));
+    // 6.0 is charged to 5.0 (refused); 6.1 to 5.1 (allowed).
+    EXPECT_EQ(throttle->OnFailureTryRetry(kTransient, At(0)).allowed, successes == 61);
+  }
+}
+
 TEST(TokenThrottleTest, SuccessIsCappedAtMaxTokens) {
   auto throttle = MakeThrottle(10, 0.7);
   throttle->OnSuccess(0, At(0));
