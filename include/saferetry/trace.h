@@ -1,0 +1,128 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The per-call trace: a structured JSON record of what one call did and why,
+// so every side-effecting call leaves evidence (docs/operations.md explains
+// how to read it). Secrets never reach it: `Authorization`,
+// `Proxy-Authorization`, `Cookie`, `Set-Cookie` and configured header names
+// are redacted wherever a header value could be printed, and so is the
+// password of a URL's userinfo.
+//
+// @code
+//   saferetry::TraceRecorder trace({}, [](const std::string& json) { LOG(INFO) << json; });
+//   saferetry::CallOptions call;
+//   call.listener = &trace;
+//   saferetry::CallResult r = client->Execute(request, call);
+//   // or, with no listener: saferetry::TraceToJson(r, {});
+// @endcode
+
+#ifndef SAFERETRY_TRACE_H_
+#define SAFERETRY_TRACE_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "saferetry/client.h"
+#include "saferetry/request.h"
+#include "saferetry/result.h"
+
+namespace saferetry {
+
+/// What replaces a redacted value.
+inline constexpr std::string_view kRedacted = "[REDACTED]";
+
+/// Decides which header values are secret. The built-in names
+/// (Authorization, Proxy-Authorization, Cookie, Set-Cookie) are always
+/// redacted; more can be added. Names compare case-insensitively.
+/// Thread-safe once built (all methods are const).
+class Redactor {
+ public:
+  Redactor() = default;
+  explicit Redactor(std::vector<std::string> extra_header_names)
+      : extra_(std::move(extra_header_names)) {}
+
+  /// True when the value of `header_name` must not be printed.
+  bool IsSecret(std::string_view header_name) const;
+  /// `value`, or `kRedacted` when the header is secret.
+  std::string Value(std::string_view header_name, std::string_view value) const;
+  /// A copy of `headers` with every secret value replaced.
+  Headers Redact(const Headers& headers) const;
+  /// `url` with the password of its userinfo replaced
+  /// ("https://bob:hunter2@host/" -> "https://bob:[REDACTED]@host/").
+  std::string Url(std::string_view url) const;
+  /// Free text (e.g. a transport error message) with the password of any URL
+  /// userinfo in it replaced.
+  std::string Text(std::string_view text) const;
+
+ private:
+  std::vector<std::string> extra_;
+};
+
+/// `Redactor(extra).Value(name, value)`: the value for printing, redacted
+/// when `name` is a secret header. For the CLI's --verbose output.
+std::string RedactHeaderValue(std::string_view name, std::string_view value,
+                              const std::vector<std::string>& extra_secret_headers = {});
+
+/// What the trace contains.
+struct TraceOptions {
+  /// The caller's id for this call (e.g. the inbound request's id). Empty:
+  /// the idempotency key is used; with no key either, `request_id` is null.
+  std::string request_id;
+  /// When set, the request's method, URL and headers are recorded (redacted).
+  /// Must outlive the `TraceToJson` call.
+  const Request* request = nullptr;
+  /// Record the last response's headers (redacted). Default false.
+  bool include_response_headers = false;
+  /// More header names to redact, besides the built-in ones.
+  std::vector<std::string> redact_headers;
+  /// Times are milliseconds relative to this point; default: the start of
+  /// the first attempt.
+  std::optional<TimePoint> call_start;
+  /// Indentation: -1 (default) prints one line, n >= 0 pretty-prints.
+  int indent = -1;
+};
+
+/// The trace of one call as a JSON object (schema in docs/operations.md):
+///
+///   {"request_id", "idempotency_key", "outcome", "stop_reason", "status",
+///    "attempts", "status_queries", "resolved_by_status_query", "elapsed_ms",
+///    "request"?, "response_headers"?,
+///    "events": [{"number", "kind": "attempt"|"status_query", "start_ms",
+///                "end_ms", "timings_ms": {...}, "delivery",
+///                "transport_status": {"code", "message"}, "http_status",
+///                "classification", "reason", "retry_after_ms", "do_not_retry",
+///                "downstream_request_id", "budget_balance",
+///                "deadline_remaining_ms", "delay_after_ms", "delay_source"}]}
+///
+/// Durations are milliseconds (fractional when not whole); absent values are
+/// null (`deadline_remaining_ms` is null when there was no deadline). Never
+/// throws; invalid UTF-8 is replaced.
+std::string TraceToJson(const CallResult& result, const TraceOptions& options = {});
+
+/// A `CallListener` that renders the call's trace when it finishes and hands
+/// it to `sink` (if any); `json()` returns the last one. One recorder per call
+/// at a time (not thread-safe); chain it with other listeners through
+/// `ListenerChain` (metrics.h).
+class TraceRecorder final : public CallListener {
+ public:
+  explicit TraceRecorder(TraceOptions options = {},
+                         std::function<void(const std::string&)> sink = nullptr)
+      : options_(std::move(options)), sink_(std::move(sink)) {}
+
+  void OnFinish(const CallResult& result) override;
+
+  /// The last call's trace; empty before any call finished.
+  const std::string& json() const { return json_; }
+  TraceOptions& options() { return options_; }
+
+ private:
+  TraceOptions options_;
+  std::function<void(const std::string&)> sink_;
+  std::string json_;
+};
+
+}  // namespace saferetry
+
+#endif  // SAFERETRY_TRACE_H_

@@ -1,0 +1,329 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Metrics: exact counts after a scripted run, nothing lost under 8 threads,
+// the exact Prometheus text of a tiny case, and the listener fan-out.
+
+#include "saferetry/metrics.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
+#include "saferetry/trace.h"
+
+namespace saferetry {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+using testing::FakeClock;
+using testing::FakeTransport;
+using testing::ScriptedRandom;
+using testing::Step;
+
+Request Get() {
+  Request r;
+  r.url = "http://127.0.0.1:8080/orders/1";
+  return r;
+}
+
+Request Post() {
+  Request r;
+  r.method = "POST";
+  r.url = "http://127.0.0.1:8080/orders";
+  r.body = "{}";
+  return r;
+}
+
+class MetricsRunTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Client> Make(std::shared_ptr<RetryBudget> budget) {
+    ClientOptions o;
+    o.transport = transport_;
+    o.clock = clock_;
+    o.random = std::make_shared<ScriptedRandom>();  // u = 0.5
+    o.budget = std::move(budget);
+    auto c = Client::Create(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *std::move(c);
+  }
+
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<FakeTransport> transport_ = std::make_shared<FakeTransport>(clock_);
+  std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
+};
+
+TEST_F(MetricsRunTest, CountsAfterAScriptedRunAreExact) {
+  auto client = Make(std::make_shared<UnlimitedBudget>());
+  auto stingy = Make(*TokenThrottle::Create({1, 0.1}));  // refuses the first retry
+  MetricsListener listener(metrics_);
+  TraceRecorder trace;
+  ListenerChain chain({&listener, nullptr, &trace});
+  CallOptions call;
+  call.listener = &chain;
+  call.max_attempts = 2;
+  CallOptions with_query = call;
+  with_query.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+
+  transport_->Push(Step::Respond(200));  // A: success
+  EXPECT_EQ(client->Execute(Get(), call).stop_reason, StopReason::kSuccess);
+  transport_->Push(Step::Respond(503)).Push(Step::Respond(503));  // B: attempts exhausted
+  EXPECT_EQ(client->Execute(Get(), call).stop_reason, StopReason::kAttemptsExhausted);
+  transport_->Push(Step::CommitThenLost()).Push(Step::Respond(200));  // C: resolved by query
+  CallResult c = client->Execute(Post(), with_query);
+  EXPECT_TRUE(c.resolved_by_status_query);
+  transport_->Push(Step::CommitThenLost());  // D: unknown
+  EXPECT_EQ(client->Execute(Post(), call).outcome, Outcome::kUnknown);
+  transport_->Push(Step::Respond(503));  // E: budget refuses
+  EXPECT_EQ(stingy->Execute(Get(), call).stop_reason, StopReason::kBudgetExhausted);
+  transport_->Push(Step::RespondRetryAfter(503, "1")).Push(Step::Respond(200));  // F: hint
+  EXPECT_EQ(client->Execute(Get(), call).outcome, Outcome::kSucceeded);
+  Request bad = Get();
+  bad.url = "ftp://127.0.0.1/x";  // G: invalid, nothing sent, no listener hook
+  EXPECT_EQ(client->Execute(bad, call).stop_reason, StopReason::kInvalidArgument);
+  EXPECT_EQ(transport_->remaining_steps(), 0u);
+  EXPECT_FALSE(trace.json().empty());  // the chain reached the recorder too
+
+  const MetricsSnapshot s = metrics_->Snapshot();
+  EXPECT_EQ(s.calls, 6);  // G never reached the listener
+  EXPECT_EQ(s.calls_started, 6);
+  EXPECT_EQ(s.attempts, 8);
+  EXPECT_EQ(s.retries, 2);
+  EXPECT_DOUBLE_EQ(s.amplification, 8.0 / 6.0);
+  EXPECT_EQ(s.status_queries, 1);
+  EXPECT_EQ(s.waits_backoff, 2);
+  EXPECT_EQ(s.waits_server_hint, 1);
+  EXPECT_EQ(s.unknown_resolved_by_status_query, 1);
+  EXPECT_EQ(s.budget_refusals, 1);
+  EXPECT_EQ(s.unknown_outcomes, 1);
+  EXPECT_EQ(s.attempts_by_resend_count, (std::map<int, std::int64_t>{{0, 6}, {1, 2}}));
+  using Key = std::pair<Outcome, StopReason>;
+  EXPECT_EQ(s.calls_by_outcome_and_stop,
+            (std::map<Key, std::int64_t>{
+                {{Outcome::kSucceeded, StopReason::kSuccess}, 3},
+                {{Outcome::kFailed, StopReason::kAttemptsExhausted}, 1},
+                {{Outcome::kFailed, StopReason::kBudgetExhausted}, 1},
+                {{Outcome::kUnknown, StopReason::kAmbiguousUnresolved}, 1}}));
+  EXPECT_EQ(s.calls_by_outcome, (std::map<Outcome, std::int64_t>{{Outcome::kSucceeded, 3},
+                                                                 {Outcome::kFailed, 2},
+                                                                 {Outcome::kUnknown, 1}}));
+  EXPECT_EQ(s.stops_by_reason.at(StopReason::kSuccess), 3);
+
+  ASSERT_EQ(s.request_duration_by_status.size(), 3u);
+  const HistogramSnapshot& ok = s.request_duration_by_status.at("200");
+  EXPECT_EQ(ok.count, 3);
+  EXPECT_EQ(ok.sum_nanos, 3000000);
+  EXPECT_EQ(ok.counts[0], 3);  // 1 ms <= 5 ms
+  EXPECT_EQ(s.request_duration_by_status.at("503").count, 4);
+  EXPECT_EQ(s.request_duration_by_status.at("UNAVAILABLE").count, 2);
+
+  // Whole calls: SUCCEEDED took 1 ms, 52 ms (1 + 50 ms backoff + 1) and
+  // 1002 ms (1 + 1 s Retry-After + 1).
+  const HistogramSnapshot& succeeded = s.call_duration_by_outcome.at(Outcome::kSucceeded);
+  EXPECT_EQ(succeeded.count, 3);
+  EXPECT_EQ(succeeded.sum_nanos, 1055000000);
+  EXPECT_THAT(succeeded.counts, ElementsAre(1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0));
+  const HistogramSnapshot& failed = s.call_duration_by_outcome.at(Outcome::kFailed);
+  EXPECT_EQ(failed.count, 2);
+  EXPECT_EQ(failed.sum_nanos, 53000000);  // 52 ms + 1 ms
+}
+
+CallResult TwoAttemptsAndAQuery() {
+  CallResult r;
+  r.outcome = Outcome::kSucceeded;
+  r.stop_reason = StopReason::kSuccess;
+  r.attempts = 2;
+  r.status_queries = 1;
+  r.resolved_by_status_query = true;
+  r.elapsed = milliseconds(30);
+  for (int i = 0; i < 3; ++i) {
+    AttemptEvidence ev;
+    ev.number = i == 2 ? 1 : i + 1;
+    ev.is_status_query = i == 2;
+    ev.delivery = Delivery::kResponseReceived;
+    ev.http_status = i == 0 ? 503 : 200;
+    ev.end = ev.start + milliseconds(10);
+    if (i < 2) ev.delay_after = milliseconds(5);
+    r.evidence.push_back(ev);
+  }
+  return r;
+}
+
+TEST(MetricsTest, EightThreadsLoseNothing) {
+  Metrics metrics;
+  MetricsListener listener(std::shared_ptr<Metrics>(&metrics, [](Metrics*) {}));
+  const CallResult r = TwoAttemptsAndAQuery();
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCalls; ++i) listener.OnFinish(r);
+    });
+  }
+  // A reader racing the writers must see only whole numbers, never garbage.
+  std::thread reader([&] {
+    for (int i = 0; i < 50; ++i) {
+      const MetricsSnapshot s = metrics.Snapshot();
+      EXPECT_LE(s.calls, kThreads * kCalls);
+    }
+  });
+  for (auto& t : threads) t.join();
+  reader.join();
+
+  const std::int64_t n = kThreads * kCalls;
+  const MetricsSnapshot s = metrics.Snapshot();
+  EXPECT_EQ(s.calls, n);
+  EXPECT_EQ(s.attempts, 2 * n);
+  EXPECT_EQ(s.retries, n);
+  EXPECT_DOUBLE_EQ(s.amplification, 2.0);
+  EXPECT_EQ(s.status_queries, n);
+  EXPECT_EQ(s.waits_backoff, 2 * n);
+  EXPECT_EQ(s.unknown_resolved_by_status_query, n);
+  EXPECT_EQ(s.request_duration_by_status.at("503").count, n);
+  EXPECT_EQ(s.request_duration_by_status.at("200").count, 2 * n);
+  EXPECT_EQ(s.request_duration_by_status.at("200").sum_nanos, 2 * n * 10000000);
+  EXPECT_EQ(s.request_duration_by_status.at("200").counts[1], 2 * n);  // (5 ms, 10 ms]
+  EXPECT_EQ(s.call_duration_by_outcome.at(Outcome::kSucceeded).counts[3], n);  // (25, 50] ms
+}
+
+TEST(MetricsTest, PrometheusTextOfATinyCase) {
+  Metrics metrics;
+  CallResult r;
+  r.outcome = Outcome::kSucceeded;
+  r.stop_reason = StopReason::kSuccess;
+  r.attempts = 2;
+  r.elapsed = std::chrono::microseconds(106500);
+  AttemptEvidence first;
+  first.number = 1;
+  first.delivery = Delivery::kNotSent;
+  first.transport_status = absl::UnavailableError("refused");
+  first.end = first.start + milliseconds(5);  // exactly on the first bound
+  first.delay_after = milliseconds(100);
+  AttemptEvidence second;
+  second.number = 2;
+  second.delivery = Delivery::kResponseReceived;
+  second.http_status = 201;
+  second.end = second.start + std::chrono::microseconds(1500);
+  r.evidence = {first, second};
+  metrics.RecordCall(r);
+
+  EXPECT_EQ(ToPrometheusText(metrics.Snapshot()),
+            R"(# HELP saferetry_calls_total Logical calls finished, by outcome and stop reason.
+# TYPE saferetry_calls_total counter
+saferetry_calls_total{saferetry_outcome="SUCCEEDED",saferetry_stop_reason="success"} 1
+# HELP saferetry_attempts_total Sends of the request (status queries excluded), by resend count (0 = first send).
+# TYPE saferetry_attempts_total counter
+saferetry_attempts_total{http_request_resend_count="0"} 1
+saferetry_attempts_total{http_request_resend_count="1"} 1
+# HELP saferetry_retries_total Sends of the request after the first.
+# TYPE saferetry_retries_total counter
+saferetry_retries_total 1
+# HELP saferetry_waits_total Waits before a retry or status query, by source of the delay.
+# TYPE saferetry_waits_total counter
+saferetry_waits_total{saferetry_delay_source="backoff"} 1
+# HELP http_client_request_duration_seconds Duration of HTTP client requests (every attempt and status query).
+# TYPE http_client_request_duration_seconds histogram
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.005"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.01"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.025"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.05"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.075"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.1"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.25"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.5"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="0.75"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="1"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="2.5"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="5"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="7.5"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="10"} 1
+http_client_request_duration_seconds_bucket{http_response_status_code="201",le="+Inf"} 1
+http_client_request_duration_seconds_sum{http_response_status_code="201"} 0.0015
+http_client_request_duration_seconds_count{http_response_status_code="201"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.005"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.01"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.025"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.05"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.075"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.1"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.25"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.5"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="0.75"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="1"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="2.5"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="5"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="7.5"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="10"} 1
+http_client_request_duration_seconds_bucket{error_type="UNAVAILABLE",le="+Inf"} 1
+http_client_request_duration_seconds_sum{error_type="UNAVAILABLE"} 0.005
+http_client_request_duration_seconds_count{error_type="UNAVAILABLE"} 1
+# HELP saferetry_call_duration_seconds Duration of logical calls, retries and waits included.
+# TYPE saferetry_call_duration_seconds histogram
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.005"} 0
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.01"} 0
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.025"} 0
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.05"} 0
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.075"} 0
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.1"} 0
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.25"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.5"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="0.75"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="1"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="2.5"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="5"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="7.5"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="10"} 1
+saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="+Inf"} 1
+saferetry_call_duration_seconds_sum{saferetry_outcome="SUCCEEDED"} 0.1065
+saferetry_call_duration_seconds_count{saferetry_outcome="SUCCEEDED"} 1
+)");
+  EXPECT_EQ(ToPrometheusText(MetricsSnapshot{}), "");
+}
+
+class Recording final : public CallListener {
+ public:
+  explicit Recording(std::vector<std::string>* log, std::string name)
+      : log_(log), name_(std::move(name)) {}
+  void OnAttemptStart(int n, bool q) override {
+    log_->push_back(name_ + ":start" + std::to_string(n) + (q ? "q" : ""));
+  }
+  void OnAttemptEnd(const AttemptEvidence& e) override {
+    log_->push_back(name_ + ":end" + std::to_string(e.number));
+  }
+  void OnWaitScheduled(Duration d, bool hint) override {
+    log_->push_back(name_ + ":wait" + std::to_string(d.count() / 1000000) + (hint ? "h" : ""));
+  }
+  void OnFinish(const CallResult& r) override {
+    log_->push_back(name_ + ":finish" + std::string(OutcomeName(r.outcome)));
+  }
+
+ private:
+  std::vector<std::string>* log_;
+  std::string name_;
+};
+
+TEST_F(MetricsRunTest, ListenerChainFansOutInOrder) {
+  std::vector<std::string> log;
+  Recording a(&log, "a");
+  Recording b(&log, "b");
+  ListenerChain chain({&a, nullptr});
+  chain.Add(&b);
+  CallOptions call;
+  call.listener = &chain;
+  transport_->Push(Step::RespondRetryAfter(503, "1")).Push(Step::Respond(200));
+  auto client = Make(std::make_shared<UnlimitedBudget>());
+  EXPECT_EQ(client->Execute(Get(), call).outcome, Outcome::kSucceeded);
+  EXPECT_THAT(log, ElementsAre("a:start1", "b:start1", "a:end1", "b:end1", "a:wait1000h",
+                               "b:wait1000h", "a:start2", "b:start2", "a:end2", "b:end2",
+                               "a:finishSUCCEEDED", "b:finishSUCCEEDED"));
+}
+
+}  // namespace
+}  // namespace saferetry

@@ -1,0 +1,229 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The per-call trace of a scripted call (a refused connection, a 503 with
+// Retry-After, a lost response resolved by a status query), compared with an
+// exact expected record; and redaction of every secret.
+
+#include "saferetry/trace.h"
+
+#include <memory>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+#include "saferetry/client.h"
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
+
+namespace saferetry {
+namespace {
+
+using nlohmann::json;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using testing::FakeClock;
+using testing::FakeTransport;
+using testing::ScriptedRandom;
+using testing::Step;
+
+constexpr const char* kSecrets[] = {"s3cr3t-token", "session=abc123", "sid=zzz", "key-999",
+                                    "pa55word"};
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClientOptions o;
+    o.transport = transport_;
+    o.clock = clock_;
+    o.random = std::make_shared<ScriptedRandom>();  // u = 0.5
+    o.budget = *TokenThrottle::Create({});           // 10 tokens
+    auto c = Client::Create(std::move(o));
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+
+    request_.method = "POST";
+    request_.url = "http://127.0.0.1:8080/orders";
+    request_.headers = {{"Authorization", "Bearer s3cr3t-token"},
+                        {"Cookie", "session=abc123"},
+                        {"X-Api-Key", "key-999"},
+                        {"Content-Type", "application/json"}};
+    request_.body = R"({"sku":"sku-42"})";
+
+    Step refused = Step::NotSent();
+    refused.result.status =
+        absl::UnavailableError("connect to http://bob:pa55word@127.0.0.1:8080 refused");
+    Step busy = Step::Respond(503, {{"Retry-After", "2"}, {"X-Request-Id", "down-1"}});
+    busy.result.timings.connect = microseconds(250);
+    busy.result.timings.first_byte = microseconds(750);
+    Step lost = Step::CommitThenLost();
+    Step found = Step::Respond(200, {{"X-Request-Id", "down-2"}, {"Set-Cookie", "sid=zzz"}},
+                               R"({"order":1})");
+    transport_->Push(refused).Push(busy).Push(lost).Push(found);
+
+    call_.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+  }
+
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<FakeTransport> transport_ = std::make_shared<FakeTransport>(clock_);
+  std::unique_ptr<Client> client_;
+  Request request_;
+  CallOptions call_;
+};
+
+TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
+  std::string sunk;
+  TraceRecorder recorder({}, [&sunk](const std::string& j) { sunk = j; });
+  call_.listener = &recorder;
+  CallResult r = client_->Execute(request_, call_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded);
+  ASSERT_TRUE(r.idempotency_key.has_value());
+  const std::string key = *r.idempotency_key;
+
+  TraceOptions options;
+  options.request_id = "req-7";
+  options.request = &request_;
+  options.include_response_headers = true;
+  options.redact_headers = {"x-api-key"};
+  const json trace = json::parse(TraceToJson(r, options));
+
+  json expected = json::parse(R"({
+    "request_id": "req-7",
+    "idempotency_key": "KEY",
+    "outcome": "SUCCEEDED",
+    "stop_reason": "success",
+    "status": {"code": "OK", "message": ""},
+    "attempts": 3,
+    "status_queries": 1,
+    "resolved_by_status_query": true,
+    "elapsed_ms": 2254,
+    "final_http_status": 200,
+    "request": {
+      "method": "POST",
+      "url": "http://127.0.0.1:8080/orders",
+      "headers": [["Authorization", "[REDACTED]"], ["Cookie", "[REDACTED]"],
+                  ["X-Api-Key", "[REDACTED]"], ["Content-Type", "application/json"]]
+    },
+    "response_headers": [["X-Request-Id", "down-2"], ["Set-Cookie", "[REDACTED]"]],
+    "events": [
+      {"number": 1, "kind": "attempt", "start_ms": 0, "end_ms": 1,
+       "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
+       "delivery": "not_sent",
+       "transport_status": {"code": "UNAVAILABLE",
+                            "message": "connect to http://bob:[REDACTED]@127.0.0.1:8080 refused"},
+       "http_status": null,
+       "classification": "retryable_not_delivered",
+       "reason": "not delivered: no request byte was sent",
+       "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": null,
+       "budget_balance": 9.0, "deadline_remaining_ms": 29999,
+       "delay_after_ms": 50, "delay_source": "backoff"},
+      {"number": 2, "kind": "attempt", "start_ms": 51, "end_ms": 52,
+       "timings_ms": {"dns": 0, "connect": 0.25, "tls": 0, "first_byte": 0.75, "total": 1},
+       "delivery": "response_received",
+       "transport_status": {"code": "OK", "message": ""},
+       "http_status": 503,
+       "classification": "retryable_transient",
+       "reason": "503: unavailable, not processed",
+       "retry_after_ms": 2000, "do_not_retry": false, "downstream_request_id": "down-1",
+       "budget_balance": 8.0, "deadline_remaining_ms": 29948,
+       "delay_after_ms": 2000, "delay_source": "server_hint"},
+      {"number": 3, "kind": "attempt", "start_ms": 2052, "end_ms": 2053,
+       "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
+       "delivery": "maybe_delivered",
+       "transport_status": {"code": "UNAVAILABLE",
+                            "message": "connection reset before any response byte"},
+       "http_status": null,
+       "classification": "ambiguous",
+       "reason": "sent, then no complete response: may have taken effect",
+       "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": null,
+       "budget_balance": 7.0, "deadline_remaining_ms": 27947,
+       "delay_after_ms": 200, "delay_source": "backoff"},
+      {"number": 1, "kind": "status_query", "start_ms": 2253, "end_ms": 2254,
+       "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
+       "delivery": "response_received",
+       "transport_status": {"code": "OK", "message": ""},
+       "http_status": 200,
+       "classification": "success",
+       "reason": "status query: found, the request took effect",
+       "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": "down-2",
+       "budget_balance": 7.0, "deadline_remaining_ms": 27746,
+       "delay_after_ms": null, "delay_source": null}
+    ]
+  })");
+  expected["idempotency_key"] = key;
+  EXPECT_EQ(trace, expected) << trace.dump(2);
+
+  // The recorder saw the same call; without a caller id the key is the id.
+  const json recorded = json::parse(sunk);
+  EXPECT_EQ(recorded["request_id"], key);
+  EXPECT_EQ(recorded["events"], expected["events"]);
+  EXPECT_FALSE(recorded.contains("request"));
+  EXPECT_EQ(recorder.json(), sunk);
+}
+
+TEST_F(TraceTest, SecretsNeverAppear) {
+  CallResult r = client_->Execute(request_, call_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded);
+  TraceOptions options;
+  options.request = &request_;
+  options.include_response_headers = true;
+  options.redact_headers = {"X-API-KEY"};
+  for (int indent : {-1, 2}) {
+    options.indent = indent;
+    const std::string text = TraceToJson(r, options);
+    for (const char* secret : kSecrets) {
+      EXPECT_EQ(text.find(secret), std::string::npos) << secret << " in " << text;
+    }
+  }
+}
+
+TEST_F(TraceTest, CallWithoutKeyOrDeadlineHasNulls) {
+  CallResult r;
+  r.outcome = Outcome::kFailed;
+  r.stop_reason = StopReason::kInvalidArgument;
+  r.status = absl::InvalidArgumentError("request.url: unsupported scheme \"ftp\"");
+  const json trace = json::parse(TraceToJson(r));
+  EXPECT_EQ(trace, json::parse(R"({
+    "request_id": null, "idempotency_key": null, "outcome": "FAILED",
+    "stop_reason": "invalid_argument",
+    "status": {"code": "INVALID_ARGUMENT", "message": "request.url: unsupported scheme \"ftp\""},
+    "attempts": 0, "status_queries": 0, "resolved_by_status_query": false, "elapsed_ms": 0,
+    "final_http_status": null, "events": []})"));
+
+  AttemptEvidence ev;
+  ev.deadline_remaining = Duration::max();
+  ev.reason = "bad \xff byte";
+  r.evidence.push_back(ev);
+  const json with_event = json::parse(TraceToJson(r));
+  EXPECT_TRUE(with_event["events"][0]["deadline_remaining_ms"].is_null());
+  EXPECT_EQ(with_event["events"][0]["reason"], "bad \xef\xbf\xbd byte");  // replaced, no throw
+}
+
+TEST(RedactorTest, HeadersUrlsAndText) {
+  Redactor r({"X-Session"});
+  EXPECT_TRUE(r.IsSecret("authorization"));
+  EXPECT_TRUE(r.IsSecret("PROXY-AUTHORIZATION"));
+  EXPECT_TRUE(r.IsSecret("cookie"));
+  EXPECT_TRUE(r.IsSecret("Set-Cookie"));
+  EXPECT_TRUE(r.IsSecret("x-session"));
+  EXPECT_FALSE(r.IsSecret("Idempotency-Key"));
+  EXPECT_EQ(r.Value("Cookie", "a=b"), "[REDACTED]");
+  EXPECT_EQ(r.Value("Accept", "*/*"), "*/*");
+  EXPECT_EQ(r.Redact({{"Accept", "*/*"}, {"X-Session", "s"}}),
+            (Headers{{"Accept", "*/*"}, {"X-Session", "[REDACTED]"}}));
+  EXPECT_EQ(r.Url("https://bob:hunter2@api.example:8443/x?y=1"),
+            "https://bob:[REDACTED]@api.example:8443/x?y=1");
+  EXPECT_EQ(r.Url("https://bob@api.example/"), "https://bob@api.example/");
+  EXPECT_EQ(r.Url("https://api.example/a:b@c"), "https://api.example/a:b@c");
+  EXPECT_EQ(r.Text("GET http://a:1@h/ then http://c:2@d"),
+            "GET http://a:[REDACTED]@h/ then http://c:[REDACTED]@d");
+  EXPECT_EQ(r.Text("no url here"), "no url here");
+  EXPECT_EQ(r.Text("trailing ://"), "trailing ://");
+  EXPECT_EQ(RedactHeaderValue("Authorization", "Basic Ym9iOmh1bnRlcjI="), "[REDACTED]");
+  EXPECT_EQ(RedactHeaderValue("X-Token", "t", {"x-token"}), "[REDACTED]");
+  EXPECT_EQ(RedactHeaderValue("X-Token", "t"), "t");
+}
+
+}  // namespace
+}  // namespace saferetry
