@@ -1,0 +1,1218 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The `saferetry` binary as a black box: each test spawns it against a
+// scripted loopback order service and asserts its exit code, its stdout (the
+// body or the --summary-json object), its stderr, and what the server saw
+// (requests, keys, effects).
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loopback_server.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace saferetry {
+namespace {
+
+using ::saferetry::testing::AfterRequest;
+using ::saferetry::testing::LoopbackConnection;
+using ::saferetry::testing::LoopbackServer;
+using ::saferetry::testing::ReceivedRequest;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::Ge;
+using ::testing::HasSubstr;
+using ::testing::Lt;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+using ::testing::StartsWith;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+constexpr char kUuidV4[] =
+    "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}";
+
+// ---------------------------------------------------------------------------
+// Running the binary.
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  json summary;  // stdout parsed, when it was JSON
+  milliseconds wall{0};
+};
+
+// The environment without proxy settings: every request must go to loopback.
+std::vector<std::string> ChildEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string v(*e);
+    std::string name = v.substr(0, v.find('='));
+    std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+    if (name.find("proxy") != std::string::npos) continue;
+    env.push_back(std::move(v));
+  }
+  return env;
+}
+
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args, const std::string& stdin_data = "") {
+    int out[2], err[2], in[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+    // The test runner may block signals; the tool must start with defaults.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+    std::vector<std::string> argv_storage = {SAFERETRY_CLI_PATH};
+    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_storage) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_storage = ChildEnvironment();
+    std::vector<char*> envp;
+    for (auto& e : env_storage) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    start_ = Clock::now();
+    const int rc = ::posix_spawn(&pid_, SAFERETRY_CLI_PATH, &actions, &attr, argv.data(),
+                                 envp.data());
+    EXPECT_EQ(rc, 0) << std::strerror(rc);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(out[1]);
+    ::close(err[1]);
+    ::close(in[0]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+    // Small inputs only: they fit in the pipe buffer.
+    if (!stdin_data.empty()) {
+      EXPECT_EQ(::write(in[1], stdin_data.data(), stdin_data.size()),
+                static_cast<ssize_t>(stdin_data.size()));
+    }
+    ::close(in[1]);
+  }
+
+  pid_t pid() const { return pid_; }
+
+  // Collects the output and the exit code; kills the child after 20 s.
+  CliRun Wait() {
+    CliRun run;
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    int open = 2;
+    char buf[4096];
+    while (open > 0) {
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(give_up - Clock::now()).count();
+      if (left <= 0) {
+        ADD_FAILURE() << "the tool did not finish within 20 s";
+        ::kill(pid_, SIGKILL);
+        break;
+      }
+      if (::poll(fds, 2, static_cast<int>(left)) < 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+        if (n > 0) {
+          (i == 0 ? run.out : run.err).append(buf, static_cast<std::size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          ::close(fds[i].fd);
+          fds[i].fd = -1;
+          --open;
+        }
+      }
+    }
+    for (auto& f : fds) {
+      if (f.fd >= 0) ::close(f.fd);
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    run.wall = std::chrono::duration_cast<milliseconds>(Clock::now() - start_);
+    if (WIFEXITED(status)) {
+      run.exit_code = WEXITSTATUS(status);
+    } else {
+      ADD_FAILURE() << "the tool was killed by signal " << WTERMSIG(status)
+                    << "; stderr: " << run.err;
+    }
+    run.summary = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+    return run;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  Clock::time_point start_;
+};
+
+CliRun RunCli(const std::vector<std::string>& args, const std::string& stdin_data = "") {
+  return Child(args, stdin_data).Wait();
+}
+
+// Waits (bounded) until `done()` holds.
+template <typename F>
+bool WaitUntil(F done, milliseconds limit = milliseconds(5000)) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return done();
+}
+
+// A port with nothing listening: bound, then closed.
+int DeadPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string TempFile(const std::string& name, const std::string& contents) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/saferetry_cli_test_" +
+                     std::to_string(::getpid()) + "_" + name;
+  std::ofstream f(path, std::ios::binary);
+  f << contents;
+  return path;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// A scripted order service on the loopback server.
+//
+//   POST (or any method) /orders   takes the next scripted step (default:
+//                                  commit, 201 with the order)
+//   GET /status/{key}              200 + the order when the key took effect,
+//                                  404 when it did not (or the next scripted
+//                                  status reply)
+//
+// Committing records the effect for the request's Idempotency-Key; with
+// `dedup` a known key is replayed (200, same order) instead of a new effect.
+
+enum class Fault {
+  kNone,   ///< Write the scripted response.
+  kDrop,   ///< Close after reading the request, no response.
+  kHang,   ///< Keep the connection open without answering until the client leaves.
+};
+
+struct Step {
+  bool commit = true;
+  int status = 201;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // empty: the order, when committed
+  Fault fault = Fault::kNone;
+};
+
+Step Respond(int status, std::string body = "", bool commit = false) {
+  Step s;
+  s.status = status;
+  s.body = std::move(body);
+  s.commit = commit;
+  return s;
+}
+
+Step CommitThen(Fault fault) {
+  Step s;
+  s.fault = fault;
+  return s;
+}
+
+Step WithHeaders(Step s, Headers headers) {
+  s.headers = std::move(headers);
+  return s;
+}
+
+struct ServerOptions {
+  std::vector<Step> script;
+  std::vector<Step> status_script;
+  bool dedup = false;
+  // The first request of a key holds this long before committing; same-key
+  // requests meanwhile get 409.
+  milliseconds processing{0};
+  // Connections (0-based) closed at once, unread: a reset before commit.
+  std::set<int> reset_connections;
+};
+
+ServerOptions Scripted(std::vector<Step> script) {
+  ServerOptions o;
+  o.script = std::move(script);
+  return o;
+}
+
+class OrderService {
+ public:
+  explicit OrderService(ServerOptions options)
+      : options_(std::move(options)),
+        script_(options_.script.begin(), options_.script.end()),
+        status_script_(options_.status_script.begin(), options_.status_script.end()),
+        server_([this](const ReceivedRequest& r, LoopbackConnection& c) { return Handle(r, c); },
+                [this](int index) { return options_.reset_connections.count(index) == 0; }) {}
+
+  std::string OrdersUrl() const { return server_.Url("/orders"); }
+  std::string StatusUrl() const { return server_.Url("/status/{key}"); }
+  int port() const { return server_.port(); }
+
+  int effects() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return effects_;
+  }
+  // The requests to /orders and to /status, in arrival order.
+  std::vector<ReceivedRequest> orders_requests() const { return Filter(false); }
+  std::vector<ReceivedRequest> status_requests() const { return Filter(true); }
+  std::vector<Clock::time_point> arrivals() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arrivals_;
+  }
+
+ private:
+  static bool IsStatus(const ReceivedRequest& r) { return r.target.rfind("/status/", 0) == 0; }
+
+  std::vector<ReceivedRequest> Filter(bool status) const {
+    std::vector<ReceivedRequest> out;
+    for (auto& r : server_.requests()) {
+      if (IsStatus(r) == status) out.push_back(r);
+    }
+    return out;
+  }
+
+  AfterRequest Handle(const ReceivedRequest& req, LoopbackConnection& conn) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (IsStatus(req)) {
+      const std::string key = PercentDecode(req.target.substr(8));
+      if (!status_script_.empty()) {
+        Step s = status_script_.front();
+        status_script_.pop_front();
+        lock.unlock();
+        conn.Write(LoopbackServer::Reply(s.status, s.headers, s.body));
+        return AfterRequest::kKeepAlive;
+      }
+      auto it = orders_.find(key);
+      const std::string reply = it != orders_.end()
+                                    ? LoopbackServer::Reply(200, {}, it->second)
+                                    : LoopbackServer::Reply(404, {}, "no such key");
+      lock.unlock();
+      conn.Write(reply);
+      return AfterRequest::kKeepAlive;
+    }
+
+    arrivals_.push_back(Clock::now());
+    Step step;
+    if (!script_.empty()) {
+      step = script_.front();
+      script_.pop_front();
+    }
+    const std::string key = req.Header("Idempotency-Key").value_or("");
+    if (!key.empty() && in_progress_.count(key) > 0) {
+      lock.unlock();
+      conn.Write(LoopbackServer::Reply(409, {}, "in progress"));
+      return AfterRequest::kKeepAlive;
+    }
+    std::string order;
+    if (step.commit) {
+      auto it = orders_.find(key);
+      if (options_.dedup && !key.empty() && it != orders_.end()) {
+        order = it->second;
+        if (step.fault == Fault::kNone && step.status == 201) step.status = 200;  // a replay
+      } else {
+        if (options_.processing > milliseconds(0) && !key.empty()) {
+          in_progress_.insert(key);
+          lock.unlock();
+          std::this_thread::sleep_for(options_.processing);
+          lock.lock();
+          in_progress_.erase(key);
+        }
+        ++effects_;
+        order = json{{"order", effects_}, {"key", key}, {"body", req.body}}.dump(
+            -1, ' ', false, json::error_handler_t::replace);
+        if (!key.empty()) orders_[key] = order;
+      }
+    }
+    lock.unlock();
+    switch (step.fault) {
+      case Fault::kNone:
+        conn.Write(LoopbackServer::Reply(step.status, step.headers,
+                                         step.body.empty() ? order : step.body));
+        return AfterRequest::kKeepAlive;
+      case Fault::kDrop:
+        return AfterRequest::kClose;
+      case Fault::kHang:
+        conn.WaitForPeerClose(milliseconds(10000));
+        return AfterRequest::kClose;
+    }
+    return AfterRequest::kClose;
+  }
+
+  ServerOptions options_;
+  mutable std::mutex mu_;
+  std::deque<Step> script_;         // Guarded by mu_.
+  std::deque<Step> status_script_;  // Guarded by mu_.
+  std::map<std::string, std::string> orders_;  // Guarded by mu_.
+  std::set<std::string> in_progress_;          // Guarded by mu_.
+  int effects_ = 0;                            // Guarded by mu_.
+  std::vector<Clock::time_point> arrivals_;    // Guarded by mu_.
+  LoopbackServer server_;  // Last: stopped first.
+};
+
+// The key header of every request, in order ("" when absent).
+std::vector<std::string> Keys(const std::vector<ReceivedRequest>& requests) {
+  std::vector<std::string> keys;
+  for (const auto& r : requests) keys.push_back(r.Header("Idempotency-Key").value_or(""));
+  return keys;
+}
+
+void ExpectSummaryFields(const json& s) {
+  ASSERT_TRUE(s.is_object()) << s;
+  std::vector<std::string> names;
+  for (auto it = s.begin(); it != s.end(); ++it) names.push_back(it.key());
+  // nlohmann::json sorts keys; the tool prints them in definition order.
+  EXPECT_THAT(names, ElementsAre("attempts", "body", "elapsed_ms", "http_status",
+                                 "idempotency_key", "outcome", "resolved_by", "status_queries",
+                                 "stop_reason"));
+}
+
+// ---------------------------------------------------------------------------
+// Bad input: exit 64, one line on stderr naming the flag, nothing sent.
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  void ExpectUsageError(std::vector<std::string> args, const std::string& message) {
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.exit_code, 64) << run.err;
+    EXPECT_EQ(run.out, "");
+    EXPECT_THAT(run.err, StartsWith("saferetry: "));
+    EXPECT_THAT(run.err, HasSubstr(message));
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_EQ(server_.orders_requests().size(), 0u);
+  }
+  OrderService server_{ServerOptions{}};
+};
+
+TEST_F(BadInputTest, MissingUrl) { ExpectUsageError({}, "URL is required"); }
+
+TEST_F(BadInputTest, UnknownFlag) {
+  ExpectUsageError({"--retry-forever", server_.OrdersUrl()}, "--retry-forever");
+}
+
+TEST_F(BadInputTest, ExtraPositional) {
+  ExpectUsageError({server_.OrdersUrl(), server_.OrdersUrl()}, "not expected");
+}
+
+TEST_F(BadInputTest, NotAUrl) {
+  ExpectUsageError({"orders"}, "URL: request.url: must be an absolute http:// or https:// URL");
+}
+
+TEST_F(BadInputTest, UnsupportedScheme) {
+  ExpectUsageError({"ftp://127.0.0.1/orders"}, "URL: request.url: unsupported scheme \"ftp\"");
+}
+
+TEST_F(BadInputTest, PortOutOfRange) {
+  ExpectUsageError({"http://127.0.0.1:65536/orders"}, "port \"65536\" is out of range 1-65535");
+  ExpectUsageError({"http://127.0.0.1:0/orders"}, "port \"0\" is out of range 1-65535");
+}
+
+TEST_F(BadInputTest, HeaderWithoutColon) {
+  ExpectUsageError({"-H", "X-Trace t1", server_.OrdersUrl()},
+                   "--header: expected \"Name: value\", got \"X-Trace t1\" (no colon)");
+}
+
+TEST_F(BadInputTest, HeaderNameNotAToken) {
+  ExpectUsageError({"-H", "X Trace: t1", server_.OrdersUrl()},
+                   "--header: request.headers[0].name: \"X Trace\" is not a token");
+}
+
+TEST_F(BadInputTest, MethodNotAToken) {
+  ExpectUsageError({"-X", "PO ST", server_.OrdersUrl()}, "--request: request.method");
+}
+
+TEST_F(BadInputTest, BadDurations) {
+  for (const char* d : {"5", "0s", "-1s", "1.5s", "soon", "1us", ""}) {
+    SCOPED_TRACE(d);
+    ExpectUsageError({"--deadline", d, server_.OrdersUrl()}, "--deadline: invalid duration");
+    ExpectUsageError({"--attempt-timeout", d, server_.OrdersUrl()},
+                     "--attempt-timeout: invalid duration");
+  }
+}
+
+TEST_F(BadInputTest, BadNumbers) {
+  ExpectUsageError({"--max-attempts", "three", server_.OrdersUrl()},
+                   "--max-attempts: expected a whole number, got \"three\"");
+  ExpectUsageError({"--max-attempts", "2.5", server_.OrdersUrl()},
+                   "--max-attempts: expected a whole number");
+  ExpectUsageError({"--max-attempts", "0", server_.OrdersUrl()},
+                   "--max-attempts: must be >= 1, got 0");
+  ExpectUsageError({"--max-attempts=-3", server_.OrdersUrl()},
+                   "--max-attempts: must be >= 1, got -3");
+}
+
+TEST_F(BadInputTest, UnreadableDataFile) {
+  ExpectUsageError({"-d", "@/nonexistent/order.json", server_.OrdersUrl()},
+                   "--data: cannot read file \"/nonexistent/order.json\": No such file");
+  ExpectUsageError({"-d", "@", server_.OrdersUrl()}, "--data: \"@\" must be followed by a file");
+}
+
+TEST_F(BadInputTest, BadIdempotencyKey) {
+  ExpectUsageError({"--idempotency-key", "two words", "-d", "x", server_.OrdersUrl()},
+                   "--idempotency-key: idempotency_key");
+  ExpectUsageError({"--idempotency-key", std::string(256, 'k'), "-d", "x", server_.OrdersUrl()},
+                   "--idempotency-key: idempotency_key");
+}
+
+TEST_F(BadInputTest, KeyAndNoKey) {
+  ExpectUsageError({"--idempotency-key", "k", "--no-idempotency-key", server_.OrdersUrl()},
+                   "excludes");
+  ExpectUsageError(
+      {"-H", "Idempotency-Key: k", "--no-idempotency-key", "-d", "x", server_.OrdersUrl()},
+      "--no-idempotency-key: conflicts with the Idempotency-Key header");
+}
+
+TEST_F(BadInputTest, KeyFlagDiffersFromKeyHeader) {
+  ExpectUsageError(
+      {"-H", "Idempotency-Key: a", "--idempotency-key", "b", "-d", "x", server_.OrdersUrl()},
+      "call.idempotency_key: differs from the request's own idempotency header");
+}
+
+TEST_F(BadInputTest, StatusUrlWithoutKeyPlaceholderOrBad) {
+  ExpectUsageError({"--status-url", "http://127.0.0.1:1/status", server_.OrdersUrl()},
+                   "--status-url: status_query.url_template: must contain {key}");
+  ExpectUsageError({"--status-url", "gopher://h/{key}", server_.OrdersUrl()},
+                   "--status-url: status_query.url_template: request.url: unsupported scheme");
+}
+
+TEST_F(BadInputTest, PolicyFileMissingOrInvalid) {
+  ExpectUsageError({"--policy", "/nonexistent/policy.json", server_.OrdersUrl()},
+                   "--policy: /nonexistent/policy.json: cannot open");
+  const std::string bad = TempFile("bad_policy.json", R"({"retryPolicy": {"maxAttempts": "three"}})");
+  ExpectUsageError({"--policy", bad, server_.OrdersUrl()}, "$.retryPolicy.maxAttempts");
+  std::remove(bad.c_str());
+}
+
+TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
+  CliRun run = RunCli({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("Usage: saferetry [OPTIONS] URL"));
+  for (const char* flag : {"--request", "--data", "--header", "--idempotency-key",
+                           "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
+                           "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
+                           "--summary-json"}) {
+    EXPECT_THAT(run.out, HasSubstr(flag));
+  }
+  EXPECT_EQ(run.err, "");
+}
+
+// ---------------------------------------------------------------------------
+// Success and the default key.
+
+TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
+  OrderService server(ServerOptions{});
+  CliRun run = RunCli({"--summary-json", "-d", R"({"sku":"a"})", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  ExpectSummaryFields(run.summary);
+  const auto requests = server.orders_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  const std::string key = requests[0].Header("Idempotency-Key").value_or("");
+  EXPECT_THAT(key, MatchesRegex(kUuidV4));
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].body, R"({"sku":"a"})");
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["stop_reason"], "success");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 0);
+  EXPECT_EQ(run.summary["http_status"], 201);
+  EXPECT_EQ(run.summary["idempotency_key"], key);
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+  EXPECT_EQ(run.summary["body"], json({{"order", 1}, {"key", key}, {"body", R"({"sku":"a"})"}}).dump());
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(0), Lt(5000)));
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, WithoutSummaryTheBodyGoesToStdoutAndTheOutcomeToStderr) {
+  OrderService server(Scripted({Respond(201, "created\n", true)}));
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-1", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.out, "created\n");
+  EXPECT_EQ(run.err, "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201; idempotency key "
+                     "k-1\n");
+}
+
+TEST(CliTest, EachInvocationMintsItsOwnKey) {
+  OrderService server(ServerOptions{});
+  EXPECT_EQ(RunCli({"-d", "x", server.OrdersUrl()}).exit_code, 0);
+  EXPECT_EQ(RunCli({"-d", "x", server.OrdersUrl()}).exit_code, 0);
+  const auto keys = Keys(server.orders_requests());
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_NE(keys[0], keys[1]);
+  EXPECT_EQ(server.effects(), 2);
+}
+
+TEST(CliTest, PatchGetsAKeyGetPutDeleteDoNot) {
+  OrderService server(ServerOptions{});
+  CliRun patch = RunCli({"--summary-json", "-X", "PATCH", "-d", "x", server.OrdersUrl()});
+  EXPECT_THAT(patch.summary["idempotency_key"].get<std::string>(), MatchesRegex(kUuidV4));
+  for (const char* method : {"GET", "PUT", "DELETE"}) {
+    CliRun run = RunCli({"--summary-json", "-X", method, server.OrdersUrl()});
+    EXPECT_EQ(run.exit_code, 0) << method;
+    EXPECT_TRUE(run.summary["idempotency_key"].is_null()) << method;
+  }
+  const auto requests = server.orders_requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(requests[0].method, "PATCH");
+  EXPECT_EQ(requests[0].Header("Idempotency-Key"),
+            patch.summary["idempotency_key"].get<std::string>());
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(requests[i].Header("Idempotency-Key"), std::nullopt);
+}
+
+TEST(CliTest, MethodDefaultsToGetAndToPostWithABody) {
+  OrderService server(ServerOptions{});
+  RunCli({server.OrdersUrl()});
+  RunCli({"-d", "", server.OrdersUrl()});
+  RunCli({"-X", "PUT", "-d", "p", server.OrdersUrl()});
+  const auto requests = server.orders_requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].method, "GET");
+  EXPECT_EQ(requests[1].method, "POST");
+  EXPECT_EQ(requests[2].method, "PUT");
+  EXPECT_EQ(requests[2].body, "p");
+}
+
+TEST(CliTest, DataFromFileAndFromStdinIsSentByteForByte) {
+  OrderService server(ServerOptions{});
+  const std::string contents("line 1\nline 2\r\n\x01\xff", 17);
+  const std::string path = TempFile("body.bin", contents);
+  EXPECT_EQ(RunCli({"-d", "@" + path, server.OrdersUrl()}).exit_code, 0);
+  EXPECT_EQ(RunCli({"-d", "@-", server.OrdersUrl()}, "from stdin").exit_code, 0);
+  std::remove(path.c_str());
+  const auto requests = server.orders_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].body, contents);
+  EXPECT_EQ(requests[1].body, "from stdin");
+}
+
+TEST(CliTest, ExplicitKeyIsSentBareOnEveryAttemptAndPercentEncodedInTheStatusUrl) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kDrop)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--idempotency-key", "ord/1+x", "--status-url",
+                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(Keys(server.orders_requests()), ElementsAre("ord/1+x"));
+  const auto status = server.status_requests();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].target, "/status/ord%2F1%2Bx");
+  EXPECT_EQ(status[0].method, "GET");
+  EXPECT_EQ(status[0].Header("Idempotency-Key"), "ord/1+x");
+  EXPECT_EQ(run.summary["idempotency_key"], "ord/1+x");
+}
+
+TEST(CliTest, HeadersGoOnEveryAttemptAndOnStatusQueriesExceptBodyHeaders) {
+  ServerOptions o;
+  o.script = {Respond(503), CommitThen(Fault::kDrop)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-H", "X-Trace: t1", "-H",
+                       "Content-Type:application/json", "--status-url", server.StatusUrl(), "-d",
+                       "{}", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  for (const auto& r : server.orders_requests()) {
+    EXPECT_EQ(r.Header("X-Trace"), "t1");
+    EXPECT_EQ(r.Header("Content-Type"), "application/json");
+  }
+  const auto status = server.status_requests();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].Header("X-Trace"), "t1");
+  EXPECT_EQ(status[0].Header("Content-Type"), std::nullopt);
+  // The same key on both sends and on the query.
+  const auto keys = Keys(server.orders_requests());
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0], keys[1]);
+  EXPECT_EQ(status[0].Header("Idempotency-Key"), keys[0]);
+}
+
+// ---------------------------------------------------------------------------
+// Faults.
+
+TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(DeadPort()) + "/orders";
+  CliRun run = RunCli({"--summary-json", "-d", "x", url});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  ExpectSummaryFields(run.summary);
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 3);
+  EXPECT_EQ(run.summary["status_queries"], 0);
+  EXPECT_TRUE(run.summary["http_status"].is_null());
+  EXPECT_THAT(run.summary["idempotency_key"].get<std::string>(), MatchesRegex(kUuidV4));
+  EXPECT_TRUE(run.summary["resolved_by"].is_null());
+  EXPECT_TRUE(run.summary["body"].is_null());
+
+  CliRun plain = RunCli({"-d", "x", url});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_EQ(plain.out, "");
+  EXPECT_THAT(plain.err, StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
+}
+
+TEST(CliTest, CommitThenDropWithoutStatusUrlIsUnknown) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kDrop)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  ExpectSummaryFields(run.summary);
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 0);
+  EXPECT_TRUE(run.summary["http_status"].is_null());
+  EXPECT_TRUE(run.summary["resolved_by"].is_null());
+  EXPECT_TRUE(run.summary["body"].is_null());
+  EXPECT_EQ(run.summary["idempotency_key"], Keys(server.orders_requests()).at(0));
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, UnknownPrintsNoBodyAndTheKeyOnStderr) {
+  ServerOptions o;
+  o.script = {Respond(500, "internal error", true)};
+  OrderService server(o);
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-9", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err,
+            "saferetry: UNKNOWN (ambiguous_unresolved) after 1 attempt, HTTP 500; idempotency key "
+            "k-9; the request may have taken effect: check with the server using this key before "
+            "sending it again\n");
+}
+
+TEST(CliTest, CommitThenDropResolvedByStatusQuery) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kDrop)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
+                       server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  ExpectSummaryFields(run.summary);
+  const std::string key = Keys(server.orders_requests()).at(0);
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["stop_reason"], "success");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_EQ(run.summary["http_status"], 200);
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(run.summary["body"], json({{"order", 1}, {"key", key}, {"body", "x"}}).dump());
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, CommitThenDropWithAssumeDedupResendsTheSameKey) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kDrop)};
+  o.dedup = true;
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--assume-dedup", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["status_queries"], 0);
+  EXPECT_EQ(run.summary["http_status"], 200);
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+  const auto keys = Keys(server.orders_requests());
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0], keys[1]);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, NoKeyMeansNoStatusQueryAndNoResend) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kDrop)};
+  o.dedup = true;
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--no-idempotency-key", "--status-url",
+                       server.StatusUrl(), "--assume-dedup", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_TRUE(run.summary["idempotency_key"].is_null());
+  EXPECT_EQ(run.summary["status_queries"], 0);
+  EXPECT_THAT(Keys(server.orders_requests()), ElementsAre(""));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: warning: --status-url: unused"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: warning: --assume-dedup: unused"));
+}
+
+TEST(CliTest, HangAfterCommitEndsUnknownAtTheDeadline) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kHang)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "700ms", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(600), Lt(700)));
+  EXPECT_THAT(run.wall.count(), Lt(1500));
+}
+
+TEST(CliTest, HangAfterCommitWithAttemptTimeoutIsResolvedByStatusQuery) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kHang)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "5s", "--attempt-timeout", "300ms",
+                       "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(300), Lt(1500)));
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, GetThatHangsIsRetried) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kHang), Respond(200, "fine")};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--attempt-timeout", "200ms", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["body"], "fine");
+  EXPECT_TRUE(run.summary["idempotency_key"].is_null());
+}
+
+TEST(CliTest, ResetBeforeCommitWithoutStatusUrlIsUnknown) {
+  ServerOptions o;
+  o.reset_connections = {0};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(server.effects(), 0);
+}
+
+TEST(CliTest, ResetBeforeCommitIsNotFoundByStatusQueryThenResent) {
+  ServerOptions o;
+  o.reset_connections = {0};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
+                       server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_EQ(run.summary["http_status"], 201);
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+  EXPECT_EQ(server.effects(), 1);
+  ASSERT_EQ(server.status_requests().size(), 1u);
+}
+
+TEST(CliTest, NotFoundWithNoAttemptLeftIsUnknown) {
+  ServerOptions o;
+  o.reset_connections = {0};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "--status-url",
+                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "not_found_no_attempts_left");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_TRUE(run.summary["http_status"].is_null());
+  EXPECT_TRUE(run.summary["resolved_by"].is_null());
+  EXPECT_EQ(server.effects(), 0);
+}
+
+TEST(CliTest, FiveHundredAfterCommitIsUnknownWithItsBody) {
+  ServerOptions o;
+  o.script = {Respond(500, "internal error", true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_EQ(run.summary["http_status"], 500);
+  EXPECT_EQ(run.summary["body"], "internal error");
+  EXPECT_TRUE(run.summary["resolved_by"].is_null());
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, FiveHundredAfterCommitResolvedByStatusQuery) {
+  ServerOptions o;
+  o.script = {Respond(500, "internal error", true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
+                       server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(run.summary["http_status"], 200);
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, StatusQueryThatNeverAnswersLeavesItUnknown) {
+  ServerOptions o;
+  o.script = {Respond(500, "internal error", true)};
+  o.status_script = {Respond(500, "status broken"), Respond(500, "status broken")};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--policy",
+                       TempFile("two_queries.json", R"({"saferetry": {"maxStatusQueries": 2}})"),
+                       "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 2);
+  // The last response to the request, not the status answer.
+  EXPECT_EQ(run.summary["http_status"], 500);
+  EXPECT_EQ(run.summary["body"], "internal error");
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+}
+
+TEST(CliTest, ConflictThenOkResendsTheSameKey) {
+  ServerOptions o;
+  o.script = {Respond(409, "in progress"), Respond(201, "made", true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["http_status"], 201);
+  EXPECT_EQ(run.summary["body"], "made");
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+  const auto keys = Keys(server.orders_requests());
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0], keys[1]);
+}
+
+TEST(CliTest, ConflictWithStatusUrlPollsInsteadOfResending) {
+  ServerOptions o;
+  o.script = {Respond(409, "in progress", true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
+                       server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, PermanentErrorsFail) {
+  for (int status : {400, 422}) {
+    SCOPED_TRACE(status);
+    ServerOptions o;
+    o.script = {Respond(status, "bad order")};
+    OrderService server(o);
+    CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    ExpectSummaryFields(run.summary);
+    EXPECT_EQ(run.summary["outcome"], "FAILED");
+    EXPECT_EQ(run.summary["stop_reason"], "permanent_error");
+    EXPECT_EQ(run.summary["attempts"], 1);
+    EXPECT_EQ(run.summary["http_status"], status);
+    EXPECT_EQ(run.summary["resolved_by"], "response");
+    EXPECT_EQ(run.summary["body"], "bad order");
+    EXPECT_EQ(server.orders_requests().size(), 1u);
+  }
+}
+
+TEST(CliTest, FailedPrintsTheBody) {
+  ServerOptions o;
+  o.script = {Respond(422, "sku unknown")};
+  OrderService server(o);
+  CliRun run = RunCli({"-d", "x", "--no-idempotency-key", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "sku unknown");
+  EXPECT_EQ(run.err, "saferetry: FAILED (permanent_error) after 1 attempt, HTTP 422\n");
+}
+
+TEST(CliTest, ServiceUnavailableUntilAttemptsRunOut) {
+  ServerOptions o;
+  o.script = {Respond(503, "busy"), Respond(503, "busy"), Respond(503, "still busy")};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 3);
+  EXPECT_EQ(run.summary["http_status"], 503);
+  EXPECT_EQ(run.summary["body"], "still busy");
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+}
+
+TEST(CliTest, RetryAfterSecondsIsHonoured) {
+  ServerOptions o;
+  o.script = {WithHeaders(Respond(503), {{"Retry-After", "1"}})};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--verbose", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 2);
+  const auto at = server.arrivals();
+  ASSERT_EQ(at.size(), 2u);
+  EXPECT_THAT(std::chrono::duration_cast<milliseconds>(at[1] - at[0]).count(),
+              AllOf(Ge(1000), Lt(1400)));
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), Ge(1000));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " + server.OrdersUrl() + "\n"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: < attempt 1: delivery=response_received http=503 "
+                                 "class=retryable_transient"));
+  EXPECT_THAT(run.err, HasSubstr("retry_after=1000.0ms"));
+  EXPECT_THAT(run.err, HasSubstr("next_wait=1000.0ms (server hint)"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: < attempt 2: delivery=response_received http=201"));
+}
+
+TEST(CliTest, RetryAfterDateIsMeasuredAgainstTheResponseDate) {
+  ServerOptions o;
+  o.script = {WithHeaders(Respond(503), {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                                         {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const auto at = server.arrivals();
+  ASSERT_EQ(at.size(), 2u);
+  EXPECT_THAT(std::chrono::duration_cast<milliseconds>(at[1] - at[0]).count(),
+              AllOf(Ge(1000), Lt(1400)));
+}
+
+TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
+  ServerOptions o;
+  o.script = {WithHeaders(Respond(503, "later"), {{"Retry-After", "5"}})};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "deadline_exceeded");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["http_status"], 503);
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), Lt(500));
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+}
+
+TEST(CliTest, DeadlineTooShortForAnyAttemptSendsNothing) {
+  OrderService server(ServerOptions{});
+  CliRun run = RunCli({"--summary-json", "--deadline", "1ms", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["stop_reason"], "deadline_exceeded");
+  EXPECT_EQ(run.summary["attempts"], 0);
+  EXPECT_TRUE(run.summary["http_status"].is_null());
+  EXPECT_TRUE(run.summary["resolved_by"].is_null());
+  EXPECT_EQ(server.orders_requests().size(), 0u);
+}
+
+// ---------------------------------------------------------------------------
+// --max-attempts and --policy.
+
+TEST(CliTest, MaxAttemptsAboveTheCapIsClampedWithAWarning) {
+  OrderService server(Scripted(std::vector<Step>(12, Respond(503))));
+  const std::string fast = TempFile(
+      "fast.json", R"({"retryPolicy": {"initialBackoff": "0.001s", "maxBackoff": "0.002s",
+                      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}})");
+  CliRun run = RunCli({"--summary-json", "--policy", fast, "--max-attempts", "50", "-d", "x",
+                       server.OrdersUrl()});
+  std::remove(fast.c_str());
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 10);
+  EXPECT_EQ(server.orders_requests().size(), 10u);
+  EXPECT_EQ(run.err, "saferetry: warning: --max-attempts: 50 is above the hard cap; using 10\n");
+}
+
+TEST(CliTest, MaxAttemptsOne) {
+  OrderService server(Scripted({Respond(503)}));
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 1);
+}
+
+TEST(CliTest, PolicyDoNotRetryHeaderStopsTheCall) {
+  ServerOptions o;
+  o.script = {WithHeaders(Respond(503, "go away"), {{"X-Do-Not-Retry", "1"}})};
+  OrderService server(o);
+  const std::string policy =
+      TempFile("dnr.json", R"({"saferetry": {"doNotRetryHeader": "X-Do-Not-Retry"}})");
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  std::remove(policy.c_str());
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["stop_reason"], "server_do_not_retry");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["http_status"], 503);
+}
+
+TEST(CliTest, PolicyWithNoRetryBudgetStopsAtTheFirstRetry) {
+  ServerOptions o;
+  o.script = {Respond(503, "busy")};
+  OrderService server(o);
+  const std::string policy = TempFile(
+      "budget.json", R"({"saferetry": {"budget": "ratio",
+                                       "ratioBudget": {"percent": 0, "minPerSecond": 0}}})");
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  std::remove(policy.c_str());
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["stop_reason"], "budget_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 1);
+}
+
+TEST(CliTest, FlagsOverrideThePolicy) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kDrop)};
+  o.dedup = true;
+  OrderService server(o);
+  // The policy asks for no key and three attempts; the flags for a key and
+  // one attempt.
+  const std::string policy = TempFile(
+      "override.json",
+      R"({"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.002s",
+                          "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
+          "saferetry": {"idempotency": {"mode": "never"}, "serverDeduplicates": true}})");
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "--idempotency-key", "pk",
+                       "--max-attempts", "2", "-d", "x", server.OrdersUrl()});
+  std::remove(policy.c_str());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["idempotency_key"], "pk");
+  EXPECT_THAT(Keys(server.orders_requests()), ElementsAre("pk", "pk"));
+  EXPECT_EQ(server.effects(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// SIGINT.
+
+// The aborted attempt may have been delivered: UNKNOWN. With a status URL the
+// call stops as cancelled before querying; without one the ambiguous attempt
+// has no resolution anyway.
+TEST(CliTest, SigintWhileAnAttemptMayHaveBeenDeliveredIsUnknown) {
+  for (bool with_status_url : {true, false}) {
+    SCOPED_TRACE(with_status_url);
+    ServerOptions o;
+    o.script = {CommitThen(Fault::kHang)};
+    OrderService server(o);
+    std::vector<std::string> args = {"--summary-json", "-d", "x", server.OrdersUrl()};
+    if (with_status_url) args.insert(args.begin(), {"--status-url", server.StatusUrl()});
+    Child child(args);
+    ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));
+    const auto sent = Clock::now();
+    ::kill(child.pid(), SIGINT);
+    CliRun run = child.Wait();
+    const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+    EXPECT_EQ(run.summary["stop_reason"], with_status_url ? "cancelled" : "ambiguous_unresolved");
+    EXPECT_EQ(run.summary["attempts"], 1);
+    EXPECT_EQ(run.summary["status_queries"], 0);
+    EXPECT_TRUE(run.summary["resolved_by"].is_null());
+    EXPECT_THAT(took.count(), Lt(1500));
+    EXPECT_EQ(server.status_requests().size(), 0u);
+  }
+}
+
+TEST(CliTest, SigintDuringAWaitAfterACleanRefusalFails) {
+  ServerOptions o;
+  o.script = {WithHeaders(Respond(503), {{"Retry-After", "20"}})};
+  OrderService server(o);
+  Child child({"--summary-json", "-d", "x", server.OrdersUrl()});
+  ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));
+  std::this_thread::sleep_for(milliseconds(200));  // The answer arrives, the wait begins.
+  const auto sent = Clock::now();
+  ::kill(child.pid(), SIGINT);
+  CliRun run = child.Wait();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "cancelled");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["http_status"], 503);
+  EXPECT_THAT(took.count(), Lt(500));
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+}
+
+// ---------------------------------------------------------------------------
+// Many invocations, one intent.
+
+TEST(CliTest, TwentyConcurrentInvocationsWithOneKeyMakeOneEffect) {
+  ServerOptions o;
+  o.dedup = true;
+  o.processing = milliseconds(100);
+  OrderService server(o);
+  std::vector<std::unique_ptr<Child>> children;
+  for (int i = 0; i < 20; ++i) {
+    children.push_back(std::make_unique<Child>(std::vector<std::string>{
+        "--summary-json", "--idempotency-key", "order-42", "--max-attempts", "10", "--deadline",
+        "15s", "-d", R"({"sku":"a"})", server.OrdersUrl()}));
+  }
+  std::set<std::string> bodies;
+  for (auto& c : children) {
+    CliRun run = c->Wait();
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+    EXPECT_EQ(run.summary["idempotency_key"], "order-42");
+    bodies.insert(run.summary["body"].get<std::string>());
+  }
+  EXPECT_EQ(server.effects(), 1);
+  EXPECT_EQ(bodies.size(), 1u);
+  EXPECT_THAT(server.orders_requests().size(), Ge(20u));
+}
+
+}  // namespace
+}  // namespace saferetry

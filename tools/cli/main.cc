@@ -1,0 +1,434 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// saferetry [OPTIONS] URL: performs one HTTP request safely (one idempotency
+// key per invocation, a status query before any resend of an ambiguous
+// attempt, the deadline honoured) and says whether it SUCCEEDED, FAILED or is
+// UNKNOWN. The interface is documented in docs/cli.md.
+//
+// Exit codes: 0 SUCCEEDED, 1 FAILED, 2 UNKNOWN, 64 usage error or bad input.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "saferetry/cancellation.h"
+#include "saferetry/client.h"
+#include "saferetry/config.h"
+#include "saferetry/curl_transport.h"
+#include "saferetry/result.h"
+#include "tools/cli/duration.h"
+#include "tools/cli/report.h"
+
+namespace saferetry {
+namespace internal {
+namespace {
+
+constexpr std::string_view kDefaultDeadline = "30s";
+
+// The command line as given, before interpretation.
+struct Flags {
+  std::string url;
+  std::string method;
+  std::string data;
+  std::vector<std::string> headers;
+  std::string idempotency_key;
+  bool no_idempotency_key = false;
+  std::string status_url;
+  bool assume_dedup = false;
+  std::string deadline = std::string(kDefaultDeadline);
+  std::string attempt_timeout;
+  std::string max_attempts;
+  std::string policy;
+  bool verbose = false;
+  bool summary_json = false;
+
+  // Which options were given at all.
+  bool method_given = false;
+  bool data_given = false;
+  bool key_given = false;
+  bool deadline_given = false;
+  bool attempt_timeout_given = false;
+  bool max_attempts_given = false;
+};
+
+// Everything needed to run the call.
+struct Invocation {
+  Request request;
+  CallOptions call;
+  ClientOptions client;
+  bool verbose = false;
+  bool summary_json = false;
+  std::vector<std::string> warnings;
+};
+
+absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+std::string_view AsStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+// One line: CLI11 and library messages never need more.
+std::string OneLine(std::string_view message) {
+  std::string out(message);
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+absl::Status Usage(std::string_view flag, std::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(AsAbsl(flag), ": ", AsAbsl(message)));
+}
+
+// -d DATA, -d @FILE, -d @- (standard input).
+absl::StatusOr<std::string> ReadData(const std::string& data) {
+  if (data.empty() || data.front() != '@') return data;
+  const std::string path = data.substr(1);
+  if (path == "-") {
+    std::string body((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) return Usage("--data", "cannot read standard input");
+    return body;
+  }
+  if (path.empty()) return Usage("--data", "\"@\" must be followed by a file name");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Usage("--data", absl::StrCat("cannot read file \"", path, "\": ", std::strerror(errno)));
+  }
+  std::ostringstream body;
+  body << in.rdbuf();
+  if (in.bad()) {
+    return Usage("--data", absl::StrCat("cannot read file \"", path, "\": read error"));
+  }
+  return body.str();
+}
+
+// "Name: value" -> {"Name", "value"}; the value is trimmed of blanks.
+absl::StatusOr<Header> ParseHeaderFlag(std::string_view text) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) {
+    return Usage("--header",
+                 absl::StrCat("expected \"Name: value\", got \"", absl::CHexEscape(AsAbsl(text)),
+                              "\" (no colon)"));
+  }
+  std::string_view value = text.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  return Header(std::string(text.substr(0, colon)), std::string(value));
+}
+
+// Names the command-line flag behind a library validation message.
+absl::Status AttributeRequestError(const absl::Status& s) {
+  const std::string_view m = AsStd(s.message());
+  if (absl::StartsWith(AsAbsl(m), "request.url")) return Usage("URL", m);
+  if (absl::StartsWith(AsAbsl(m), "request.method")) return Usage("--request", m);
+  if (absl::StartsWith(AsAbsl(m), "request.headers")) return Usage("--header", m);
+  return s;
+}
+
+absl::StatusOr<int> ParseMaxAttempts(const std::string& text) {
+  int n = 0;
+  if (!absl::SimpleAtoi(text, &n)) {
+    return Usage("--max-attempts",
+                 absl::StrCat("expected a whole number, got \"", absl::CHexEscape(text), "\""));
+  }
+  if (n < 1) return Usage("--max-attempts", absl::StrCat("must be >= 1, got ", n));
+  return n;
+}
+
+absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
+  Invocation inv;
+  inv.verbose = flags.verbose;
+  inv.summary_json = flags.summary_json;
+
+  // Policy first: every flag given on the command line overrides it.
+  if (!flags.policy.empty()) {
+    absl::StatusOr<Policy> policy = LoadPolicyFile(flags.policy);
+    if (!policy.ok()) return Usage("--policy", AsStd(policy.status().message()));
+    for (const std::string& w : policy->warnings) {
+      inv.warnings.push_back(absl::StrCat("--policy: ", w));
+    }
+    inv.call = ToCallOptions(*policy);
+    absl::Status s = ApplyToClientOptions(*policy, &inv.client);
+    if (!s.ok()) return Usage("--policy", AsStd(s.message()));
+  }
+
+  Request& req = inv.request;
+  req.url = flags.url;
+  if (flags.data_given) {
+    absl::StatusOr<std::string> body = ReadData(flags.data);
+    if (!body.ok()) return body.status();
+    req.body = *std::move(body);
+  }
+  req.method = flags.method_given ? flags.method : (flags.data_given ? "POST" : "GET");
+  for (const std::string& h : flags.headers) {
+    absl::StatusOr<Header> header = ParseHeaderFlag(h);
+    if (!header.ok()) return header.status();
+    req.headers.push_back(*std::move(header));
+  }
+  if (absl::Status s = ValidateRequest(req); !s.ok()) return AttributeRequestError(s);
+
+  CallOptions& call = inv.call;
+  // The deadline counts from process start, not from the first send.
+  Duration deadline = call.timeout;
+  if (flags.deadline_given || flags.policy.empty()) {
+    absl::StatusOr<Duration> d = ParseDuration(flags.deadline);
+    if (!d.ok()) return Usage("--deadline", AsStd(d.status().message()));
+    deadline = *d;
+  }
+  call.deadline = Deadline::After(start, deadline);
+  if (flags.attempt_timeout_given) {
+    absl::StatusOr<Duration> d = ParseDuration(flags.attempt_timeout);
+    if (!d.ok()) return Usage("--attempt-timeout", AsStd(d.status().message()));
+    call.deadline_options.attempt_cap = *d;
+  }
+  if (flags.max_attempts_given) {
+    absl::StatusOr<int> n = ParseMaxAttempts(flags.max_attempts);
+    if (!n.ok()) return n.status();
+    call.max_attempts = *n;
+  }
+  if (call.max_attempts > kMaxAttemptsHardCap) {
+    inv.warnings.push_back(absl::StrCat("--max-attempts: ", call.max_attempts,
+                                        " is above the hard cap; using ", kMaxAttemptsHardCap));
+    call.max_attempts = kMaxAttemptsHardCap;
+  }
+
+  if (flags.no_idempotency_key) {
+    call.key_mode = KeyMode::kNever;
+    if (FindHeader(req.headers, inv.client.idempotency_header).has_value()) {
+      return Usage("--no-idempotency-key",
+                   absl::StrCat("conflicts with the ", inv.client.idempotency_header,
+                                " header given with --header"));
+    }
+  }
+  if (flags.key_given) {
+    if (absl::Status s = ValidateIdempotencyKey(flags.idempotency_key); !s.ok()) {
+      return Usage("--idempotency-key", AsStd(s.message()));
+    }
+    call.idempotency_key = flags.idempotency_key;
+    if (call.key_mode == KeyMode::kNever) call.key_mode = KeyMode::kAuto;  // from a policy
+  }
+  if (!flags.status_url.empty()) {
+    call.status_query.url_template = flags.status_url;
+    if (absl::Status s = ValidateStatusQuery(call.status_query); !s.ok()) {
+      return Usage("--status-url", AsStd(s.message()));
+    }
+  }
+  if (flags.assume_dedup) call.server_deduplicates = true;
+  if (absl::Status s = ValidateCallOptions(call); !s.ok()) return s;
+
+  const bool keyed = call.key_mode != KeyMode::kNever &&
+                     (!call.idempotency_key.empty() ||
+                      FindHeader(req.headers, inv.client.idempotency_header).has_value() ||
+                      call.key_mode == KeyMode::kAlways || !IsIdempotent(req));
+  if (!keyed && !call.status_query.url_template.empty()) {
+    inv.warnings.push_back(
+        "--status-url: unused, the request carries no idempotency key (give --idempotency-key)");
+  }
+  if (!keyed && call.server_deduplicates) {
+    inv.warnings.push_back("--assume-dedup: unused, the request carries no idempotency key");
+  }
+  return inv;
+}
+
+// Prints each attempt's evidence on stderr.
+class VerboseListener final : public CallListener {
+ public:
+  explicit VerboseListener(const Request& request) : request_(request) {}
+  void OnAttemptStart(int number, bool is_status_query) override {
+    if (is_status_query) {
+      std::fprintf(stderr, "saferetry: > status query %d\n", number);
+    } else {
+      std::fprintf(stderr, "saferetry: > attempt %d: %s %s\n", number, request_.method.c_str(),
+                   request_.url.c_str());
+    }
+  }
+  void OnAttemptEnd(const AttemptEvidence& evidence) override {
+    std::fprintf(stderr, "saferetry: < %s\n", DescribeEvidence(evidence).c_str());
+  }
+
+ private:
+  const Request& request_;
+};
+
+// Turns SIGINT and SIGTERM into `CancellationToken::Cancel()`. The signals
+// must be blocked in every thread before any is started (see `main`); a
+// dedicated thread takes them with sigwait, so nothing runs in a signal
+// handler.
+class SignalCanceller {
+ public:
+  explicit SignalCanceller(CancellationToken* token) : token_(token) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~SignalCanceller() {
+    stopping_.store(true, std::memory_order_release);
+    // Wakes the sigwait below; it sees `stopping_` and leaves.
+    pthread_kill(thread_.native_handle(), SIGINT);
+    thread_.join();
+  }
+  SignalCanceller(const SignalCanceller&) = delete;
+  SignalCanceller& operator=(const SignalCanceller&) = delete;
+
+ private:
+  void Run() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (stopping_.load(std::memory_order_acquire)) return;
+      token_->Cancel();
+    }
+  }
+
+  CancellationToken* token_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+void PrintError(std::string_view message) {
+  std::fprintf(stderr, "saferetry: %s\n", OneLine(message).c_str());
+}
+
+int Run(int argc, char** argv) {
+  // Before anything else: the deadline counts from here, and the signals are
+  // blocked before any thread (ours or libcurl's) exists so all inherit it.
+  std::shared_ptr<Clock> clock = SystemClock();
+  const TimePoint start = clock->Now();
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Flags flags;
+  CLI::App app{
+      "Performs one HTTP request safely: one idempotency key per invocation, a status query "
+      "before any resend of an ambiguous attempt, the deadline honoured. Says whether the "
+      "request SUCCEEDED (exit 0), FAILED (exit 1) or is UNKNOWN (exit 2); exit 64 for bad "
+      "input.",
+      "saferetry"};
+  app.add_option("URL", flags.url, "Absolute http:// or https:// URL")->required();
+  CLI::Option* method = app.add_option(
+      "-X,--request", flags.method, "Method (default GET, or POST when a body is given)");
+  CLI::Option* data =
+      app.add_option("-d,--data", flags.data, "Request body; @FILE reads a file, @- stdin");
+  app.add_option("-H,--header", flags.headers,
+                 "\"Name: value\", sent on every attempt (repeatable)")
+      ->allow_extra_args(false);
+  CLI::Option* key = app.add_option(
+      "--idempotency-key", flags.idempotency_key,
+      "Key sent on every attempt (default: a fresh UUIDv4 for POST and PATCH)");
+  app.add_flag("--no-idempotency-key", flags.no_idempotency_key, "Send no idempotency key")
+      ->excludes(key);
+  app.add_option("--status-url", flags.status_url,
+                 "Status URL with {key}: how an ambiguous outcome is resolved");
+  app.add_flag("--assume-dedup", flags.assume_dedup,
+               "The server deduplicates keys: an ambiguous attempt may be resent with the same "
+               "key");
+  CLI::Option* deadline = app.add_option(
+      "--deadline", flags.deadline, "Total time from process start, e.g. 1500ms, 2s, 1m (default 30s)");
+  CLI::Option* attempt_timeout = app.add_option(
+      "--attempt-timeout", flags.attempt_timeout, "Cap on each attempt (default: what remains)");
+  CLI::Option* max_attempts = app.add_option(
+      "--max-attempts", flags.max_attempts, "Sends of the request (default 3, at most 10)");
+  app.add_option("--policy", flags.policy, "JSON retry policy file (docs/configuration.md)");
+  app.add_flag("-v,--verbose", flags.verbose, "Print each attempt's evidence on stderr");
+  app.add_flag("--summary-json", flags.summary_json,
+               "Print one JSON object on stdout instead of the body");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // Prints the help on stdout; 0.
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    PrintError(absl::StrCat(e.what(), " (see saferetry --help)"));
+    return kExitUsage;
+  }
+  flags.method_given = method->count() > 0;
+  flags.data_given = data->count() > 0;
+  flags.key_given = key->count() > 0;
+  flags.deadline_given = deadline->count() > 0;
+  flags.attempt_timeout_given = attempt_timeout->count() > 0;
+  flags.max_attempts_given = max_attempts->count() > 0;
+
+  absl::StatusOr<Invocation> inv = Interpret(flags, start);
+  if (!inv.ok()) {
+    PrintError(AsStd(inv.status().message()));
+    return kExitUsage;
+  }
+  for (const std::string& w : inv->warnings) PrintError(absl::StrCat("warning: ", w));
+
+  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport({});
+  if (!transport.ok()) {
+    PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
+    return kExitFailed;
+  }
+  inv->client.transport = *std::move(transport);
+  inv->client.clock = clock;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(inv->client));
+  if (!client.ok()) {
+    PrintError(AsStd(client.status().message()));
+    return kExitUsage;
+  }
+
+  CancellationToken cancellation;
+  VerboseListener listener(inv->request);
+  inv->call.cancellation = &cancellation;
+  if (inv->verbose) inv->call.listener = &listener;
+
+  CallResult result;
+  {
+    SignalCanceller canceller(&cancellation);
+    result = (*client)->Execute(inv->request, inv->call);
+  }
+  if (result.stop_reason == StopReason::kInvalidArgument) {
+    PrintError(AsStd(result.status.message()));
+    return kExitUsage;
+  }
+
+  const Duration elapsed = clock->Now() - start;
+  if (inv->summary_json) {
+    std::string text = SummaryText(result, elapsed);
+    text.push_back('\n');
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    if (result.outcome != Outcome::kUnknown && result.last_response.has_value()) {
+      const std::string& body = result.last_response->body;
+      std::fwrite(body.data(), 1, body.size(), stdout);
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", OutcomeLine(result).c_str());
+  }
+  std::fflush(stdout);
+  return ExitCodeFor(result.outcome);
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace saferetry
+
+int main(int argc, char** argv) { return saferetry::internal::Run(argc, argv); }
