@@ -1,0 +1,43 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "tools/sim/policy_file.h"
+
+#include <utility>
+
+#include "saferetry/config.h"
+
+namespace saferetry {
+namespace sim {
+
+absl::StatusOr<BasePolicy> LoadBasePolicy(const std::string& path) {
+  absl::StatusOr<Policy> policy = LoadPolicyFile(path);
+  if (!policy.ok()) return policy.status();
+  // The budget and the classifier come from the library's own conversion, so
+  // the simulator cannot drift from what a real client would build.
+  ClientOptions probe;
+  if (absl::Status s = ApplyToClientOptions(*policy, &probe); !s.ok()) return s;
+
+  BasePolicy base;
+  base.max_attempts = policy->max_attempts;
+  base.max_status_queries = policy->max_status_queries;
+  base.backoff = policy->backoff;
+  base.timeout = policy->timeout;
+  base.deadline_options = policy->deadline_options;
+  base.status_query = !policy->status_query_url_template.empty();
+  base.server_deduplicates = policy->server_deduplicates;
+  base.classifier = probe.classifier;
+  base.source = path;
+  base.make_budget = [p = *std::move(policy)] {
+    ClientOptions fresh;
+    // Already validated above; a failure here cannot happen, and an
+    // unlimited budget is the visible fallback if it ever did.
+    if (!ApplyToClientOptions(p, &fresh).ok() || fresh.budget == nullptr) {
+      return std::shared_ptr<RetryBudget>(std::make_shared<UnlimitedBudget>());
+    }
+    return fresh.budget;
+  };
+  return base;
+}
+
+}  // namespace sim
+}  // namespace saferetry

@@ -1,0 +1,604 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "tools/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <queue>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "saferetry/status_query.h"
+
+namespace saferetry {
+namespace sim {
+
+double SimRng::Normal() {
+  // 1 - u lies in (0, 1], so the logarithm is finite.
+  const double u1 = 1.0 - Uniform();
+  const double u2 = Uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+double SimRng::Exponential(double mean) { return -mean * std::log(1.0 - Uniform()); }
+
+Duration LatencyModel::Sample(SimRng& rng) const {
+  switch (kind) {
+    case Kind::kConstant:
+      return mean;
+    case Kind::kAbsNormal: {
+      const double ns = static_cast<double>(mean.count()) +
+                        static_cast<double>(stddev.count()) * rng.Normal();
+      return Duration(static_cast<Duration::rep>(std::fabs(ns)));
+    }
+    case Kind::kExponential:
+      return Duration(
+          static_cast<Duration::rep>(rng.Exponential(static_cast<double>(mean.count()))));
+  }
+  return mean;
+}
+
+double SimResult::LoadAmplification() const {
+  return calls == 0 ? 0 : static_cast<double>(attempts + status_queries) / static_cast<double>(calls);
+}
+
+double SimResult::SuccessRate() const {
+  return calls == 0 ? 0 : static_cast<double>(succeeded) / static_cast<double>(calls);
+}
+
+double SimResult::OfferedLoad() const {
+  const double s = std::chrono::duration<double>(arrival_span).count();
+  return s <= 0 ? 0 : static_cast<double>(calls) / s;
+}
+
+double SimResult::Goodput() const {
+  const double s = std::chrono::duration<double>(duration).count();
+  return s <= 0 ? 0 : static_cast<double>(succeeded) / s;
+}
+
+namespace {
+
+// Timeline buckets beyond this are not recorded (a guard on memory only).
+constexpr std::size_t kMaxBuckets = 1 << 20;
+
+enum class EventType : std::uint8_t {
+  kArrival,        // a call starts (closed loop: `call` is the client)
+  kServerReceive,  // a request reaches the server
+  kServerDone,     // the server finished a request and replies
+  kClientReceive,  // the reply reaches the client
+  kWaitOver,       // a backoff wait ends
+  kAttemptTimeout, // the attempt timeout fires
+};
+
+enum class Reply : std::uint8_t {
+  kNone,
+  kCreated,      // 201, a new effect
+  kReplayed,     // 201, the stored answer for the key
+  kUnavailable,  // 503
+  kConflict,     // 409: the key is being processed
+  kLost,         // the reply was lost: connection reset after sending
+  kRefused,      // connection refused: not delivered
+  kFound,        // status query: 200
+  kNotFound,     // status query: 404
+  kProcessing,   // status query: 409
+};
+
+struct Event {
+  TimePoint at;
+  std::uint64_t seq;
+  EventType type;
+  Reply reply;
+  bool query;   // the send is a status query
+  bool commit;  // kServerDone: this request applies the effect
+  std::int32_t call;
+  std::uint32_t send;  // the call's send number the event belongs to
+};
+
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    if (a.at != b.at) return a.at > b.at;
+    return a.seq > b.seq;
+  }
+};
+
+enum class KeyState : std::uint8_t { kNone, kProcessing, kCommitted };
+
+struct CallState {
+  std::unique_ptr<CallStateMachine> machine;
+  TimePoint start;
+  TimePoint send_start;
+  std::uint32_t send = 0;
+  bool awaiting = false;
+  bool query = false;
+  bool done = false;
+  KeyState key_state = KeyState::kNone;
+  Outcome outcome = Outcome::kFailed;
+  std::int32_t client = -1;
+  std::int32_t effects = 0;
+  Duration completion{0};
+};
+
+class Engine {
+ public:
+  explicit Engine(const SimConfig& config)
+      : config_(config),
+        rng_(config.seed),
+        random_(&rng_),
+        budget_(config.client.make_budget ? config.client.make_budget()
+                                          : std::make_shared<UnlimitedBudget>()),
+        classifier_(config.client.classifier ? config.client.classifier
+                                             : DefaultClassifierInstance()),
+        reset_(absl::UnavailableError("connection reset after the request was sent")),
+        refused_(absl::UnavailableError("connection refused")),
+        timed_out_(absl::DeadlineExceededError("attempt timed out")) {}
+
+  SimResult Run();
+
+ private:
+  void Push(TimePoint at, EventType type, std::int32_t call, std::uint32_t send, bool query,
+            Reply reply = Reply::kNone, bool commit = false) {
+    queue_.push(Event{at, next_seq_++, type, reply, query, commit, call, send});
+  }
+  TimelineBucket* Bucket(TimePoint t) {
+    const auto index = static_cast<std::size_t>((t - kSimEpoch) / config_.bucket);
+    if (index >= kMaxBuckets) return nullptr;
+    if (result_.timeline.size() <= index) result_.timeline.resize(index + 1);
+    return &result_.timeline[index];
+  }
+  bool InOutage(TimePoint t) const {
+    const ServerModel& s = config_.server;
+    return s.outage_start < s.outage_end && t >= kSimEpoch + s.outage_start &&
+           t < kSimEpoch + s.outage_end;
+  }
+  Duration Hop() { return config_.server.hop.Sample(rng_); }
+
+  void OnArrival(const Event& e);
+  void StartCall(std::int32_t client, TimePoint now);
+  void Perform(std::int32_t call, const CallAction& action, TimePoint now);
+  void OnServerReceive(const Event& e);
+  void OnServerDone(const Event& e);
+  void OnClientReceive(const Event& e);
+  void OnTimeout(const Event& e);
+  void Deliver(std::int32_t call, Reply reply, TimePoint now);
+  void Finish(std::int32_t call, TimePoint now);
+
+  const SimConfig& config_;
+  SimRng rng_;
+  SimRandom random_;
+  std::shared_ptr<RetryBudget> budget_;
+  std::shared_ptr<const Classifier> classifier_;
+  const absl::Status reset_;
+  const absl::Status refused_;
+  const absl::Status timed_out_;
+
+  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  std::uint64_t next_seq_ = 0;
+  std::vector<CallState> calls_;
+  std::vector<int> calls_left_;  // closed loop, per client
+  std::int64_t arrivals_ = 0;
+  int in_flight_ = 0;
+  TimePoint last_arrival_ = kSimEpoch;
+  TimePoint last_event_ = kSimEpoch;
+  SimResult result_;
+};
+
+SimResult Engine::Run() {
+  const Workload& w = config_.workload;
+  if (w.kind == Workload::Kind::kOpenLoop) {
+    if (w.total_calls > 0 && w.calls_per_second > 0) {
+      calls_.reserve(static_cast<std::size_t>(w.total_calls));
+      Push(kSimEpoch, EventType::kArrival, -1, 0, false);
+    }
+  } else {
+    calls_left_.assign(static_cast<std::size_t>(std::max(w.clients, 0)), w.calls_per_client);
+    calls_.reserve(static_cast<std::size_t>(std::max(w.clients, 0)) *
+                   static_cast<std::size_t>(std::max(w.calls_per_client, 0)));
+    for (int c = 0; c < w.clients; ++c) {
+      if (w.calls_per_client > 0) Push(kSimEpoch, EventType::kArrival, c, 0, false);
+    }
+  }
+
+  // Every event is bounded: each call sends at most kMaxAttemptsHardCap
+  // attempts and as many queries, each a handful of events.
+  while (!queue_.empty()) {
+    const Event e = queue_.top();
+    queue_.pop();
+    last_event_ = e.at;
+    switch (e.type) {
+      case EventType::kArrival:
+        OnArrival(e);
+        break;
+      case EventType::kServerReceive:
+        OnServerReceive(e);
+        break;
+      case EventType::kServerDone:
+        OnServerDone(e);
+        break;
+      case EventType::kClientReceive:
+        OnClientReceive(e);
+        break;
+      case EventType::kWaitOver: {
+        CallState& c = calls_[static_cast<std::size_t>(e.call)];
+        Perform(e.call, c.machine->OnWaitOver(e.at), e.at);
+        break;
+      }
+      case EventType::kAttemptTimeout:
+        OnTimeout(e);
+        break;
+    }
+  }
+
+  // Outcomes are checked against the server's final state, so a commit that
+  // landed after its call gave up still counts.
+  std::vector<Duration::rep> completions;
+  completions.reserve(calls_.size());
+  Duration::rep sum = 0;
+  TimePoint last_done = kSimEpoch;
+  for (const CallState& c : calls_) {
+    ++result_.calls;
+    result_.effects += c.effects;
+    if (c.effects > 1) result_.duplicates += c.effects - 1;
+    switch (c.outcome) {
+      case Outcome::kSucceeded:
+        ++result_.succeeded;
+        if (c.effects == 0) ++result_.outcome_violations;
+        break;
+      case Outcome::kFailed:
+        ++result_.failed;
+        if (c.effects != 0) ++result_.outcome_violations;
+        break;
+      case Outcome::kUnknown:
+        ++result_.unknown;
+        break;
+    }
+    completions.push_back(c.completion.count());
+    sum += c.completion.count();
+    last_done = std::max(last_done, c.start + c.completion);
+  }
+  if (!completions.empty()) {
+    std::sort(completions.begin(), completions.end());
+    auto at = [&](double q) {
+      const auto i = static_cast<std::size_t>(q * static_cast<double>(completions.size() - 1));
+      return Duration(completions[i]);
+    };
+    result_.p50 = at(0.50);
+    result_.p99 = at(0.99);
+    result_.mean_completion = Duration(sum / static_cast<Duration::rep>(completions.size()));
+  }
+  result_.duration = last_done - kSimEpoch;
+  result_.arrival_span = last_arrival_ - kSimEpoch;
+  return std::move(result_);
+}
+
+void Engine::OnArrival(const Event& e) {
+  const Workload& w = config_.workload;
+  if (w.kind == Workload::Kind::kOpenLoop) {
+    StartCall(-1, e.at);
+    if (++arrivals_ < w.total_calls) {
+      const double gap_ns = rng_.Exponential(1e9 / w.calls_per_second);
+      Push(e.at + Duration(static_cast<Duration::rep>(gap_ns)), EventType::kArrival, -1, 0, false);
+    }
+  } else {
+    --calls_left_[static_cast<std::size_t>(e.call)];
+    StartCall(e.call, e.at);
+  }
+}
+
+void Engine::StartCall(std::int32_t client, TimePoint now) {
+  const auto index = static_cast<std::int32_t>(calls_.size());
+  calls_.emplace_back();
+  CallState& c = calls_.back();
+  c.client = client;
+  c.start = now;
+  last_arrival_ = now;
+  if (TimelineBucket* b = Bucket(now)) ++b->arrivals;
+
+  const ClientModel& m = config_.client;
+  CallPolicy policy = m.policy;
+  policy.deadline = Deadline::After(now, m.timeout);
+  if (m.careless) {
+    policy.traits = RequestTraits{/*idempotent=*/true, /*safe=*/false, /*keyed=*/false};
+    policy.has_status_query = false;
+    policy.server_deduplicates = false;
+  }
+  budget_->OnCallStart(now);
+  c.machine = std::make_unique<CallStateMachine>(policy, budget_.get(), classifier_.get(), &random_);
+  const CallAction action = c.machine->Start(now);
+  Perform(index, action, now);
+}
+
+void Engine::Perform(std::int32_t call, const CallAction& action, TimePoint now) {
+  CallState& c = calls_[static_cast<std::size_t>(call)];
+  switch (action.kind) {
+    case CallAction::Kind::kSendAttempt:
+    case CallAction::Kind::kSendStatusQuery: {
+      const bool query = action.kind == CallAction::Kind::kSendStatusQuery;
+      ++c.send;
+      c.awaiting = true;
+      c.query = query;
+      c.send_start = now;
+      if (query) {
+        ++result_.status_queries;
+      } else {
+        ++result_.attempts;
+      }
+      if (TimelineBucket* b = Bucket(now)) ++(query ? b->status_queries : b->attempts);
+      Push(now + Hop(), EventType::kServerReceive, call, c.send, query);
+      // Timeouts beyond a day never fire in a simulation; skipping them also
+      // keeps Duration::max() away from time point arithmetic.
+      if (action.timeout < std::chrono::hours(24)) {
+        Push(now + action.timeout, EventType::kAttemptTimeout, call, c.send, query);
+      }
+      break;
+    }
+    case CallAction::Kind::kWait:
+      Push(now + action.delay, EventType::kWaitOver, call, c.send, false);
+      break;
+    case CallAction::Kind::kFinish:
+      Finish(call, now);
+      break;
+  }
+}
+
+void Engine::OnServerReceive(const Event& e) {
+  const ServerModel& s = config_.server;
+  CallState& c = calls_[static_cast<std::size_t>(e.call)];
+  const TimePoint now = e.at;
+  if (InOutage(now)) {
+    ++result_.rejected;
+    if (TimelineBucket* b = Bucket(now)) ++b->rejected;
+    Push(now + Hop(), EventType::kClientReceive, e.call, e.send, e.query, Reply::kRefused);
+    return;
+  }
+  if (s.capacity > 0 && in_flight_ >= s.capacity) {
+    ++result_.rejected;
+    if (TimelineBucket* b = Bucket(now)) ++b->rejected;
+    Push(now + Hop(), EventType::kClientReceive, e.call, e.send, e.query, Reply::kUnavailable);
+    return;
+  }
+  if (e.query) {
+    ++in_flight_;
+    Push(now + s.service.Sample(rng_), EventType::kServerDone, e.call, e.send, true);
+    return;
+  }
+  const bool keyed = !config_.client.careless && config_.client.policy.traits.keyed;
+  if (keyed && c.key_state == KeyState::kProcessing) {
+    Push(now + Hop(), EventType::kClientReceive, e.call, e.send, false, Reply::kConflict);
+    return;
+  }
+  // Both draws are made for every processed attempt, so a change in one rate
+  // does not shift the other's random stream.
+  const bool fail = rng_.Bernoulli(s.failure_rate);
+  const bool lose = rng_.Bernoulli(s.loss_rate);
+  Reply reply;
+  bool commit = false;
+  if (fail) {
+    reply = Reply::kUnavailable;
+  } else if (keyed && c.key_state == KeyState::kCommitted) {
+    reply = lose ? Reply::kLost : Reply::kReplayed;
+  } else {
+    commit = true;
+    if (keyed) c.key_state = KeyState::kProcessing;
+    reply = lose ? Reply::kLost : Reply::kCreated;
+  }
+  ++in_flight_;
+  Push(now + s.service.Sample(rng_), EventType::kServerDone, e.call, e.send, false, reply, commit);
+}
+
+void Engine::OnServerDone(const Event& e) {
+  --in_flight_;
+  CallState& c = calls_[static_cast<std::size_t>(e.call)];
+  Reply reply = e.reply;
+  if (e.query) {
+    switch (c.key_state) {
+      case KeyState::kCommitted:
+        reply = Reply::kFound;
+        break;
+      case KeyState::kProcessing:
+        reply = Reply::kProcessing;
+        break;
+      case KeyState::kNone:
+        reply = Reply::kNotFound;
+        break;
+    }
+  } else if (e.commit) {
+    if (config_.client.careless || !config_.client.policy.traits.keyed) {
+      ++c.effects;
+    } else if (c.key_state != KeyState::kCommitted) {
+      ++c.effects;
+      c.key_state = KeyState::kCommitted;
+    }
+  }
+  Push(e.at + Hop(), EventType::kClientReceive, e.call, e.send, e.query, reply);
+}
+
+void Engine::OnClientReceive(const Event& e) {
+  CallState& c = calls_[static_cast<std::size_t>(e.call)];
+  if (c.done || !c.awaiting || e.send != c.send) return;  // a reply to a timed-out send
+  Deliver(e.call, e.reply, e.at);
+}
+
+void Engine::OnTimeout(const Event& e) {
+  CallState& c = calls_[static_cast<std::size_t>(e.call)];
+  if (c.done || !c.awaiting || e.send != c.send) return;
+  Deliver(e.call, Reply::kNone, e.at);
+}
+
+void Engine::Deliver(std::int32_t call, Reply reply, TimePoint now) {
+  CallState& c = calls_[static_cast<std::size_t>(call)];
+  c.awaiting = false;
+  AttemptEvidence ev;
+  ev.start = c.send_start;
+  ev.end = now;
+  ev.delivery = Delivery::kResponseReceived;
+  switch (reply) {
+    case Reply::kNone:  // the attempt timeout fired first
+      ev.delivery = Delivery::kMaybeDelivered;
+      ev.transport_status = timed_out_;
+      break;
+    case Reply::kLost:
+      ev.delivery = Delivery::kMaybeDelivered;
+      ev.transport_status = reset_;
+      break;
+    case Reply::kRefused:
+      ev.delivery = Delivery::kNotSent;
+      ev.transport_status = refused_;
+      break;
+    case Reply::kCreated:
+    case Reply::kReplayed:
+      ev.http_status = 201;
+      break;
+    case Reply::kFound:
+      ev.http_status = 200;
+      break;
+    case Reply::kUnavailable:
+      ev.http_status = 503;
+      break;
+    case Reply::kConflict:
+    case Reply::kProcessing:
+      ev.http_status = 409;
+      break;
+    case Reply::kNotFound:
+      ev.http_status = 404;
+      break;
+  }
+  CallAction next;
+  if (c.query) {
+    StatusAnswer answer = StatusAnswer::kStillUnknown;
+    if (reply == Reply::kFound) answer = StatusAnswer::kFound;
+    if (reply == Reply::kNotFound) answer = StatusAnswer::kNotFound;
+    if (reply == Reply::kProcessing) answer = StatusAnswer::kProcessing;
+    next = c.machine->OnStatusAnswer(answer, std::move(ev), std::nullopt, now);
+  } else {
+    next = c.machine->OnAttemptDone(std::move(ev), std::nullopt, now);
+  }
+  Perform(call, next, now);
+}
+
+void Engine::Finish(std::int32_t call, TimePoint now) {
+  CallState& c = calls_[static_cast<std::size_t>(call)];
+  const CallResult r = c.machine->TakeResult();
+  c.machine.reset();
+  c.done = true;
+  c.outcome = r.outcome;
+  c.completion = now - c.start;
+  if (r.stop_reason == StopReason::kBudgetExhausted) ++result_.budget_exhausted;
+  if (r.outcome == Outcome::kSucceeded) {
+    if (TimelineBucket* b = Bucket(now)) ++b->succeeded;
+  }
+  const Workload& w = config_.workload;
+  if (w.kind == Workload::Kind::kClosedLoop && c.client >= 0 &&
+      calls_left_[static_cast<std::size_t>(c.client)] > 0) {
+    Push(now + w.think_time, EventType::kArrival, c.client, 0, false);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Contention
+
+enum class CEvent : std::uint8_t { kReadAtServer, kReadReply, kWriteAtServer, kWriteReply, kWake };
+
+struct ContentionEvent {
+  TimePoint at;
+  std::uint64_t seq;
+  CEvent type;
+  std::int32_t client;
+  std::int64_t value;  // a version or, for kWriteReply, 1 = written
+};
+
+struct ContentionLater {
+  bool operator()(const ContentionEvent& a, const ContentionEvent& b) const {
+    if (a.at != b.at) return a.at > b.at;
+    return a.seq > b.seq;
+  }
+};
+
+}  // namespace
+
+SimResult RunSimulation(const SimConfig& config) { return Engine(config).Run(); }
+
+BackoffParams ContentionBackoff(const ContentionConfig& config) {
+  BackoffParams p;
+  p.multiplier = 2.0;
+  p.cap = config.cap;
+  p.jitter = config.jitter;
+  // ComputeBackoff's first ceiling is `base`; the experiment's first retry
+  // sleeps up to 2 x base (base * 2^attempt with attempt = 1). Decorrelated
+  // jitter starts from base itself (random between base and 3 x base).
+  p.base = config.jitter == JitterKind::kDecorrelated ? config.base : 2 * config.base;
+  return p;
+}
+
+ContentionResult RunContention(const ContentionConfig& config) {
+  struct Client {
+    std::int64_t read_version = 0;
+    int tries = 0;
+    Duration previous{0};
+  };
+  SimRng rng(config.seed);
+  const BackoffParams params = ContentionBackoff(config);
+  std::vector<Client> clients(static_cast<std::size_t>(std::max(config.clients, 0)));
+  std::priority_queue<ContentionEvent, std::vector<ContentionEvent>, ContentionLater> queue;
+  std::uint64_t seq = 0;
+  auto push = [&](TimePoint at, CEvent type, std::int32_t client, std::int64_t value) {
+    queue.push(ContentionEvent{at, seq++, type, client, value});
+  };
+  auto hop = [&] { return config.hop.Sample(rng); };
+
+  for (std::int32_t i = 0; i < config.clients; ++i) {
+    clients[static_cast<std::size_t>(i)].tries = 1;
+    push(kSimEpoch + hop(), CEvent::kReadAtServer, i, 0);
+  }
+  ContentionResult result;
+  std::int64_t version = 0;
+  Duration::rep completion_sum = 0;
+  // Bounded: a client's delays reach `cap` after a few dozen tries, and every
+  // try ends with a write that succeeds unless another write landed first,
+  // so the writes form a finite sequence.
+  while (!queue.empty()) {
+    const ContentionEvent e = queue.top();
+    queue.pop();
+    Client& c = clients[static_cast<std::size_t>(e.client)];
+    switch (e.type) {
+      case CEvent::kReadAtServer:
+        push(e.at + hop(), CEvent::kReadReply, e.client, version);
+        break;
+      case CEvent::kReadReply:
+        c.read_version = e.value;
+        ++result.writes;
+        push(e.at + hop(), CEvent::kWriteAtServer, e.client, 0);
+        break;
+      case CEvent::kWriteAtServer: {
+        const bool ok = version == c.read_version;
+        if (ok) ++version;
+        push(e.at + hop(), CEvent::kWriteReply, e.client, ok ? 1 : 0);
+        break;
+      }
+      case CEvent::kWriteReply:
+        if (e.value == 1) {
+          const Duration took = e.at - kSimEpoch;
+          result.completion = std::max(result.completion, took);
+          completion_sum += took.count();
+          result.max_tries = std::max(result.max_tries, c.tries);
+          if (c.tries > kMaxAttemptsHardCap) ++result.clients_over_attempt_cap;
+        } else {
+          const Duration delay = ComputeBackoff(params, c.tries, c.previous, rng.Uniform());
+          c.previous = delay;
+          ++c.tries;
+          push(e.at + delay, CEvent::kWake, e.client, 0);
+        }
+        break;
+      case CEvent::kWake:
+        push(e.at + hop(), CEvent::kReadAtServer, e.client, 0);
+        break;
+    }
+  }
+  if (config.clients > 0) {
+    result.mean_client_completion = Duration(completion_sum / config.clients);
+  }
+  return result;
+}
+
+}  // namespace sim
+}  // namespace saferetry
