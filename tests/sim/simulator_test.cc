@@ -141,11 +141,11 @@ TEST(SimulatorTest, ExactResultsForASeededRun) {
   // 30 % failures and 10 % lost replies in half a second: the default
   // budget (100 retries in reserve + 10 % of calls) runs out, and the calls
   // it stops after a lost reply end UNKNOWN, never FAILED.
-  EXPECT_EQ(r.attempts, 614);
-  EXPECT_EQ(r.status_queries, 36);
-  EXPECT_EQ(r.succeeded, 434);
+  EXPECT_EQ(r.attempts, 624);
+  EXPECT_EQ(r.status_queries, 26);
+  EXPECT_EQ(r.succeeded, 437);
   EXPECT_EQ(r.failed, 50);
-  EXPECT_EQ(r.unknown, 16);
+  EXPECT_EQ(r.unknown, 13);
   EXPECT_EQ(r.effects, 450);
   EXPECT_EQ(r.duplicates, 0);
 }

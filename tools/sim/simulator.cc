@@ -124,7 +124,11 @@ class Engine {
   explicit Engine(const SimConfig& config)
       : config_(config),
         rng_(config.seed),
-        random_(&rng_),
+        // Arrivals and jitter have streams of their own, so clients compared
+        // at one seed see the same arrivals (common random numbers).
+        arrival_rng_(config.seed ^ 0x9e3779b97f4a7c15ull),
+        jitter_rng_(config.seed ^ 0xd1b54a32d192ed03ull),
+        random_(&jitter_rng_),
         budget_(config.client.make_budget ? config.client.make_budget()
                                           : std::make_shared<UnlimitedBudget>()),
         classifier_(config.client.classifier ? config.client.classifier
@@ -165,6 +169,8 @@ class Engine {
 
   const SimConfig& config_;
   SimRng rng_;
+  SimRng arrival_rng_;
+  SimRng jitter_rng_;
   SimRandom random_;
   std::shared_ptr<RetryBudget> budget_;
   std::shared_ptr<const Classifier> classifier_;
@@ -276,7 +282,7 @@ void Engine::OnArrival(const Event& e) {
   if (w.kind == Workload::Kind::kOpenLoop) {
     StartCall(-1, e.at);
     if (++arrivals_ < w.total_calls) {
-      const double gap_ns = rng_.Exponential(1e9 / w.calls_per_second);
+      const double gap_ns = arrival_rng_.Exponential(1e9 / w.calls_per_second);
       Push(e.at + Duration(static_cast<Duration::rep>(gap_ns)), EventType::kArrival, -1, 0, false);
     }
   } else {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+#
+# Builds the libFuzzer targets with clang++ (AddressSanitizer + UndefinedBehaviorSanitizer, the
+# library instrumented for coverage) in build-fuzz/ and runs each for N seconds (default 30).
+# The seed corpus in tests/fuzz/corpus/<target>/ is read but never written: new inputs go to
+# build-fuzz/corpus/<target>/, crashes to build-fuzz/artifacts/. Exits non-zero on the first crash.
+#
+#   .ci/fuzz.sh            # 30 s per target
+#   .ci/fuzz.sh 3600       # the long run (docs/fuzzing.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-30}"
+build="${SAFERETRY_FUZZ_BUILD_DIR:-build-fuzz}"
+
+if ! command -v clang++ > /dev/null; then
+  echo "fuzz.sh: clang++ not found (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+  exit 1
+fi
+
+CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSAFERETRY_FUZZ=ON \
+  -DSAFERETRY_SANITIZE=address,undefined -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" \
+  -DSAFERETRY_BUILD_TESTS=OFF -DSAFERETRY_BUILD_BENCHMARKS=OFF -DSAFERETRY_INSTALL=OFF > /dev/null
+
+targets=()
+for src in tests/fuzz/*_fuzzer.cc; do
+  t="$(basename "$src" .cc)"
+  # Targets whose component is not in the tree are not configured (see tests/fuzz/CMakeLists.txt).
+  if grep -q "^${t}:" <(cmake --build "$build" --target help | sed 's/^\.\.\. //; s/$/:/'); then
+    targets+=("$t")
+  fi
+done
+cmake --build "$build" -j2 --target "${targets[@]}"
+
+mkdir -p "$build/artifacts"
+for t in "${targets[@]}"; do
+  echo "--- $t (${seconds}s)"
+  mkdir -p "$build/corpus/$t"
+  bin="$(find "$build" -maxdepth 3 -type f -name "$t" -perm -u+x | head -1)"
+  "$bin" -max_total_time="$seconds" -print_final_stats=1 \
+    -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" "tests/fuzz/corpus/$t" 2>&1 |
+    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|artifact_prefix|Test unit written)" || true
+  if ls "$build/artifacts/$t-"* > /dev/null 2>&1; then
+    echo "fuzz.sh: $t found a failing input:" "$build/artifacts/$t-"* >&2
+    exit 1
+  fi
+done
+echo "fuzz.sh: ${#targets[@]} targets, ${seconds}s each, no failures"
