@@ -89,6 +89,9 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
     default:
       break;
   }
+  // Cancelled while this attempt ran: stop before deciding how to go on. The
+  // history (this attempt included) decides between FAILED and UNKNOWN.
+  if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
   if (hints.do_not_retry) return FinishFailure(StopReason::kServerDoNotRetry, now);
 
   switch (c.cls) {

@@ -1139,9 +1139,8 @@ TEST(CliTest, FlagsOverrideThePolicy) {
 // ---------------------------------------------------------------------------
 // SIGINT.
 
-// The aborted attempt may have been delivered: UNKNOWN. With a status URL the
-// call stops as cancelled before querying; without one the ambiguous attempt
-// has no resolution anyway.
+// The aborted attempt may have been delivered: UNKNOWN, stopped as cancelled
+// (with or without a status URL: nothing is sent after the cancellation).
 TEST(CliTest, SigintWhileAnAttemptMayHaveBeenDeliveredIsUnknown) {
   for (bool with_status_url : {true, false}) {
     SCOPED_TRACE(with_status_url);
@@ -1158,7 +1157,7 @@ TEST(CliTest, SigintWhileAnAttemptMayHaveBeenDeliveredIsUnknown) {
     const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
     EXPECT_EQ(run.exit_code, 2) << run.err;
     EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
-    EXPECT_EQ(run.summary["stop_reason"], with_status_url ? "cancelled" : "ambiguous_unresolved");
+    EXPECT_EQ(run.summary["stop_reason"], "cancelled");
     EXPECT_EQ(run.summary["attempts"], 1);
     EXPECT_EQ(run.summary["status_queries"], 0);
     EXPECT_TRUE(run.summary["resolved_by"].is_null());

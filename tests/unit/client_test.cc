@@ -443,6 +443,20 @@ TEST_F(ClientTest, CancelledDuringAnAttemptThatMayHaveBeenSentIsUnknown) {
   EXPECT_EQ(r.attempts, 1);
 }
 
+TEST_F(ClientTest, CancelledDuringAnAmbiguousAttemptWithoutResolutionStopsAsCancelled) {
+  CancellationToken token;
+  fake_->SetHandler([&](const Request&, const AttemptOptions&) {
+    token.Cancel();
+    return Step::TimeoutAfterSend().result;
+  });
+  CallOptions call;
+  call.cancellation = &token;
+  CallResult r = Make(fake_)->Execute(Post(), call);
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.attempts, 1);
+}
+
 TEST_F(ClientTest, CancelledAfterARefusedAttemptFails) {
   CancellationToken token;
   fake_->SetHandler([&](const Request&, const AttemptOptions&) {
