@@ -390,7 +390,11 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutBody, HiddenResendTest,
                          // Small (sent with the headers), none, and large
                          // (streamed through the read callback).
                          ::testing::Values(std::string("two"), std::string(),
-                                           std::string(100 * 1024, 'b')));
+                                           std::string(100 * 1024, 'b')),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("NoBody")
+                                                     : "Body" + std::to_string(info.param.size());
+                         });
 
 TEST(CurlTransportTest, IdempotentRequestMayBeResentByLibcurl) {
   // Harmless by definition, and documented: a GET on a dead reused
