@@ -391,9 +391,9 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutBody, HiddenResendTest,
                          // (streamed through the read callback).
                          ::testing::Values(std::string("two"), std::string(),
                                            std::string(100 * 1024, 'b')),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param.empty() ? std::string("NoBody")
-                                                     : "Body" + std::to_string(info.param.size());
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param.empty() ? std::string("NoBody")
+                                                     : "Body" + std::to_string(p.param.size());
                          });
 
 TEST(CurlTransportTest, IdempotentRequestMayBeResentByLibcurl) {
