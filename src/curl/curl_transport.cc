@@ -567,10 +567,11 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
   }
   if (options.extra_headers != nullptr) {
     for (std::size_t i = 0; i < options.extra_headers->size(); ++i) {
-      absl::Status s = ValidateHeader((*options.extra_headers)[i],
-                                      absl::StrCat("extra_headers[", i, "]"));
-      if (!s.ok()) {
-        result.status = std::move(s);
+      // The indexed field name is built only for the error message, keeping
+      // the success path free of allocations.
+      if (!ValidateHeader((*options.extra_headers)[i], "extra_headers").ok()) {
+        result.status = ValidateHeader((*options.extra_headers)[i],
+                                       absl::StrCat("extra_headers[", i, "]"));
         return result;
       }
     }
