@@ -32,16 +32,19 @@ for src in tests/fuzz/*_fuzzer.cc; do
 done
 cmake --build "$build" -j2 --target "${targets[@]}"
 
-mkdir -p "$build/artifacts"
+mkdir -p "$build/artifacts" "$build/logs"
 for t in "${targets[@]}"; do
   echo "--- $t (${seconds}s)"
   mkdir -p "$build/corpus/$t"
   bin="$(find "$build" -maxdepth 3 -type f -name "$t" -perm -u+x | head -1)"
-  "$bin" -max_total_time="$seconds" -print_final_stats=1 \
-    -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" "tests/fuzz/corpus/$t" 2>&1 |
-    grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|artifact_prefix|Test unit written)" || true
-  if ls "$build/artifacts/$t-"* > /dev/null 2>&1; then
-    echo "fuzz.sh: $t found a failing input:" "$build/artifacts/$t-"* >&2
+  log="$build/logs/$t.log"
+  status=0
+  "$bin" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
+    "$build/corpus/$t" "tests/fuzz/corpus/$t" > "$log" 2>&1 || status=$?
+  grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" || true
+  if [ "$status" -ne 0 ] || ls "$build/artifacts/$t-"* > /dev/null 2>&1; then
+    tail -40 "$log" >&2
+    echo "fuzz.sh: $t failed (exit $status); inputs:" "$build/artifacts/$t-"* >&2
     exit 1
   fi
 done
