@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
   o.seed = seed;
   if (!policy_file.empty()) {
 #ifdef SAFERETRY_SIM_HAVE_CONFIG
+    if (::access(policy_file.c_str(), R_OK) != 0) {
+      std::cerr << "saferetry-sim: --policy: cannot read " << policy_file << "\n";
+      return kExitNoInput;
+    }
     auto base = saferetry::sim::LoadBasePolicy(policy_file);
     if (!base.ok()) {
       std::cerr << "saferetry-sim: --policy: " << base.status().message() << "\n";
