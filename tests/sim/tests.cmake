@@ -1,7 +1,7 @@
 # Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 #
-# The simulator's tests, the property tests and the fuzz corpus tests. Included at the end of the
-# top-level directory by tools/sim/CMakeLists.txt, so every path here is absolute.
+# The simulator's tests, the property tests and the fuzz corpus tests. Included from
+# tools/sim/CMakeLists.txt; every path here is absolute.
 find_package(GTest CONFIG REQUIRED)
 include(GoogleTest)
 
