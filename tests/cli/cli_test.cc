@@ -812,7 +812,10 @@ TEST(CliTest, HangAfterCommitEndsUnknownAtTheDeadline) {
   EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
   EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
   EXPECT_EQ(run.summary["attempts"], 1);
-  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(600), Lt(700)));
+  // The attempt's timeout ends 10 ms (the margin) before the deadline; what
+  // follows (classification, the summary) may take a few ms more, more so
+  // under the sanitizers.
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(600), Lt(760)));
   EXPECT_THAT(run.wall.count(), Lt(1500));
 }
 
