@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the build in $1 into a scratch prefix, then builds and runs two consumer projects against it:
-# one with find_package(saferetry CONFIG REQUIRED), one with pkg-config.
+# one with find_package(saferetry CONFIG REQUIRED), one with pkg-config, one with add_subdirectory.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
@@ -17,4 +17,7 @@ PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:${PKG_CONFIG_PATH:-}" \
   g++ -std=c++17 -o "$work/pc_consumer" "$here/consumer_main.cc" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry)
 "$work/pc_consumer"
-echo "install test: cmake and pkg-config consumers built and ran"
+cmake -S "$here/subdir_consumer" -B "$work/subdir" -DSAFERETRY_SOURCE_DIR="$here/../.." > /dev/null
+cmake --build "$work/subdir" -j2 > /dev/null
+"$work/subdir/consumer"
+echo "install test: find_package, pkg-config and add_subdirectory consumers built and ran"
