@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
+#include "saturating.h"
+
 namespace saferetry {
 namespace {
 
@@ -29,22 +31,9 @@ static_assert(std::is_same_v<TimePoint::duration, Duration>,
 
 using Rep = Duration::rep;
 constexpr Rep kMaxRep = std::numeric_limits<Rep>::max();
-constexpr Rep kMinRep = std::numeric_limits<Rep>::min();
 
-// Callers pass TimePoint::max() and Duration::max() on purpose (an infinite
-// deadline, "no cap"), so every sum and difference saturates instead of
-// overflowing.
-Rep SaturatingAdd(Rep a, Rep b) {
-  if (b > 0 && a > kMaxRep - b) return kMaxRep;
-  if (b < 0 && a < kMinRep - b) return kMinRep;
-  return a + b;
-}
-
-Rep SaturatingSub(Rep a, Rep b) {
-  if (b < 0 && a > kMaxRep + b) return kMaxRep;
-  if (b > 0 && a < kMinRep + b) return kMinRep;
-  return a - b;
-}
+using internal::SaturatingAdd;
+using internal::SaturatingSub;
 
 Rep Count(TimePoint t) { return t.time_since_epoch().count(); }
 

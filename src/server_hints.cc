@@ -18,6 +18,8 @@
 #include "absl/time/time.h"
 #include "saferetry/request.h"
 
+#include "saturating.h"
+
 namespace saferetry {
 namespace {
 
@@ -26,14 +28,9 @@ static_assert(std::is_same_v<WallTime::duration, Duration>,
 
 using Rep = Duration::rep;
 constexpr Rep kMaxRep = std::numeric_limits<Rep>::max();
-constexpr Rep kMinRep = std::numeric_limits<Rep>::min();
 
 // Dates saturate to WallTime::min()/max(), so their difference must too.
-Rep SaturatingSub(Rep a, Rep b) {
-  if (b < 0 && a > kMaxRep + b) return kMaxRep;
-  if (b > 0 && a < kMinRep + b) return kMinRep;
-  return a - b;
-}
+using internal::SaturatingSub;
 
 // Optional whitespace around a field value (RFC 9110 §5.6.3: SP / HTAB).
 std::string_view TrimOws(std::string_view s) {

@@ -1,4 +1,5 @@
-// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License,
+// Version 2.0.
 //
 // The `saferetry` binary as a black box: each test spawns it against a
 // scripted loopback order service and asserts its exit code, its stdout (the
@@ -45,6 +46,8 @@ using ::saferetry::testing::AfterRequest;
 using ::saferetry::testing::LoopbackConnection;
 using ::saferetry::testing::LoopbackServer;
 using ::saferetry::testing::ReceivedRequest;
+using ::saferetry::testing::UnusedLoopbackPort;
+using std::chrono::milliseconds;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::Ge;
@@ -53,7 +56,6 @@ using ::testing::Lt;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
-using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
@@ -86,7 +88,8 @@ std::vector<std::string> ChildEnvironment() {
 
 class Child {
  public:
-  explicit Child(const std::vector<std::string>& args, const std::string& stdin_data = "") {
+  explicit Child(const std::vector<std::string>& args,
+                 const std::string& stdin_data = "") {
     int out[2], err[2], in[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
@@ -107,7 +110,8 @@ class Child {
     sigaddset(&defaults, SIGPIPE);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
     std::vector<std::string> argv_storage = {SAFERETRY_CLI_PATH};
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -120,8 +124,8 @@ class Child {
     envp.push_back(nullptr);
 
     start_ = Clock::now();
-    const int rc = ::posix_spawn(&pid_, SAFERETRY_CLI_PATH, &actions, &attr, argv.data(),
-                                 envp.data());
+    const int rc = ::posix_spawn(&pid_, SAFERETRY_CLI_PATH, &actions, &attr,
+                                 argv.data(), envp.data());
     EXPECT_EQ(rc, 0) << std::strerror(rc);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
@@ -149,7 +153,8 @@ class Child {
     char buf[4096];
     while (open > 0) {
       const auto left =
-          std::chrono::duration_cast<milliseconds>(give_up - Clock::now()).count();
+          std::chrono::duration_cast<milliseconds>(give_up - Clock::now())
+              .count();
       if (left <= 0) {
         ADD_FAILURE() << "the tool did not finish within 20 s";
         ::kill(pid_, SIGKILL);
@@ -191,7 +196,8 @@ class Child {
   Clock::time_point start_;
 };
 
-CliRun RunCli(const std::vector<std::string>& args, const std::string& stdin_data = "") {
+CliRun RunCli(const std::vector<std::string>& args,
+              const std::string& stdin_data = "") {
   return Child(args, stdin_data).Wait();
 }
 
@@ -206,23 +212,11 @@ bool WaitUntil(F done, milliseconds limit = milliseconds(5000)) {
   return done();
 }
 
-// A port with nothing listening: bound, then closed.
-int DeadPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string TempFile(const std::string& name, const std::string& contents) {
   const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/saferetry_cli_test_" +
-                     std::to_string(::getpid()) + "_" + name;
+  std::string path = std::string(dir != nullptr ? dir : "/tmp") +
+                     "/saferetry_cli_test_" + std::to_string(::getpid()) + "_" +
+                     name;
   std::ofstream f(path, std::ios::binary);
   f << contents;
   return path;
@@ -232,7 +226,8 @@ std::string PercentDecode(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      out.push_back(static_cast<char>(
+          std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
       i += 2;
     } else {
       out.push_back(s[i]);
@@ -254,9 +249,10 @@ std::string PercentDecode(std::string_view s) {
 // `dedup` a known key is replayed (200, same order) instead of a new effect.
 
 enum class Fault {
-  kNone,   ///< Write the scripted response.
-  kDrop,   ///< Close after reading the request, no response.
-  kHang,   ///< Keep the connection open without answering until the client leaves.
+  kNone,  ///< Write the scripted response.
+  kDrop,  ///< Close after reading the request, no response.
+  kHang,  ///< Keep the connection open without answering until the client
+          ///< leaves.
 };
 
 struct Step {
@@ -308,9 +304,13 @@ class OrderService {
   explicit OrderService(ServerOptions options)
       : options_(std::move(options)),
         script_(options_.script.begin(), options_.script.end()),
-        status_script_(options_.status_script.begin(), options_.status_script.end()),
-        server_([this](const ReceivedRequest& r, LoopbackConnection& c) { return Handle(r, c); },
-                [this](int index) { return options_.reset_connections.count(index) == 0; }) {}
+        status_script_(options_.status_script.begin(),
+                       options_.status_script.end()),
+        server_([this](const ReceivedRequest& r,
+                       LoopbackConnection& c) { return Handle(r, c); },
+                [this](int index) {
+                  return options_.reset_connections.count(index) == 0;
+                }) {}
 
   std::string OrdersUrl() const { return server_.Url("/orders"); }
   std::string StatusUrl() const { return server_.Url("/status/{key}"); }
@@ -329,7 +329,9 @@ class OrderService {
   }
 
  private:
-  static bool IsStatus(const ReceivedRequest& r) { return r.target.rfind("/status/", 0) == 0; }
+  static bool IsStatus(const ReceivedRequest& r) {
+    return r.target.rfind("/status/", 0) == 0;
+  }
 
   std::vector<ReceivedRequest> Filter(bool status) const {
     std::vector<ReceivedRequest> out;
@@ -351,9 +353,9 @@ class OrderService {
         return AfterRequest::kKeepAlive;
       }
       auto it = orders_.find(key);
-      const std::string reply = it != orders_.end()
-                                    ? LoopbackServer::Reply(200, {}, it->second)
-                                    : LoopbackServer::Reply(404, {}, "no such key");
+      const std::string reply =
+          it != orders_.end() ? LoopbackServer::Reply(200, {}, it->second)
+                              : LoopbackServer::Reply(404, {}, "no such key");
       lock.unlock();
       conn.Write(reply);
       return AfterRequest::kKeepAlive;
@@ -376,7 +378,8 @@ class OrderService {
       auto it = orders_.find(key);
       if (options_.dedup && !key.empty() && it != orders_.end()) {
         order = it->second;
-        if (step.fault == Fault::kNone && step.status == 201) step.status = 200;  // a replay
+        if (step.fault == Fault::kNone && step.status == 201)
+          step.status = 200;  // a replay
       } else {
         if (options_.processing > milliseconds(0) && !key.empty()) {
           in_progress_.insert(key);
@@ -386,16 +389,17 @@ class OrderService {
           in_progress_.erase(key);
         }
         ++effects_;
-        order = json{{"order", effects_}, {"key", key}, {"body", req.body}}.dump(
-            -1, ' ', false, json::error_handler_t::replace);
+        order =
+            json{{"order", effects_}, {"key", key}, {"body", req.body}}.dump(
+                -1, ' ', false, json::error_handler_t::replace);
         if (!key.empty()) orders_[key] = order;
       }
     }
     lock.unlock();
     switch (step.fault) {
       case Fault::kNone:
-        conn.Write(LoopbackServer::Reply(step.status, step.headers,
-                                         step.body.empty() ? order : step.body));
+        conn.Write(LoopbackServer::Reply(
+            step.status, step.headers, step.body.empty() ? order : step.body));
         return AfterRequest::kKeepAlive;
       case Fault::kDrop:
         return AfterRequest::kClose;
@@ -408,19 +412,20 @@ class OrderService {
 
   ServerOptions options_;
   mutable std::mutex mu_;
-  std::deque<Step> script_;         // Guarded by mu_.
-  std::deque<Step> status_script_;  // Guarded by mu_.
+  std::deque<Step> script_;                    // Guarded by mu_.
+  std::deque<Step> status_script_;             // Guarded by mu_.
   std::map<std::string, std::string> orders_;  // Guarded by mu_.
   std::set<std::string> in_progress_;          // Guarded by mu_.
   int effects_ = 0;                            // Guarded by mu_.
   std::vector<Clock::time_point> arrivals_;    // Guarded by mu_.
-  LoopbackServer server_;  // Last: stopped first.
+  LoopbackServer server_;                      // Last: stopped first.
 };
 
 // The key header of every request, in order ("" when absent).
 std::vector<std::string> Keys(const std::vector<ReceivedRequest>& requests) {
   std::vector<std::string> keys;
-  for (const auto& r : requests) keys.push_back(r.Header("Idempotency-Key").value_or(""));
+  for (const auto& r : requests)
+    keys.push_back(r.Header("Idempotency-Key").value_or(""));
   return keys;
 }
 
@@ -429,9 +434,10 @@ void ExpectSummaryFields(const json& s) {
   std::vector<std::string> names;
   for (auto it = s.begin(); it != s.end(); ++it) names.push_back(it.key());
   // nlohmann::json sorts keys; the tool prints them in definition order.
-  EXPECT_THAT(names, ElementsAre("attempts", "body", "elapsed_ms", "http_status",
-                                 "idempotency_key", "outcome", "resolved_by", "status_queries",
-                                 "stop_reason"));
+  EXPECT_THAT(names,
+              ElementsAre("attempts", "body", "elapsed_ms", "http_status",
+                          "idempotency_key", "outcome", "resolved_by",
+                          "status_queries", "stop_reason"));
 }
 
 // ---------------------------------------------------------------------------
@@ -439,7 +445,8 @@ void ExpectSummaryFields(const json& s) {
 
 class BadInputTest : public ::testing::Test {
  protected:
-  void ExpectUsageError(std::vector<std::string> args, const std::string& message) {
+  void ExpectUsageError(std::vector<std::string> args,
+                        const std::string& message) {
     CliRun run = RunCli(args);
     EXPECT_EQ(run.exit_code, 64) << run.err;
     EXPECT_EQ(run.out, "");
@@ -462,36 +469,45 @@ TEST_F(BadInputTest, ExtraPositional) {
 }
 
 TEST_F(BadInputTest, NotAUrl) {
-  ExpectUsageError({"orders"}, "URL: request.url: must be an absolute http:// or https:// URL");
+  ExpectUsageError(
+      {"orders"},
+      "URL: request.url: must be an absolute http:// or https:// URL");
 }
 
 TEST_F(BadInputTest, UnsupportedScheme) {
-  ExpectUsageError({"ftp://127.0.0.1/orders"}, "URL: request.url: unsupported scheme \"ftp\"");
+  ExpectUsageError({"ftp://127.0.0.1/orders"},
+                   "URL: request.url: unsupported scheme \"ftp\"");
 }
 
 TEST_F(BadInputTest, PortOutOfRange) {
-  ExpectUsageError({"http://127.0.0.1:65536/orders"}, "port \"65536\" is out of range 1-65535");
-  ExpectUsageError({"http://127.0.0.1:0/orders"}, "port \"0\" is out of range 1-65535");
+  ExpectUsageError({"http://127.0.0.1:65536/orders"},
+                   "port \"65536\" is out of range 1-65535");
+  ExpectUsageError({"http://127.0.0.1:0/orders"},
+                   "port \"0\" is out of range 1-65535");
 }
 
 TEST_F(BadInputTest, HeaderWithoutColon) {
-  ExpectUsageError({"-H", "X-Trace t1", server_.OrdersUrl()},
-                   "--header: expected \"Name: value\", got \"X-Trace t1\" (no colon)");
+  ExpectUsageError(
+      {"-H", "X-Trace t1", server_.OrdersUrl()},
+      "--header: expected \"Name: value\", got \"X-Trace t1\" (no colon)");
 }
 
 TEST_F(BadInputTest, HeaderNameNotAToken) {
-  ExpectUsageError({"-H", "X Trace: t1", server_.OrdersUrl()},
-                   "--header: request.headers[0].name: \"X Trace\" is not a token");
+  ExpectUsageError(
+      {"-H", "X Trace: t1", server_.OrdersUrl()},
+      "--header: request.headers[0].name: \"X Trace\" is not a token");
 }
 
 TEST_F(BadInputTest, MethodNotAToken) {
-  ExpectUsageError({"-X", "PO ST", server_.OrdersUrl()}, "--request: request.method");
+  ExpectUsageError({"-X", "PO ST", server_.OrdersUrl()},
+                   "--request: request.method");
 }
 
 TEST_F(BadInputTest, BadDurations) {
   for (const char* d : {"5", "0s", "-1s", "1.5s", "soon", "1us", ""}) {
     SCOPED_TRACE(d);
-    ExpectUsageError({"--deadline", d, server_.OrdersUrl()}, "--deadline: invalid duration");
+    ExpectUsageError({"--deadline", d, server_.OrdersUrl()},
+                     "--deadline: invalid duration");
     ExpectUsageError({"--attempt-timeout", d, server_.OrdersUrl()},
                      "--attempt-timeout: invalid duration");
   }
@@ -509,44 +525,56 @@ TEST_F(BadInputTest, BadNumbers) {
 }
 
 TEST_F(BadInputTest, UnreadableDataFile) {
-  ExpectUsageError({"-d", "@/nonexistent/order.json", server_.OrdersUrl()},
-                   "--data: cannot read file \"/nonexistent/order.json\": No such file");
-  ExpectUsageError({"-d", "@", server_.OrdersUrl()}, "--data: \"@\" must be followed by a file");
+  ExpectUsageError(
+      {"-d", "@/nonexistent/order.json", server_.OrdersUrl()},
+      "--data: cannot read file \"/nonexistent/order.json\": No such file");
+  ExpectUsageError({"-d", "@", server_.OrdersUrl()},
+                   "--data: \"@\" must be followed by a file");
 }
 
 TEST_F(BadInputTest, BadIdempotencyKey) {
-  ExpectUsageError({"--idempotency-key", "two words", "-d", "x", server_.OrdersUrl()},
-                   "--idempotency-key: idempotency_key");
-  ExpectUsageError({"--idempotency-key", std::string(256, 'k'), "-d", "x", server_.OrdersUrl()},
+  ExpectUsageError(
+      {"--idempotency-key", "two words", "-d", "x", server_.OrdersUrl()},
+      "--idempotency-key: idempotency_key");
+  ExpectUsageError({"--idempotency-key", std::string(256, 'k'), "-d", "x",
+                    server_.OrdersUrl()},
                    "--idempotency-key: idempotency_key");
 }
 
 TEST_F(BadInputTest, KeyAndNoKey) {
-  ExpectUsageError({"--idempotency-key", "k", "--no-idempotency-key", server_.OrdersUrl()},
-                   "excludes");
   ExpectUsageError(
-      {"-H", "Idempotency-Key: k", "--no-idempotency-key", "-d", "x", server_.OrdersUrl()},
+      {"--idempotency-key", "k", "--no-idempotency-key", server_.OrdersUrl()},
+      "excludes");
+  ExpectUsageError(
+      {"-H", "Idempotency-Key: k", "--no-idempotency-key", "-d", "x",
+       server_.OrdersUrl()},
       "--no-idempotency-key: conflicts with the Idempotency-Key header");
 }
 
 TEST_F(BadInputTest, KeyFlagDiffersFromKeyHeader) {
-  ExpectUsageError(
-      {"-H", "Idempotency-Key: a", "--idempotency-key", "b", "-d", "x", server_.OrdersUrl()},
-      "call.idempotency_key: differs from the request's own idempotency header");
+  ExpectUsageError({"-H", "Idempotency-Key: a", "--idempotency-key", "b", "-d",
+                    "x", server_.OrdersUrl()},
+                   "call.idempotency_key: differs from the request's own "
+                   "idempotency header");
 }
 
 TEST_F(BadInputTest, StatusUrlWithoutKeyPlaceholderOrBad) {
-  ExpectUsageError({"--status-url", "http://127.0.0.1:1/status", server_.OrdersUrl()},
-                   "--status-url: status_query.url_template: must contain {key}");
+  ExpectUsageError(
+      {"--status-url", "http://127.0.0.1:1/status", server_.OrdersUrl()},
+      "--status-url: status_query.url_template: must contain {key}");
   ExpectUsageError({"--status-url", "gopher://h/{key}", server_.OrdersUrl()},
-                   "--status-url: status_query.url_template: request.url: unsupported scheme");
+                   "--status-url: status_query.url_template: request.url: "
+                   "unsupported scheme");
 }
 
 TEST_F(BadInputTest, PolicyFileMissingOrInvalid) {
-  ExpectUsageError({"--policy", "/nonexistent/policy.json", server_.OrdersUrl()},
-                   "--policy: /nonexistent/policy.json: cannot open");
-  const std::string bad = TempFile("bad_policy.json", R"({"retryPolicy": {"maxAttempts": "three"}})");
-  ExpectUsageError({"--policy", bad, server_.OrdersUrl()}, "$.retryPolicy.maxAttempts");
+  ExpectUsageError(
+      {"--policy", "/nonexistent/policy.json", server_.OrdersUrl()},
+      "--policy: /nonexistent/policy.json: cannot open");
+  const std::string bad = TempFile(
+      "bad_policy.json", R"({"retryPolicy": {"maxAttempts": "three"}})");
+  ExpectUsageError({"--policy", bad, server_.OrdersUrl()},
+                   "$.retryPolicy.maxAttempts");
   std::remove(bad.c_str());
 }
 
@@ -554,10 +582,11 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
   CliRun run = RunCli({"--help"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("Usage: saferetry [OPTIONS] URL"));
-  for (const char* flag : {"--request", "--data", "--header", "--idempotency-key",
-                           "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
-                           "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
-                           "--summary-json"}) {
+  for (const char* flag :
+       {"--request", "--data", "--header", "--idempotency-key",
+        "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
+        "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
+        "--summary-json"}) {
     EXPECT_THAT(run.out, HasSubstr(flag));
   }
   EXPECT_EQ(run.err, "");
@@ -568,7 +597,8 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
 
 TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
   OrderService server(ServerOptions{});
-  CliRun run = RunCli({"--summary-json", "-d", R"({"sku":"a"})", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "-d", R"({"sku":"a"})", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   ExpectSummaryFields(run.summary);
   const auto requests = server.orders_requests();
@@ -584,7 +614,9 @@ TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
   EXPECT_EQ(run.summary["http_status"], 201);
   EXPECT_EQ(run.summary["idempotency_key"], key);
   EXPECT_EQ(run.summary["resolved_by"], "response");
-  EXPECT_EQ(run.summary["body"], json({{"order", 1}, {"key", key}, {"body", R"({"sku":"a"})"}}).dump());
+  EXPECT_EQ(
+      run.summary["body"],
+      json({{"order", 1}, {"key", key}, {"body", R"({"sku":"a"})"}}).dump());
   EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(0), Lt(5000)));
   EXPECT_EQ(run.err, "");
   EXPECT_EQ(server.effects(), 1);
@@ -592,11 +624,14 @@ TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
 
 TEST(CliTest, WithoutSummaryTheBodyGoesToStdoutAndTheOutcomeToStderr) {
   OrderService server(Scripted({Respond(201, "created\n", true)}));
-  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-1", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"-d", "x", "--idempotency-key", "k-1", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_EQ(run.out, "created\n");
-  EXPECT_EQ(run.err, "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201; idempotency key "
-                     "k-1\n");
+  EXPECT_EQ(run.err,
+            "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201; "
+            "idempotency key "
+            "k-1\n");
 }
 
 TEST(CliTest, EachInvocationMintsItsOwnKey) {
@@ -611,8 +646,10 @@ TEST(CliTest, EachInvocationMintsItsOwnKey) {
 
 TEST(CliTest, PatchGetsAKeyGetPutDeleteDoNot) {
   OrderService server(ServerOptions{});
-  CliRun patch = RunCli({"--summary-json", "-X", "PATCH", "-d", "x", server.OrdersUrl()});
-  EXPECT_THAT(patch.summary["idempotency_key"].get<std::string>(), MatchesRegex(kUuidV4));
+  CliRun patch =
+      RunCli({"--summary-json", "-X", "PATCH", "-d", "x", server.OrdersUrl()});
+  EXPECT_THAT(patch.summary["idempotency_key"].get<std::string>(),
+              MatchesRegex(kUuidV4));
   for (const char* method : {"GET", "PUT", "DELETE"}) {
     CliRun run = RunCli({"--summary-json", "-X", method, server.OrdersUrl()});
     EXPECT_EQ(run.exit_code, 0) << method;
@@ -623,7 +660,8 @@ TEST(CliTest, PatchGetsAKeyGetPutDeleteDoNot) {
   EXPECT_EQ(requests[0].method, "PATCH");
   EXPECT_EQ(requests[0].Header("Idempotency-Key"),
             patch.summary["idempotency_key"].get<std::string>());
-  for (int i = 1; i < 4; ++i) EXPECT_EQ(requests[i].Header("Idempotency-Key"), std::nullopt);
+  for (int i = 1; i < 4; ++i)
+    EXPECT_EQ(requests[i].Header("Idempotency-Key"), std::nullopt);
 }
 
 TEST(CliTest, MethodDefaultsToGetAndToPostWithABody) {
@@ -644,7 +682,8 @@ TEST(CliTest, DataFromFileAndFromStdinIsSentByteForByte) {
   const std::string contents("line 1\nline 2\r\n\x01\xff", 17);
   const std::string path = TempFile("body.bin", contents);
   EXPECT_EQ(RunCli({"-d", "@" + path, server.OrdersUrl()}).exit_code, 0);
-  EXPECT_EQ(RunCli({"-d", "@-", server.OrdersUrl()}, "from stdin").exit_code, 0);
+  EXPECT_EQ(RunCli({"-d", "@-", server.OrdersUrl()}, "from stdin").exit_code,
+            0);
   std::remove(path.c_str());
   const auto requests = server.orders_requests();
   ASSERT_EQ(requests.size(), 2u);
@@ -652,12 +691,14 @@ TEST(CliTest, DataFromFileAndFromStdinIsSentByteForByte) {
   EXPECT_EQ(requests[1].body, "from stdin");
 }
 
-TEST(CliTest, ExplicitKeyIsSentBareOnEveryAttemptAndPercentEncodedInTheStatusUrl) {
+TEST(CliTest,
+     ExplicitKeyIsSentBareOnEveryAttemptAndPercentEncodedInTheStatusUrl) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kDrop)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--idempotency-key", "ord/1+x", "--status-url",
-                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--idempotency-key", "ord/1+x", "--status-url",
+              server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(Keys(server.orders_requests()), ElementsAre("ord/1+x"));
   const auto status = server.status_requests();
@@ -673,8 +714,8 @@ TEST(CliTest, HeadersGoOnEveryAttemptAndOnStatusQueriesExceptBodyHeaders) {
   o.script = {Respond(503), CommitThen(Fault::kDrop)};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-H", "X-Trace: t1", "-H",
-                       "Content-Type:application/json", "--status-url", server.StatusUrl(), "-d",
-                       "{}", server.OrdersUrl()});
+                       "Content-Type:application/json", "--status-url",
+                       server.StatusUrl(), "-d", "{}", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
   EXPECT_EQ(run.summary["status_queries"], 1);
@@ -697,7 +738,8 @@ TEST(CliTest, HeadersGoOnEveryAttemptAndOnStatusQueriesExceptBodyHeaders) {
 // Faults.
 
 TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
-  const std::string url = "http://127.0.0.1:" + std::to_string(DeadPort()) + "/orders";
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/orders";
   CliRun run = RunCli({"--summary-json", "-d", "x", url});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   ExpectSummaryFields(run.summary);
@@ -706,14 +748,17 @@ TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
   EXPECT_EQ(run.summary["attempts"], 3);
   EXPECT_EQ(run.summary["status_queries"], 0);
   EXPECT_TRUE(run.summary["http_status"].is_null());
-  EXPECT_THAT(run.summary["idempotency_key"].get<std::string>(), MatchesRegex(kUuidV4));
+  EXPECT_THAT(run.summary["idempotency_key"].get<std::string>(),
+              MatchesRegex(kUuidV4));
   EXPECT_TRUE(run.summary["resolved_by"].is_null());
   EXPECT_TRUE(run.summary["body"].is_null());
 
   CliRun plain = RunCli({"-d", "x", url});
   EXPECT_EQ(plain.exit_code, 1);
   EXPECT_EQ(plain.out, "");
-  EXPECT_THAT(plain.err, StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
+  EXPECT_THAT(
+      plain.err,
+      StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
 }
 
 TEST(CliTest, CommitThenDropWithoutStatusUrlIsUnknown) {
@@ -730,7 +775,8 @@ TEST(CliTest, CommitThenDropWithoutStatusUrlIsUnknown) {
   EXPECT_TRUE(run.summary["http_status"].is_null());
   EXPECT_TRUE(run.summary["resolved_by"].is_null());
   EXPECT_TRUE(run.summary["body"].is_null());
-  EXPECT_EQ(run.summary["idempotency_key"], Keys(server.orders_requests()).at(0));
+  EXPECT_EQ(run.summary["idempotency_key"],
+            Keys(server.orders_requests()).at(0));
   EXPECT_EQ(server.orders_requests().size(), 1u);
   EXPECT_EQ(server.effects(), 1);
 }
@@ -739,12 +785,15 @@ TEST(CliTest, UnknownPrintsNoBodyAndTheKeyOnStderr) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
   OrderService server(o);
-  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-9", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"-d", "x", "--idempotency-key", "k-9", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err,
-            "saferetry: UNKNOWN (ambiguous_unresolved) after 1 attempt, HTTP 500; idempotency key "
-            "k-9; the request may have taken effect: check with the server using this key before "
+            "saferetry: UNKNOWN (ambiguous_unresolved) after 1 attempt, HTTP "
+            "500; idempotency key "
+            "k-9; the request may have taken effect: check with the server "
+            "using this key before "
             "sending it again\n");
 }
 
@@ -752,8 +801,8 @@ TEST(CliTest, CommitThenDropResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kDrop)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
-                       server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   ExpectSummaryFields(run.summary);
   const std::string key = Keys(server.orders_requests()).at(0);
@@ -763,7 +812,8 @@ TEST(CliTest, CommitThenDropResolvedByStatusQuery) {
   EXPECT_EQ(run.summary["status_queries"], 1);
   EXPECT_EQ(run.summary["http_status"], 200);
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
-  EXPECT_EQ(run.summary["body"], json({{"order", 1}, {"key", key}, {"body", "x"}}).dump());
+  EXPECT_EQ(run.summary["body"],
+            json({{"order", 1}, {"key", key}, {"body", "x"}}).dump());
   EXPECT_EQ(server.orders_requests().size(), 1u);
   EXPECT_EQ(server.effects(), 1);
 }
@@ -773,7 +823,8 @@ TEST(CliTest, CommitThenDropWithAssumeDedupResendsTheSameKey) {
   o.script = {CommitThen(Fault::kDrop)};
   o.dedup = true;
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--assume-dedup", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--assume-dedup", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
   EXPECT_EQ(run.summary["attempts"], 2);
@@ -792,7 +843,8 @@ TEST(CliTest, NoKeyMeansNoStatusQueryAndNoResend) {
   o.dedup = true;
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "--no-idempotency-key", "--status-url",
-                       server.StatusUrl(), "--assume-dedup", "-d", "x", server.OrdersUrl()});
+                       server.StatusUrl(), "--assume-dedup", "-d", "x",
+                       server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
   EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
@@ -807,7 +859,8 @@ TEST(CliTest, HangAfterCommitEndsUnknownAtTheDeadline) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--deadline", "700ms", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--deadline", "700ms", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
   EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
@@ -823,8 +876,9 @@ TEST(CliTest, HangAfterCommitWithAttemptTimeoutIsResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--deadline", "5s", "--attempt-timeout", "300ms",
-                       "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--deadline", "5s",
+                       "--attempt-timeout", "300ms", "--status-url",
+                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
   EXPECT_EQ(run.summary["attempts"], 1);
@@ -837,7 +891,8 @@ TEST(CliTest, GetThatHangsIsRetried) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang), Respond(200, "fine")};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--attempt-timeout", "200ms", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--attempt-timeout", "200ms", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
   EXPECT_EQ(run.summary["body"], "fine");
@@ -859,8 +914,8 @@ TEST(CliTest, ResetBeforeCommitIsNotFoundByStatusQueryThenResent) {
   ServerOptions o;
   o.reset_connections = {0};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
-                       server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
   EXPECT_EQ(run.summary["attempts"], 2);
@@ -905,8 +960,8 @@ TEST(CliTest, FiveHundredAfterCommitResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
-                       server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
   EXPECT_EQ(run.summary["http_status"], 200);
@@ -918,11 +973,14 @@ TEST(CliTest, FiveHundredAfterCommitResolvedByStatusQuery) {
 TEST(CliTest, StatusQueryThatNeverAnswersLeavesItUnknown) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
-  o.status_script = {Respond(500, "status broken"), Respond(500, "status broken")};
+  o.status_script = {Respond(500, "status broken"),
+                     Respond(500, "status broken")};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "--policy",
-                       TempFile("two_queries.json", R"({"saferetry": {"maxStatusQueries": 2}})"),
-                       "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+                       TempFile("two_queries.json",
+                                R"({"saferetry": {"maxStatusQueries": 2}})"),
+                       "--status-url", server.StatusUrl(), "-d", "x",
+                       server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
   EXPECT_EQ(run.summary["attempts"], 1);
@@ -952,8 +1010,8 @@ TEST(CliTest, ConflictWithStatusUrlPollsInsteadOfResending) {
   ServerOptions o;
   o.script = {Respond(409, "in progress", true)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x",
-                       server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 1);
   EXPECT_EQ(run.summary["status_queries"], 1);
@@ -987,12 +1045,14 @@ TEST(CliTest, FailedPrintsTheBody) {
   CliRun run = RunCli({"-d", "x", "--no-idempotency-key", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.out, "sku unknown");
-  EXPECT_EQ(run.err, "saferetry: FAILED (permanent_error) after 1 attempt, HTTP 422\n");
+  EXPECT_EQ(run.err,
+            "saferetry: FAILED (permanent_error) after 1 attempt, HTTP 422\n");
 }
 
 TEST(CliTest, ServiceUnavailableUntilAttemptsRunOut) {
   ServerOptions o;
-  o.script = {Respond(503, "busy"), Respond(503, "busy"), Respond(503, "still busy")};
+  o.script = {Respond(503, "busy"), Respond(503, "busy"),
+              Respond(503, "still busy")};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -1008,7 +1068,8 @@ TEST(CliTest, RetryAfterSecondsIsHonoured) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503), {{"Retry-After", "1"}})};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--verbose", "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--verbose", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
   const auto at = server.arrivals();
@@ -1016,18 +1077,24 @@ TEST(CliTest, RetryAfterSecondsIsHonoured) {
   EXPECT_THAT(std::chrono::duration_cast<milliseconds>(at[1] - at[0]).count(),
               AllOf(Ge(1000), Lt(1400)));
   EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), Ge(1000));
-  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " + server.OrdersUrl() + "\n"));
-  EXPECT_THAT(run.err, HasSubstr("saferetry: < attempt 1: delivery=response_received http=503 "
-                                 "class=retryable_transient"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " +
+                                 server.OrdersUrl() + "\n"));
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("saferetry: < attempt 1: delivery=response_received http=503 "
+                "class=retryable_transient"));
   EXPECT_THAT(run.err, HasSubstr("retry_after=1000.0ms"));
   EXPECT_THAT(run.err, HasSubstr("next_wait=1000.0ms (server hint)"));
-  EXPECT_THAT(run.err, HasSubstr("saferetry: < attempt 2: delivery=response_received http=201"));
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("saferetry: < attempt 2: delivery=response_received http=201"));
 }
 
 TEST(CliTest, RetryAfterDateIsMeasuredAgainstTheResponseDate) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503), {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
-                                         {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
+  o.script = {WithHeaders(Respond(503),
+                          {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                           {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
@@ -1041,7 +1108,8 @@ TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503, "later"), {{"Retry-After", "5"}})};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["outcome"], "FAILED");
   EXPECT_EQ(run.summary["stop_reason"], "deadline_exceeded");
@@ -1054,7 +1122,8 @@ TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
 
 TEST(CliTest, DeadlineTooShortForAnyAttemptSendsNothing) {
   OrderService server(ServerOptions{});
-  CliRun run = RunCli({"--summary-json", "--deadline", "1ms", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--deadline", "1ms", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "deadline_exceeded");
   EXPECT_EQ(run.summary["attempts"], 0);
@@ -1069,21 +1138,25 @@ TEST(CliTest, DeadlineTooShortForAnyAttemptSendsNothing) {
 TEST(CliTest, MaxAttemptsAboveTheCapIsClampedWithAWarning) {
   OrderService server(Scripted(std::vector<Step>(12, Respond(503))));
   const std::string fast = TempFile(
-      "fast.json", R"({"retryPolicy": {"initialBackoff": "0.001s", "maxBackoff": "0.002s",
+      "fast.json",
+      R"({"retryPolicy": {"initialBackoff": "0.001s", "maxBackoff": "0.002s",
                       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}})");
-  CliRun run = RunCli({"--summary-json", "--policy", fast, "--max-attempts", "50", "-d", "x",
-                       server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--policy", fast, "--max-attempts",
+                       "50", "-d", "x", server.OrdersUrl()});
   std::remove(fast.c_str());
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
   EXPECT_EQ(run.summary["attempts"], 10);
   EXPECT_EQ(server.orders_requests().size(), 10u);
-  EXPECT_EQ(run.err, "saferetry: warning: --max-attempts: 50 is above the hard cap; using 10\n");
+  EXPECT_EQ(run.err,
+            "saferetry: warning: --max-attempts: 50 is above the hard cap; "
+            "using 10\n");
 }
 
 TEST(CliTest, MaxAttemptsOne) {
   OrderService server(Scripted({Respond(503)}));
-  CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--max-attempts", "1", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
   EXPECT_EQ(run.summary["attempts"], 1);
@@ -1093,9 +1166,10 @@ TEST(CliTest, PolicyDoNotRetryHeaderStopsTheCall) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503, "go away"), {{"X-Do-Not-Retry", "1"}})};
   OrderService server(o);
-  const std::string policy =
-      TempFile("dnr.json", R"({"saferetry": {"doNotRetryHeader": "X-Do-Not-Retry"}})");
-  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  const std::string policy = TempFile(
+      "dnr.json", R"({"saferetry": {"doNotRetryHeader": "X-Do-Not-Retry"}})");
+  CliRun run = RunCli(
+      {"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
   std::remove(policy.c_str());
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "server_do_not_retry");
@@ -1107,10 +1181,11 @@ TEST(CliTest, PolicyWithNoRetryBudgetStopsAtTheFirstRetry) {
   ServerOptions o;
   o.script = {Respond(503, "busy")};
   OrderService server(o);
-  const std::string policy = TempFile(
-      "budget.json", R"({"saferetry": {"budget": "ratio",
+  const std::string policy =
+      TempFile("budget.json", R"({"saferetry": {"budget": "ratio",
                                        "ratioBudget": {"percent": 0, "minPerSecond": 0}}})");
-  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
   std::remove(policy.c_str());
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "budget_exhausted");
@@ -1129,8 +1204,9 @@ TEST(CliTest, FlagsOverrideThePolicy) {
       R"({"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.002s",
                           "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
           "saferetry": {"idempotency": {"mode": "never"}, "serverDeduplicates": true}})");
-  CliRun run = RunCli({"--summary-json", "--policy", policy, "--idempotency-key", "pk",
-                       "--max-attempts", "2", "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--policy", policy, "--idempotency-key", "pk",
+              "--max-attempts", "2", "-d", "x", server.OrdersUrl()});
   std::remove(policy.c_str());
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
@@ -1150,14 +1226,18 @@ TEST(CliTest, SigintWhileAnAttemptMayHaveBeenDeliveredIsUnknown) {
     ServerOptions o;
     o.script = {CommitThen(Fault::kHang)};
     OrderService server(o);
-    std::vector<std::string> args = {"--summary-json", "-d", "x", server.OrdersUrl()};
-    if (with_status_url) args.insert(args.begin(), {"--status-url", server.StatusUrl()});
+    std::vector<std::string> args = {"--summary-json", "-d", "x",
+                                     server.OrdersUrl()};
+    if (with_status_url)
+      args.insert(args.begin(), {"--status-url", server.StatusUrl()});
     Child child(args);
-    ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));
+    ASSERT_TRUE(
+        WaitUntil([&] { return server.orders_requests().size() == 1; }));
     const auto sent = Clock::now();
     ::kill(child.pid(), SIGINT);
     CliRun run = child.Wait();
-    const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
+    const auto took =
+        std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
     EXPECT_EQ(run.exit_code, 2) << run.err;
     EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
     EXPECT_EQ(run.summary["stop_reason"], "cancelled");
@@ -1175,11 +1255,13 @@ TEST(CliTest, SigintDuringAWaitAfterACleanRefusalFails) {
   OrderService server(o);
   Child child({"--summary-json", "-d", "x", server.OrdersUrl()});
   ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));
-  std::this_thread::sleep_for(milliseconds(200));  // The answer arrives, the wait begins.
+  std::this_thread::sleep_for(
+      milliseconds(200));  // The answer arrives, the wait begins.
   const auto sent = Clock::now();
   ::kill(child.pid(), SIGINT);
   CliRun run = child.Wait();
-  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
+  const auto took =
+      std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["outcome"], "FAILED");
   EXPECT_EQ(run.summary["stop_reason"], "cancelled");
@@ -1200,8 +1282,9 @@ TEST(CliTest, TwentyConcurrentInvocationsWithOneKeyMakeOneEffect) {
   std::vector<std::unique_ptr<Child>> children;
   for (int i = 0; i < 20; ++i) {
     children.push_back(std::make_unique<Child>(std::vector<std::string>{
-        "--summary-json", "--idempotency-key", "order-42", "--max-attempts", "10", "--deadline",
-        "15s", "-d", R"({"sku":"a"})", server.OrdersUrl()}));
+        "--summary-json", "--idempotency-key", "order-42", "--max-attempts",
+        "10", "--deadline", "15s", "-d", R"({"sku":"a"})",
+        server.OrdersUrl()}));
   }
   std::set<std::string> bodies;
   for (auto& c : children) {

@@ -1,4 +1,5 @@
-// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License,
+// Version 2.0.
 //
 // Whole calls: saferetry::Client over the libcurl transport against the
 // scripted loopback server, on the real clock. Each test asserts the outcome,
@@ -29,6 +30,7 @@ using ::saferetry::testing::AfterRequest;
 using ::saferetry::testing::LoopbackConnection;
 using ::saferetry::testing::LoopbackServer;
 using ::saferetry::testing::ReceivedRequest;
+using ::saferetry::testing::UnusedLoopbackPort;
 using std::chrono::milliseconds;
 
 std::unique_ptr<Client> MakeClient() {
@@ -64,18 +66,6 @@ Request Get(std::string url) {
   return r;
 }
 
-int DeadPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string HttpDate(std::time_t t) {
   char buf[64];
   std::tm tm{};
@@ -93,7 +83,10 @@ std::vector<std::string> Paths(const std::vector<ReceivedRequest>& rs) {
 TEST(CurlClientTest, ConnectionRefusedIsRetriedAndFails) {
   auto client = MakeClient();
   CallResult r = client->Execute(
-      Post("http://127.0.0.1:" + std::to_string(DeadPort()) + "/orders", "{}"), FastCall());
+      Post("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) +
+               "/orders",
+           "{}"),
+      FastCall());
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(r.attempts, 3);
@@ -104,11 +97,14 @@ TEST(CurlClientTest, ConnectionRefusedIsRetriedAndFails) {
 }
 
 TEST(CurlClientTest, AcceptedThenClosedUnreadIsUnknown) {
-  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection&) {
-    return AfterRequest::kClose;
-  }, [](int) { return false; });
+  LoopbackServer server(
+      [](const ReceivedRequest&, LoopbackConnection&) {
+        return AfterRequest::kClose;
+      },
+      [](int) { return false; });
   auto client = MakeClient();
-  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
+  CallResult r =
+      client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(r.attempts, 1);
@@ -123,7 +119,8 @@ TEST(CurlClientTest, RequestReadThenClosedIsUnknownWithOneCopy) {
     return AfterRequest::kClose;
   });
   auto client = MakeClient();
-  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
+  CallResult r =
+      client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(r.attempts, 1);
@@ -136,19 +133,21 @@ TEST(CurlClientTest, RequestReadThenClosedIsUnknownWithOneCopy) {
 
 TEST(CurlClientTest, CommittedThenResponseLostIsResolvedByStatusQuery) {
   std::atomic<int> orders{0};
-  LoopbackServer server([&](const ReceivedRequest& req, LoopbackConnection& conn) {
-    if (req.method == "POST") {
-      orders.fetch_add(1);
-      conn.Write("HTTP/1.1 201 Cre");  // Committed; the answer is lost.
-      return AfterRequest::kClose;
-    }
-    conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":1}"));
-    return AfterRequest::kKeepAlive;
-  });
+  LoopbackServer server(
+      [&](const ReceivedRequest& req, LoopbackConnection& conn) {
+        if (req.method == "POST") {
+          orders.fetch_add(1);
+          conn.Write("HTTP/1.1 201 Cre");  // Committed; the answer is lost.
+          return AfterRequest::kClose;
+        }
+        conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":1}"));
+        return AfterRequest::kKeepAlive;
+      });
   auto client = MakeClient();
   CallOptions call = FastCall();
   call.status_query.url_template = server.Url("/orders/by-key/{key}");
-  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), call);
+  CallResult r =
+      client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
   EXPECT_TRUE(r.resolved_by_status_query);
@@ -183,7 +182,8 @@ TEST(CurlClientTest, HeadersDelayedPastAttemptTimeoutThenRetriedGet) {
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
   EXPECT_EQ(r.attempts, 2);
   ASSERT_EQ(r.evidence.size(), 2u);
-  EXPECT_EQ(r.evidence[0].transport_status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.evidence[0].transport_status.code(),
+            absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(r.evidence[0].delivery, Delivery::kMaybeDelivered);
   EXPECT_EQ(r.last_response->body, "fresh");
   EXPECT_EQ(server.requests().size(), 2u);
@@ -223,7 +223,8 @@ TEST(CurlClientTest, BodyStalledMidwayThenRetriedGet) {
   EXPECT_EQ(r.attempts, 2);
   ASSERT_EQ(r.evidence.size(), 2u);
   EXPECT_EQ(r.evidence[0].delivery, Delivery::kResponseReceived);
-  EXPECT_EQ(r.evidence[0].transport_status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.evidence[0].transport_status.code(),
+            absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(r.last_response->body, "helloworld");
   EXPECT_EQ(server.requests().size(), 2u);
 }
@@ -261,8 +262,11 @@ TEST(CurlClientTest, RetryAfterDateIsMeasuredAgainstTheDateHeader) {
   const std::time_t server_now = std::time(nullptr) - 3600;
   LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
     if (seen.fetch_add(1) == 0) {
-      conn.Write(LoopbackServer::Reply(
-          503, {{"Date", HttpDate(server_now)}, {"Retry-After", HttpDate(server_now + 1)}}, ""));
+      conn.Write(
+          LoopbackServer::Reply(503,
+                                {{"Date", HttpDate(server_now)},
+                                 {"Retry-After", HttpDate(server_now + 1)}},
+                                ""));
     } else {
       conn.Write(LoopbackServer::Reply(200, {}, "ok"));
     }
@@ -293,14 +297,15 @@ TEST(CurlClientTest, UnprocessableOnKeyedPostIsPermanent) {
 }
 
 TEST(CurlClientTest, ConflictOnKeyedPostPollsTheStatus) {
-  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
-    if (req.method == "POST") {
-      conn.Write(LoopbackServer::Reply(409, {}, "in progress"));
-    } else {
-      conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":7}"));
-    }
-    return AfterRequest::kKeepAlive;
-  });
+  LoopbackServer server(
+      [](const ReceivedRequest& req, LoopbackConnection& conn) {
+        if (req.method == "POST") {
+          conn.Write(LoopbackServer::Reply(409, {}, "in progress"));
+        } else {
+          conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":7}"));
+        }
+        return AfterRequest::kKeepAlive;
+      });
   auto client = MakeClient();
   CallOptions call = FastCall();
   call.status_query.url_template = server.Url("/orders/by-key/{key}");
@@ -311,7 +316,8 @@ TEST(CurlClientTest, ConflictOnKeyedPostPollsTheStatus) {
   EXPECT_EQ(r.status_queries, 1);
   EXPECT_EQ(r.evidence[0].classification, AttemptClass::kInProgress);
   EXPECT_THAT(Paths(server.requests()),
-              ::testing::ElementsAre("POST /orders", "GET /orders/by-key/" + *r.idempotency_key));
+              ::testing::ElementsAre(
+                  "POST /orders", "GET /orders/by-key/" + *r.idempotency_key));
 }
 
 TEST(CurlClientTest, BodyOverTheCapIsASucceededTruncatedCall) {
@@ -335,7 +341,8 @@ TEST(CurlClientTest, BodyOverTheCapIsASucceededTruncatedCall) {
 
 TEST(CurlClientTest, ChunkedResponseSucceeds) {
   LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
-    conn.Write(LoopbackServer::ChunkedReply(201, {}, {"{\"or", "der\":", "3}"}));
+    conn.Write(
+        LoopbackServer::ChunkedReply(201, {}, {"{\"or", "der\":", "3}"}));
     return AfterRequest::kKeepAlive;
   });
   auto client = MakeClient();
@@ -379,15 +386,19 @@ TEST(CurlClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
 }
 
 TEST(CurlClientTest, HiddenResendOnKeptAliveConnectionLeavesOneCopy) {
-  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
-    if (req.body == "{\"n\":2}") return AfterRequest::kClose;  // Committed; answer lost.
-    conn.Write(LoopbackServer::Reply(201, {}, "ok"));
-    return AfterRequest::kKeepAlive;
-  });
+  LoopbackServer server(
+      [](const ReceivedRequest& req, LoopbackConnection& conn) {
+        if (req.body == "{\"n\":2}")
+          return AfterRequest::kClose;  // Committed; answer lost.
+        conn.Write(LoopbackServer::Reply(201, {}, "ok"));
+        return AfterRequest::kKeepAlive;
+      });
   auto client = MakeClient();
-  CallResult first = client->Execute(Post(server.Url("/orders"), "{\"n\":1}"), FastCall());
+  CallResult first =
+      client->Execute(Post(server.Url("/orders"), "{\"n\":1}"), FastCall());
   ASSERT_EQ(first.outcome, Outcome::kSucceeded);
-  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"n\":2}"), FastCall());
+  CallResult r =
+      client->Execute(Post(server.Url("/orders"), "{\"n\":2}"), FastCall());
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(r.attempts, 1);
@@ -405,7 +416,8 @@ TEST(CurlClientTest, BadUrlSendsNothing) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
   EXPECT_EQ(r.attempts, 0);
-  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("request.url"));
+  EXPECT_THAT(std::string(r.status.message()),
+              ::testing::StartsWith("request.url"));
 }
 
 }  // namespace

@@ -66,6 +66,10 @@ enum class AfterRequest {
   kClose,      ///< Close the connection (FIN), whether or not a reply was written.
 };
 
+/// A loopback port with nothing listening (bound, then closed), for
+/// "connection refused".
+int UnusedLoopbackPort();
+
 class LoopbackServer {
  public:
   /// Called on the connection's thread for each complete request, after it
