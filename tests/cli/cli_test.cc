@@ -460,6 +460,10 @@ class BadInputTest : public ::testing::Test {
 
 TEST_F(BadInputTest, MissingUrl) { ExpectUsageError({}, "URL is required"); }
 
+TEST_F(BadInputTest, UnknownFlagIsNamedEvenWithoutAUrl) {
+  ExpectUsageError({"--bogus"}, "--bogus");
+}
+
 TEST_F(BadInputTest, UnknownFlag) {
   ExpectUsageError({"--retry-forever", server_.OrdersUrl()}, "--retry-forever");
 }

@@ -329,7 +329,9 @@ int Run(int argc, char** argv) {
       "request SUCCEEDED (exit 0), FAILED (exit 1) or is UNKNOWN (exit 2); exit 64 for bad "
       "input.",
       "saferetry"};
-  app.add_option("URL", flags.url, "Absolute http:// or https:// URL")->required();
+  // Checked after parsing rather than marked required, so that an unknown
+  // flag is reported as such even when the URL is missing too.
+  app.add_option("URL", flags.url, "Absolute http:// or https:// URL");
   CLI::Option* method = app.add_option(
       "-X,--request", flags.method, "Method (default GET, or POST when a body is given)");
   CLI::Option* data =
@@ -366,6 +368,10 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     PrintError(absl::StrCat(e.what(), " (see saferetry --help)"));
+    return kExitUsage;
+  }
+  if (flags.url.empty()) {
+    PrintError("URL is required (see saferetry --help)");
     return kExitUsage;
   }
   flags.method_given = method->count() > 0;
