@@ -329,9 +329,7 @@ int Run(int argc, char** argv) {
       "request SUCCEEDED (exit 0), FAILED (exit 1) or is UNKNOWN (exit 2); exit 64 for bad "
       "input.",
       "saferetry"};
-  // Checked after parsing rather than marked required, so that an unknown
-  // flag is reported as such even when the URL is missing too.
-  app.add_option("URL", flags.url, "Absolute http:// or https:// URL");
+  app.add_option("URL", flags.url, "Absolute http:// or https:// URL")->required();
   CLI::Option* method = app.add_option(
       "-X,--request", flags.method, "Method (default GET, or POST when a body is given)");
   CLI::Option* data =
@@ -366,12 +364,17 @@ int Run(int argc, char** argv) {
     return app.exit(e);  // Prints the help on stdout; 0.
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::RequiredError& e) {
+    // CLI11 checks required arguments before unexpected ones: name an unknown
+    // flag first, it is the likelier mistake.
+    const std::vector<std::string> extras = app.remaining();
+    PrintError(absl::StrCat(extras.empty()
+                                ? std::string(e.what())
+                                : "The following argument was not expected: " + extras.front(),
+                            " (see saferetry --help)"));
+    return kExitUsage;
   } catch (const CLI::ParseError& e) {
     PrintError(absl::StrCat(e.what(), " (see saferetry --help)"));
-    return kExitUsage;
-  }
-  if (flags.url.empty()) {
-    PrintError("URL is required (see saferetry --help)");
     return kExitUsage;
   }
   flags.method_given = method->count() > 0;
