@@ -84,12 +84,30 @@ struct PhaseTimings {
   Duration total{0};
 };
 
-/// What the server said about retrying.
+/// What the server said about the key, in the `Idempotency-Key-State`
+/// response header (docs/server-contract.md).
+enum class KeyState {
+  kNone,        ///< Header absent or not understood.
+  kCompleted,   ///< The key's intent finished (found, or a stored final error).
+  kProcessing,  ///< Claimed and the lease is running.
+  kAbandoned,   ///< Claimed, the lease expired, no effect yet: a resend takes over.
+  kExpired,     ///< The record was reaped; the key cannot be replayed.
+  kUnknown,     ///< The server never saw the key (not fenced: proves nothing yet).
+  kFenced,      ///< Fenced: the key can never take effect (a definite "no effect").
+  kRejected,    ///< This request was refused before any work: it had no effect.
+};
+
+/// What the server said about retrying and about the key.
 struct ServerHints {
-  /// Parsed `Retry-After`, already clamped to the configured maximum.
+  /// Parsed `Retry-After` (or `retry-after-ms` / `x-ms-retry-after-ms`),
+  /// already clamped to the configured maximum.
   std::optional<Duration> retry_after;
   /// The configured "do not retry" response header was present.
   bool do_not_retry = false;
+  /// `Idempotency-Key-State`.
+  KeyState key_state = KeyState::kNone;
+  /// `Idempotent-Replayed: true`: the response is a stored final answer.
+  bool replayed = false;
 };
 
 /// The evidence of one attempt or one status query.
