@@ -8,13 +8,7 @@
 # Included by tests/sim/tests.cmake (with the tests) or by tools/sim/CMakeLists.txt (fuzzing only).
 
 set(_fuzz_dir ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(_fuzz_targets hints_fuzzer request_fuzzer status_query_fuzzer)
-if(EXISTS ${PROJECT_SOURCE_DIR}/src/config.cc AND EXISTS ${PROJECT_SOURCE_DIR}/include/saferetry/config.h)
-  list(APPEND _fuzz_targets policy_fuzzer)
-endif()
-if(EXISTS ${PROJECT_SOURCE_DIR}/tools/cli/duration.cc AND EXISTS ${PROJECT_SOURCE_DIR}/tools/cli/duration.h)
-  list(APPEND _fuzz_targets duration_fuzzer)
-endif()
+set(_fuzz_targets hints_fuzzer request_fuzzer status_query_fuzzer policy_fuzzer duration_fuzzer)
 
 if(SAFERETRY_FUZZ AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "SAFERETRY_FUZZ needs clang++ (CXX=clang++ cmake -DSAFERETRY_FUZZ=ON ...)")

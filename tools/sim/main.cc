@@ -25,10 +25,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "tools/sim/presets.h"
-#ifdef SAFERETRY_SIM_HAVE_CONFIG
 #include "tools/sim/policy_file.h"
-#endif
+#include "tools/sim/presets.h"
 
 extern char** environ;
 
@@ -149,9 +147,7 @@ int main(int argc, char** argv) {
   auto* clients_opt = app.add_option("--clients", clients, "contention: clients that start together");
   app.add_option("--trials", trials, "Trials per point, averaged (contention default 100, others 1)");
   app.add_option("--seed", seed, "Seed of the first trial (trial i uses seed + i)");
-#ifdef SAFERETRY_SIM_HAVE_CONFIG
   app.add_option("--policy", policy_file, "JSON policy file for the saferetry client");
-#endif
   auto* jitter_opt = app.add_option("--jitter", jitter, "none | full | equal | decorrelated");
   auto* failure_opt = app.add_option("--failure-rate", failure_rate, "Independent failure rate, 0..1");
   auto* loss_opt = app.add_option("--loss-rate", loss_rate, "Lost-response rate, 0..1");
@@ -187,7 +183,6 @@ int main(int argc, char** argv) {
   }
   o.seed = seed;
   if (!policy_file.empty()) {
-#ifdef SAFERETRY_SIM_HAVE_CONFIG
     if (::access(policy_file.c_str(), R_OK) != 0) {
       std::cerr << "saferetry-sim: --policy: cannot read " << policy_file << "\n";
       return kExitNoInput;
@@ -198,7 +193,6 @@ int main(int argc, char** argv) {
       return base.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitNoInput;
     }
     o.policy = *std::move(base);
-#endif
   }
   if (*jitter_opt) {
     saferetry::JitterKind kind;
