@@ -60,6 +60,39 @@ Duration ParseDeltaSeconds(std::string_view digits) {
   return std::chrono::seconds(seconds);
 }
 
+// The same for milliseconds.
+Duration ParseDeltaMillis(std::string_view digits) {
+  constexpr Rep kMaxMillis = kMaxRep / (std::nano::den / std::milli::den);
+  Rep millis = 0;
+  for (char c : digits) {
+    millis = millis * 10 + (c - '0');
+    if (millis > kMaxMillis) return Duration::max();
+  }
+  return std::chrono::milliseconds(millis);
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return absl::EqualsIgnoreCase(absl::string_view(a.data(), a.size()),
+                                absl::string_view(b.data(), b.size()));
+}
+
+// Some servers write the zone of an IMF-fixdate or RFC 850 date as "UTC".
+// It names the same instant as "GMT", so it is rewritten before parsing; the
+// formats below then stay the strict RFC 9110 ones. Only a final " UTC"
+// token is touched, so asctime (which has no zone) still rejects it.
+std::string NormalizeUtcZone(std::string_view trimmed) {
+  std::string out(trimmed);
+  constexpr std::string_view kUtc = "UTC";
+  if (out.size() > kUtc.size() &&
+      std::string_view(out).substr(out.size() - kUtc.size()) == kUtc) {
+    char const before = out[out.size() - kUtc.size() - 1];
+    if (before == ' ' || before == '\t') {
+      out.replace(out.size() - kUtc.size(), kUtc.size(), "GMT");
+    }
+  }
+  return out;
+}
+
 // absl::Time spans far more than WallTime (nanoseconds since 1970, about
 // ±292 years), so clamp before converting.
 WallTime ToWallTime(absl::Time t) {
@@ -89,7 +122,7 @@ bool FourDigitYear(absl::Time t) {
 
 std::optional<WallTime> ParseHttpDate(std::string_view value) {
   absl::TimeZone const utc = absl::UTCTimeZone();
-  std::string const input(TrimOws(value));
+  std::string const input = NormalizeUtcZone(TrimOws(value));
   absl::Time t;
   std::string error;
   if (absl::ParseTime(kImfFixdate, input, utc, &t, &error)) {
@@ -136,24 +169,61 @@ std::optional<Duration> ParseRetryAfter(
   return Duration(std::max<Rep>(0, delta));
 }
 
+std::optional<Duration> ParseRetryAfterMs(std::string_view value) {
+  auto const trimmed = TrimOws(value);
+  if (trimmed.empty() || !AllDigits(trimmed)) return std::nullopt;
+  return ParseDeltaMillis(trimmed);
+}
+
+KeyState ParseKeyState(std::string_view value) {
+  struct Name {
+    std::string_view text;
+    KeyState state;
+  };
+  static constexpr Name kNames[] = {
+      {"completed", KeyState::kCompleted}, {"processing", KeyState::kProcessing},
+      {"abandoned", KeyState::kAbandoned}, {"expired", KeyState::kExpired},
+      {"unknown", KeyState::kUnknown},     {"fenced", KeyState::kFenced},
+      {"rejected", KeyState::kRejected},
+  };
+  auto const trimmed = TrimOws(value);
+  for (auto const& name : kNames) {
+    if (EqualsIgnoreCase(trimmed, name.text)) return name.state;
+  }
+  return KeyState::kNone;
+}
+
 ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
                                const HintOptions& options) {
   ServerHints hints;
-  if (auto retry_after = FindHeader(headers, "Retry-After")) {
-    auto delay =
-        ParseRetryAfter(*retry_after, FindHeader(headers, "Date"), wall_now);
-    if (delay.has_value()) {
-      hints.retry_after =
-          std::min(*delay, std::max(Duration::zero(), options.max_retry_after));
+  // Precedence (documented in server_hints.h): the millisecond headers first,
+  // then Retry-After. An invalid value is as good as absent.
+  std::optional<Duration> delay;
+  for (std::string_view name : {"retry-after-ms", "x-ms-retry-after-ms"}) {
+    if (auto value = FindHeader(headers, name)) delay = ParseRetryAfterMs(*value);
+    if (delay.has_value()) break;
+  }
+  if (!delay.has_value()) {
+    if (auto retry_after = FindHeader(headers, "Retry-After")) {
+      delay =
+          ParseRetryAfter(*retry_after, FindHeader(headers, "Date"), wall_now);
     }
+  }
+  if (delay.has_value()) {
+    hints.retry_after =
+        std::min(*delay, std::max(Duration::zero(), options.max_retry_after));
+  }
+  if (auto state = FindHeader(headers, "Idempotency-Key-State")) {
+    hints.key_state = ParseKeyState(*state);
+  }
+  if (auto replayed = FindHeader(headers, "Idempotent-Replayed")) {
+    hints.replayed = EqualsIgnoreCase(TrimOws(*replayed), "true");
   }
   if (!options.do_not_retry_header.empty()) {
     if (auto flag = FindHeader(headers, options.do_not_retry_header)) {
       // Presence is the signal; only an explicit "true" (any case) keeps
       // retries allowed, so "X-Should-Retry: true" style headers also work.
-      auto const v = TrimOws(*flag);
-      hints.do_not_retry = !absl::EqualsIgnoreCase(
-          absl::string_view(v.data(), v.size()), "true");
+      hints.do_not_retry = !EqualsIgnoreCase(TrimOws(*flag), "true");
     }
   }
   return hints;

@@ -1,13 +1,32 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
-// Server hints: `Retry-After` (RFC 9110 §10.2.3) and a configurable
-// "do not retry" header. A hint replaces the backoff delay; hints above a
-// maximum are clamped; the deadline beats both (the call gives up at once when
-// the hint would overshoot it).
+// Server hints: `Retry-After` (RFC 9110 §10.2.3), its millisecond variants
+// `retry-after-ms` and `x-ms-retry-after-ms`, a configurable "do not retry"
+// header, and what the server says about the idempotency key
+// (`Idempotency-Key-State`, `Idempotent-Replayed`; docs/server-contract.md).
+// A delay hint replaces the backoff delay; hints above a maximum are clamped;
+// the deadline beats both (the call gives up at once when the hint would
+// overshoot it).
 //
 // An HTTP-date `Retry-After` is measured against the response's own `Date`
 // header when present, so the client's clock skew does not matter; else
 // against the local wall clock.
+//
+// Which delay header wins. When several are present the first valid one in
+// this order is used:
+//   1. `retry-after-ms`       (milliseconds, 1*DIGIT)
+//   2. `x-ms-retry-after-ms`  (milliseconds, 1*DIGIT)
+//   3. `Retry-After`          (delta-seconds or an HTTP-date)
+// The millisecond headers come first because they are the more precise
+// statement of the same wish (servers that send them send a rounded-up
+// `Retry-After` beside them for older clients). An invalid value counts as
+// absent, so the next header in the order is tried. Each header's first
+// occurrence decides for that header.
+//
+// @code
+//   Headers h = {{"Retry-After", "2"}, {"retry-after-ms", "1500"}};
+//   ExtractServerHints(h, wall_now, {}).retry_after;  // 1500 ms
+// @endcode
 
 #ifndef SAFERETRY_SERVER_HINTS_H_
 #define SAFERETRY_SERVER_HINTS_H_
@@ -36,6 +55,9 @@ struct HintOptions {
 /// Parses an HTTP-date in the three forms RFC 9110 §5.6.7 requires recipients
 /// to accept: IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), RFC 850
 /// ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime ("Sun Nov  6 08:49:37 1994").
+/// The zone of the IMF-fixdate and RFC 850 forms may also be written `UTC`
+/// (as some servers do); it is read as `GMT`. Any other zone is rejected.
+/// Returns nullopt for anything else.
 std::optional<WallTime> ParseHttpDate(std::string_view value);
 
 /// Parses a `Retry-After` value: delta-seconds (1*DIGIT) or an HTTP-date.
@@ -46,8 +68,28 @@ std::optional<Duration> ParseRetryAfter(std::string_view value,
                                         std::optional<std::string_view> date_header,
                                         WallTime wall_now);
 
-/// Reads `Retry-After`, `Date` and the do-not-retry header from `headers`,
-/// clamping the delay to `options.max_retry_after`.
+/// Parses a `retry-after-ms` / `x-ms-retry-after-ms` value: a non-negative
+/// integer count of milliseconds (1*DIGIT, optional surrounding whitespace).
+/// A sign, a fraction, an exponent or an empty value gives nullopt (no hint).
+/// Values too large for `Duration` saturate at `Duration::max()`. Not clamped.
+std::optional<Duration> ParseRetryAfterMs(std::string_view value);
+
+/// Parses an `Idempotency-Key-State` value, ignoring case and surrounding
+/// whitespace: "completed", "processing", "abandoned", "expired", "unknown",
+/// "fenced", "rejected". Anything else (including empty) is `KeyState::kNone`.
+KeyState ParseKeyState(std::string_view value);
+
+/// Reads the hints of one response:
+/// - `retry_after` from `retry-after-ms`, `x-ms-retry-after-ms` or
+///   `Retry-After` (with `Date`), in that order of precedence (see the top of
+///   this file), clamped to `options.max_retry_after`;
+/// - `do_not_retry` from `options.do_not_retry_header`;
+/// - `key_state` from `Idempotency-Key-State` (see `ParseKeyState`);
+/// - `replayed` from `Idempotent-Replayed`: true only for the value "true" in
+///   any case (surrounding whitespace ignored).
+/// Header names are matched without regard to case; the first occurrence of
+/// each name decides. Never fails: unreadable headers give no hint.
+/// Thread-safe (a pure function).
 ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
                                const HintOptions& options);
 

@@ -64,6 +64,30 @@ TEST(ParseHttpDate, Asctime) {
               Optional(Epoch(kNoon)));
 }
 
+TEST(ParseHttpDate, UtcZoneReadAsGmt) {
+  EXPECT_THAT(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 UTC"),
+              Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 UTC"),
+              Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate(" Fri, 17 May 2024 12:00:00 UTC\t"),
+              Optional(Epoch(kNoon)));
+}
+
+TEST(ParseHttpDate, OtherZonesRejected) {
+  for (auto const* bad : {
+           "Sun, 06 Nov 1994 08:49:37 utc",
+           "Sun, 06 Nov 1994 08:49:37 UT",
+           "Sun, 06 Nov 1994 08:49:37 CET",
+           "Sun, 06 Nov 1994 08:49:37 +0000",
+           "Sun, 06 Nov 1994 08:49:37UTC",
+           "Sun, 06 Nov 1994 08:49:37 GMT UTC",
+           "Sun Nov  6 08:49:37 1994 UTC",
+           "UTC",
+       }) {
+    EXPECT_EQ(ParseHttpDate(bad), std::nullopt) << bad;
+  }
+}
+
 TEST(ParseHttpDate, SurroundingWhitespaceIgnored) {
   EXPECT_THAT(ParseHttpDate("  Sun, 06 Nov 1994 08:49:37 GMT\t"),
               Optional(Epoch(kRfcExample)));
@@ -82,7 +106,7 @@ TEST(ParseHttpDate, RejectsMalformed) {
            "Sun, 06 Nov 1994 08:49:37 GMT garbage",
            "Sun, 06 Nov 1994 08:49:37 GMTx",
            "Sun, 06 Nov 1994 08:49:37",      // no GMT
-           "Sun, 06 Nov 1994 08:49:37 UTC",  // only GMT is allowed
+           "Sun, 06 Nov 1994 08:49:37 CEST",  // only GMT (or UTC) is allowed
            "Sun, 06 Nov 1994 08:49:37 +0000",
            "Xyz, 06 Nov 1994 08:49:37 GMT",  // not a weekday
            "Sun, 06 Foo 1994 08:49:37 GMT",  // not a month
@@ -212,12 +236,74 @@ TEST(ParseRetryAfter, ExtremeDatesDoNotOverflow) {
               Optional(Duration(0)));
 }
 
+TEST(ParseRetryAfter, UtcDate) {
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 UTC", std::nullopt,
+                              Epoch(kNoon)),
+              Optional(Duration(seconds(30))));
+  // A Date header written in UTC is used for the skew too.
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:00:10 GMT",
+                              "Fri, 17 May 2024 11:00:00 UTC", Epoch(kNoon)),
+              Optional(Duration(seconds(10))));
+}
+
+// ---- ParseRetryAfterMs ----------------------------------------------------
+
+TEST(ParseRetryAfterMs, Milliseconds) {
+  EXPECT_THAT(ParseRetryAfterMs("0"), Optional(Duration(0)));
+  EXPECT_THAT(ParseRetryAfterMs("1"), Optional(Duration(milliseconds(1))));
+  EXPECT_THAT(ParseRetryAfterMs("1500"),
+              Optional(Duration(milliseconds(1500))));
+  EXPECT_THAT(ParseRetryAfterMs(" 250\t"),
+              Optional(Duration(milliseconds(250))));
+  EXPECT_THAT(ParseRetryAfterMs("007"), Optional(Duration(milliseconds(7))));
+}
+
+TEST(ParseRetryAfterMs, InvalidValuesGiveNoHint) {
+  for (auto const* bad : {"", " ", "-1", "+5", "1.5", "1e3", "5ms", "abc",
+                          "Fri, 17 May 2024 12:00:00 GMT"}) {
+    EXPECT_EQ(ParseRetryAfterMs(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(ParseRetryAfterMs, HugeValueSaturates) {
+  // 9223372036854 ms is the largest whole millisecond count that fits.
+  EXPECT_THAT(ParseRetryAfterMs("9223372036854"),
+              Optional(Duration(milliseconds(9223372036854))));
+  EXPECT_THAT(ParseRetryAfterMs("9223372036855"), Optional(Duration::max()));
+  EXPECT_THAT(ParseRetryAfterMs("99999999999999999999999999999"),
+              Optional(Duration::max()));
+}
+
+// ---- ParseKeyState --------------------------------------------------------
+
+TEST(ParseKeyState, EveryValueAnyCase) {
+  EXPECT_EQ(ParseKeyState("completed"), KeyState::kCompleted);
+  EXPECT_EQ(ParseKeyState("processing"), KeyState::kProcessing);
+  EXPECT_EQ(ParseKeyState("abandoned"), KeyState::kAbandoned);
+  EXPECT_EQ(ParseKeyState("expired"), KeyState::kExpired);
+  EXPECT_EQ(ParseKeyState("unknown"), KeyState::kUnknown);
+  EXPECT_EQ(ParseKeyState("fenced"), KeyState::kFenced);
+  EXPECT_EQ(ParseKeyState("rejected"), KeyState::kRejected);
+  EXPECT_EQ(ParseKeyState("COMPLETED"), KeyState::kCompleted);
+  EXPECT_EQ(ParseKeyState("Rejected"), KeyState::kRejected);
+  EXPECT_EQ(ParseKeyState(" fenced\t"), KeyState::kFenced);
+}
+
+TEST(ParseKeyState, AnythingElseIsNone) {
+  for (auto const* other : {"", "complete", "done", "completed,", "in-progress",
+                            "fenced rejected", "1"}) {
+    EXPECT_EQ(ParseKeyState(other), KeyState::kNone) << other;
+  }
+}
+
 // ---- ExtractServerHints ---------------------------------------------------
 
 TEST(ExtractServerHints, NoHeadersNoHints) {
   auto const hints = ExtractServerHints({}, Epoch(kNoon), HintOptions{});
   EXPECT_EQ(hints.retry_after, std::nullopt);
   EXPECT_FALSE(hints.do_not_retry);
+  EXPECT_EQ(hints.key_state, KeyState::kNone);
+  EXPECT_FALSE(hints.replayed);
 }
 
 TEST(ExtractServerHints, ReadsRetryAfterCaseInsensitively) {
@@ -318,6 +404,137 @@ TEST(ExtractServerHints, BothHintsTogether) {
   auto const hints = ExtractServerHints(headers, Epoch(kNoon), options);
   EXPECT_THAT(hints.retry_after, Optional(Duration(seconds(4))));
   EXPECT_TRUE(hints.do_not_retry);
+}
+
+TEST(ExtractServerHints, MillisecondHeaders) {
+  auto retry_after = [](Headers const& headers) {
+    return ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after;
+  };
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1500"}}),
+              Optional(Duration(milliseconds(1500))));
+  EXPECT_THAT(retry_after({{"Retry-After-Ms", "20"}}),
+              Optional(Duration(milliseconds(20))));
+  EXPECT_THAT(retry_after({{"x-ms-retry-after-ms", "750"}}),
+              Optional(Duration(milliseconds(750))));
+  EXPECT_THAT(retry_after({{"X-MS-Retry-After-MS", "0"}}),
+              Optional(Duration(0)));
+}
+
+TEST(ExtractServerHints, MillisecondPrecedence) {
+  auto retry_after = [](Headers const& headers) {
+    return ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after;
+  };
+  // retry-after-ms beats x-ms-retry-after-ms beats Retry-After, whatever the
+  // order of the headers.
+  EXPECT_THAT(retry_after({{"Retry-After", "2"},
+                           {"x-ms-retry-after-ms", "300"},
+                           {"retry-after-ms", "100"}}),
+              Optional(Duration(milliseconds(100))));
+  EXPECT_THAT(
+      retry_after({{"Retry-After", "2"}, {"x-ms-retry-after-ms", "300"}}),
+      Optional(Duration(milliseconds(300))));
+  // A millisecond hint of 0 still wins over a longer Retry-After.
+  EXPECT_THAT(retry_after({{"Retry-After", "2"}, {"retry-after-ms", "0"}}),
+              Optional(Duration(0)));
+  // An invalid value counts as absent: the next header is tried.
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1.5"},
+                           {"x-ms-retry-after-ms", "300"},
+                           {"Retry-After", "2"}}),
+              Optional(Duration(milliseconds(300))));
+  EXPECT_THAT(retry_after({{"retry-after-ms", "soon"},
+                           {"x-ms-retry-after-ms", "-1"},
+                           {"Retry-After", "2"}}),
+              Optional(Duration(seconds(2))));
+  EXPECT_EQ(retry_after({{"retry-after-ms", "x"}, {"x-ms-retry-after-ms", ""}}),
+            std::nullopt);
+  // The first occurrence of a name decides for that name.
+  EXPECT_THAT(
+      retry_after({{"retry-after-ms", "40"}, {"retry-after-ms", "90"}}),
+      Optional(Duration(milliseconds(40))));
+}
+
+TEST(ExtractServerHints, MillisecondHintsAreClamped) {
+  HintOptions options;
+  options.max_retry_after = milliseconds(1500);
+  auto retry_after = [&](Headers const& headers) {
+    return ExtractServerHints(headers, Epoch(kNoon), options).retry_after;
+  };
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1501"}}),
+              Optional(Duration(milliseconds(1500))));
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1499"}}),
+              Optional(Duration(milliseconds(1499))));
+  EXPECT_THAT(retry_after({{"x-ms-retry-after-ms", "99999999999999999999"}}),
+              Optional(Duration(milliseconds(1500))));
+  // Default maximum: 60 s.
+  EXPECT_THAT(ExtractServerHints({{"retry-after-ms", "3600000"}}, Epoch(kNoon),
+                                 HintOptions{})
+                  .retry_after,
+              Optional(Duration(seconds(60))));
+}
+
+TEST(ExtractServerHints, UtcRetryAfterDate) {
+  Headers const headers = {{"Date", "Fri, 17 May 2024 12:00:00 UTC"},
+                           {"Retry-After", "Fri, 17 May 2024 12:00:05 UTC"}};
+  EXPECT_THAT(
+      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
+      Optional(Duration(seconds(5))));
+}
+
+TEST(ExtractServerHints, KeyState) {
+  auto key_state = [](Headers const& headers) {
+    return ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).key_state;
+  };
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "completed"}}),
+            KeyState::kCompleted);
+  EXPECT_EQ(key_state({{"idempotency-key-state", "PROCESSING"}}),
+            KeyState::kProcessing);
+  EXPECT_EQ(key_state({{"IDEMPOTENCY-KEY-STATE", "Abandoned"}}),
+            KeyState::kAbandoned);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "expired"}}),
+            KeyState::kExpired);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "unknown"}}),
+            KeyState::kUnknown);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", " fenced "}}),
+            KeyState::kFenced);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "rejected"}}),
+            KeyState::kRejected);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "gone"}}), KeyState::kNone);
+  EXPECT_EQ(key_state({{"Idempotency-Key", "completed"}}), KeyState::kNone);
+  // The first occurrence decides.
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "rejected"},
+                       {"Idempotency-Key-State", "completed"}}),
+            KeyState::kRejected);
+}
+
+TEST(ExtractServerHints, Replayed) {
+  auto replayed = [](Headers const& headers) {
+    return ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).replayed;
+  };
+  EXPECT_FALSE(replayed({}));
+  EXPECT_TRUE(replayed({{"Idempotent-Replayed", "true"}}));
+  EXPECT_TRUE(replayed({{"idempotent-replayed", "TRUE"}}));
+  EXPECT_TRUE(replayed({{"Idempotent-Replayed", " True "}}));
+  EXPECT_FALSE(replayed({{"Idempotent-Replayed", "false"}}));
+  EXPECT_FALSE(replayed({{"Idempotent-Replayed", "1"}}));
+  EXPECT_FALSE(replayed({{"Idempotent-Replayed", "yes"}}));
+  EXPECT_FALSE(replayed({{"Idempotent-Replayed", ""}}));
+  EXPECT_FALSE(replayed({{"Idempotent-Replayed", "false"},
+                         {"Idempotent-Replayed", "true"}}));
+}
+
+TEST(ExtractServerHints, AllHintsTogether) {
+  HintOptions options;
+  options.do_not_retry_header = "X-No-Retry";
+  Headers const headers = {{"Retry-After", "4"},
+                           {"x-ms-retry-after-ms", "1200"},
+                           {"X-No-Retry", "1"},
+                           {"Idempotency-Key-State", "rejected"},
+                           {"Idempotent-Replayed", "true"}};
+  auto const hints = ExtractServerHints(headers, Epoch(kNoon), options);
+  EXPECT_THAT(hints.retry_after, Optional(Duration(milliseconds(1200))));
+  EXPECT_TRUE(hints.do_not_retry);
+  EXPECT_EQ(hints.key_state, KeyState::kRejected);
+  EXPECT_TRUE(hints.replayed);
 }
 
 }  // namespace
