@@ -55,11 +55,29 @@ Classification ByStatus(int status, const RequestTraits& traits) {
   return AmbiguousOr(traits, "unexpected status, may have taken effect");
 }
 
+// `Idempotency-Key-State: rejected`: the server refused this request before
+// doing any work, so the attempt had no effect whatever its status. It is
+// retried only when the table would retry that status for any request
+// (408, 425, 429, 503); anything else is final.
+Classification RejectedBeforeWork(int status) {
+  constexpr RequestTraits kAnyRequest{/*idempotent=*/false, /*safe=*/false, /*keyed=*/false};
+  if (ByStatus(status, kAnyRequest).cls == AttemptClass::kRetryableTransient) {
+    return {AttemptClass::kRetryableTransient,
+            "rejected before any work (Idempotency-Key-State): not applied, retryable status"};
+  }
+  return {AttemptClass::kPermanent, "rejected before any work (Idempotency-Key-State): not applied"};
+}
+
 }  // namespace
 
 Classification DefaultClassifier::Classify(const AttemptEvidence& evidence,
                                            const RequestTraits& traits) const {
   if (evidence.delivery == Delivery::kNotSent) {
+    // src/curl/curl_errors.cc reports every certificate failure, and nothing
+    // else, as kUnauthenticated.
+    if (evidence.transport_status.code() == absl::StatusCode::kUnauthenticated) {
+      return {AttemptClass::kPermanent, "TLS certificate rejected: retrying cannot help"};
+    }
     return {AttemptClass::kRetryableNotDelivered, "not delivered: no request byte was sent"};
   }
   if (evidence.delivery == Delivery::kMaybeDelivered || !evidence.transport_status.ok() ||
@@ -67,6 +85,10 @@ Classification DefaultClassifier::Classify(const AttemptEvidence& evidence,
     return AmbiguousOr(traits, "sent, then no complete response: may have taken effect");
   }
   const int status = *evidence.http_status;
+  // The server's own word that nothing was done beats any status override:
+  // an override says what a status *may* mean behind a gateway, the header
+  // says what did happen.
+  if (evidence.hints.key_state == KeyState::kRejected) return RejectedBeforeWork(status);
   if (!options_.status_overrides.empty()) {
     auto it = options_.status_overrides.find(status);
     if (it != options_.status_overrides.end()) {

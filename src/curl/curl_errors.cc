@@ -65,19 +65,29 @@ CurlCodeInfo DescribeCurlCode(CURLcode code) {
     // retry; certificate and configuration problems will not.
     case CURLE_SSL_CONNECT_ERROR:
       return Row(Code::kUnavailable, true, Rule::kBeforeSend);
-    case CURLE_SSL_ENGINE_NOTFOUND:
-    case CURLE_SSL_ENGINE_SETFAILED:
-    case CURLE_SSL_ENGINE_INITFAILED:
-    case CURLE_SSL_CERTPROBLEM:        // Our client certificate.
-    case CURLE_SSL_CIPHER:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_CRL_BADFILE:
-    case CURLE_SSL_CLIENTCERT:
-      return Row(Code::kFailedPrecondition, false, Rule::kBeforeSend);
+    // A certificate was refused: the server's chain, issuer, pin or OCSP
+    // status failed verification, or our own CA bundle, CRL or client
+    // certificate is unusable or was demanded. Every attempt would meet the
+    // same certificates, so retrying cannot help. They all report
+    // kUnauthenticated (the peers could not establish each other's
+    // identity), and only they do: the default classifier maps a not-sent
+    // kUnauthenticated attempt to kPermanent.
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_ISSUER_ERROR:
     case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
     case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:        // Our client certificate.
+    case CURLE_SSL_CLIENTCERT:         // The server demanded one.
+      return Row(Code::kUnauthenticated, false, Rule::kBeforeSend);
+    // Local TLS configuration that is not about a certificate.
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CIPHER:
+      return Row(Code::kFailedPrecondition, false, Rule::kBeforeSend);
+    // STARTTLS for FTP/IMAP/SMTP: unreachable with http/https only.
     case CURLE_USE_SSL_FAILED:
       return Row(Code::kUnavailable, false, Rule::kBeforeSend);
 

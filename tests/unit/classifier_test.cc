@@ -111,6 +111,107 @@ TEST(ClassifierTest, OverrideMakesGateway503Ambiguous) {
   EXPECT_EQ(c.Classify(WithStatus(429), kPost).cls, AttemptClass::kRetryableTransient);
 }
 
+AttemptEvidence CertificateRejected() {
+  AttemptEvidence ev;
+  ev.delivery = Delivery::kNotSent;
+  ev.transport_status = absl::UnauthenticatedError("SSL peer certificate was not OK");
+  return ev;
+}
+
+AttemptEvidence Rejected(int status) {
+  AttemptEvidence ev = WithStatus(status);
+  ev.hints.key_state = KeyState::kRejected;
+  return ev;
+}
+
+TEST(ClassifierTest, TlsCertificateRejectedIsPermanent) {
+  for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+    const Classification c = DefaultClassifier().Classify(CertificateRejected(), t);
+    EXPECT_EQ(c.cls, AttemptClass::kPermanent);
+    EXPECT_EQ(c.reason, "TLS certificate rejected: retrying cannot help");
+  }
+}
+
+TEST(ClassifierTest, OtherNotSentFailuresStayRetryable) {
+  for (absl::Status status :
+       {absl::UnavailableError("refused"), absl::FailedPreconditionError("cipher"),
+        absl::DeadlineExceededError("connect timeout"), absl::InternalError("init"),
+        absl::PermissionDeniedError("denied")}) {
+    AttemptEvidence ev;
+    ev.delivery = Delivery::kNotSent;
+    ev.transport_status = status;
+    EXPECT_EQ(Classify(ev, kPost), AttemptClass::kRetryableNotDelivered) << status;
+  }
+}
+
+TEST(ClassifierTest, CertificateFailureAfterAnEarlierSendStaysAmbiguous) {
+  // A reconnect's handshake failed after a request was handed to the first
+  // connection: that request may have been delivered.
+  AttemptEvidence ev = CertificateRejected();
+  ev.delivery = Delivery::kMaybeDelivered;
+  EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous);
+  EXPECT_EQ(Classify(ev, kGet), AttemptClass::kRetryableTransient);
+}
+
+TEST(ClassifierTest, RejectedBeforeWorkRetryableStatuses) {
+  for (int s : {408, 425, 429, 503}) {
+    for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+      const Classification c = DefaultClassifier().Classify(Rejected(s), t);
+      EXPECT_EQ(c.cls, AttemptClass::kRetryableTransient) << s;
+      EXPECT_EQ(c.reason,
+                "rejected before any work (Idempotency-Key-State): not applied, retryable status")
+          << s;
+    }
+  }
+}
+
+TEST(ClassifierTest, RejectedBeforeWorkOtherStatusesArePermanent) {
+  // 5xx that would be ambiguous, 409 that would be "in progress", even a 2xx:
+  // the server says nothing was done, and the status is not one to retry.
+  for (int s : {500, 502, 504, 599, 400, 404, 409, 412, 422, 200, 202}) {
+    for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+      const Classification c = DefaultClassifier().Classify(Rejected(s), t);
+      EXPECT_EQ(c.cls, AttemptClass::kPermanent) << s;
+      EXPECT_EQ(c.reason, "rejected before any work (Idempotency-Key-State): not applied") << s;
+    }
+  }
+}
+
+TEST(ClassifierTest, RejectedBeatsStatusOverrides) {
+  ClassifierOptions options;
+  options.status_overrides[503] = AttemptClass::kAmbiguous;
+  options.status_overrides[504] = AttemptClass::kRetryableTransient;
+  options.status_overrides[500] = AttemptClass::kSuccess;
+  DefaultClassifier c(options);
+  EXPECT_EQ(c.Classify(Rejected(503), kPost).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ(c.Classify(Rejected(504), kPost).cls, AttemptClass::kPermanent);
+  EXPECT_EQ(c.Classify(Rejected(500), kPost).cls, AttemptClass::kPermanent);
+  // Without the header the overrides still apply.
+  EXPECT_EQ(c.Classify(WithStatus(503), kPost).cls, AttemptClass::kAmbiguous);
+  EXPECT_EQ(c.Classify(WithStatus(504), kPost).cls, AttemptClass::kRetryableTransient);
+}
+
+TEST(ClassifierTest, OnlyRejectedKeyStateChangesTheClass) {
+  for (KeyState state : {KeyState::kNone, KeyState::kCompleted, KeyState::kProcessing,
+                         KeyState::kAbandoned, KeyState::kExpired, KeyState::kUnknown,
+                         KeyState::kFenced}) {
+    AttemptEvidence ev = WithStatus(504);
+    ev.hints.key_state = state;
+    EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous) << static_cast<int>(state);
+    ev = WithStatus(503);
+    ev.hints.key_state = state;
+    EXPECT_EQ(Classify(ev, kPost), AttemptClass::kRetryableTransient) << static_cast<int>(state);
+  }
+}
+
+TEST(ClassifierTest, RejectedNeedsACompleteResponse) {
+  // Headers said "rejected" but the body broke: the existing rule for a
+  // broken response applies.
+  AttemptEvidence ev = Rejected(503);
+  ev.transport_status = absl::UnavailableError("reset mid-body");
+  EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous);
+}
+
 TEST(ClassifierTest, ReasonsAreNamed) {
   const Classification c = DefaultClassifier().Classify(WithStatus(422), kPost);
   EXPECT_NE(c.reason.find("idempotency key reused"), std::string_view::npos);
