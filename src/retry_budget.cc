@@ -14,14 +14,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
+#include "saturating.h"
+
 namespace saferetry {
 namespace {
+
+using internal::SaturatingAdd;
+using internal::SaturatingSub;
 
 constexpr std::int64_t kMilli = 1000;
 constexpr std::int64_t kMicro = 1000000;
 // Above this many millionths a reserve is "unlimited"; it keeps every sum far
 // from int64 overflow.
 constexpr double kMaxReserveMicros = 1e18;
+// Finagle accepts a percent up to 1000.0: ten retries per call.
+constexpr double kMaxPercent = 1000.0;
 
 // Truncates to three decimals, as gRPC does when it parses "0.1239". The tiny
 // bias absorbs binary representation error (0.29 * 1000 == 289.99999...).
@@ -29,7 +36,33 @@ std::int64_t ToMilliTruncated(double value) {
   return static_cast<std::int64_t>(std::floor(value * kMilli + 1e-6));
 }
 
+// a * b for a, b >= 0, clamped to int64 max. With percent up to 1000 (1e9
+// millionths) the credit of a busy window can pass int64: saturate instead.
+std::int64_t SaturatingMulNonNegative(std::int64_t a, std::int64_t b) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  if (a <= 0 || b <= 0) return 0;
+  if (a > kMax / b) return kMax;
+  return a * b;
+}
+
+// Adds `add` (> 0) to `pool`, never above `cap` (pool <= cap always holds).
+void AddCapped(std::atomic<std::int64_t>& pool, std::int64_t add, std::int64_t cap) {
+  if (add <= 0) return;
+  std::int64_t current = pool.load(std::memory_order_relaxed);
+  std::int64_t next;
+  do {
+    // current <= cap, so cap - current never overflows.
+    next = add >= cap - current ? cap : current + add;
+  } while (!pool.compare_exchange_weak(current, next, std::memory_order_relaxed));
+}
+
 }  // namespace
+
+bool IsThrottling(const AttemptEvidence& evidence) {
+  if (!evidence.http_status.has_value()) return false;
+  const int status = *evidence.http_status;
+  return status == 429 || (status == 503 && evidence.hints.retry_after.has_value());
+}
 
 std::string_view BudgetRefusalName(BudgetRefusal refusal) {
   switch (refusal) {
@@ -85,10 +118,21 @@ BudgetDecision TokenThrottle::OnFailureTryRetry(AttemptClass /*cls*/, TimePoint 
   do {
     next = std::max<std::int64_t>(0, current - kMilli);
   } while (!milli_tokens_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+  BudgetDecision decision;
+  decision.charged_milli_tokens = current - next;
   // Strictly above half, decided on the value this failure left behind.
   // next * 2 > max avoids the rounding of max / 2 for odd milli counts.
-  if (next * 2 > max_milli_) return {true, BudgetRefusal::kNone, 0};
-  return {false, BudgetRefusal::kThrottleAtOrBelowHalf, 0};
+  if (next * 2 > max_milli_) {
+    decision.allowed = true;
+  } else {
+    decision.refusal = BudgetRefusal::kThrottleAtOrBelowHalf;
+  }
+  return decision;
+}
+
+void TokenThrottle::Refund(const BudgetDecision& decision, TimePoint /*now*/) {
+  if (!decision.allowed) return;
+  AddCapped(milli_tokens_, decision.charged_milli_tokens, max_milli_);
 }
 
 void TokenThrottle::OnSuccess(std::int64_t /*retry_cost*/, TimePoint /*now*/) {
@@ -107,9 +151,9 @@ double TokenThrottle::Balance(TimePoint /*now*/) const {
 // RatioBudget
 
 absl::StatusOr<std::shared_ptr<RatioBudget>> RatioBudget::Create(RatioBudgetOptions options) {
-  if (!(options.percent >= 0.0 && options.percent <= 1.0)) {
+  if (!(options.percent >= 0.0 && options.percent <= kMaxPercent)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("percent: must be in [0, 1], got ", options.percent));
+        absl::StrCat("percent: must be in [0, 1000], got ", options.percent));
   }
   if (!(options.min_per_second >= 0.0) || !std::isfinite(options.min_per_second)) {
     return absl::InvalidArgumentError(
@@ -133,7 +177,7 @@ RatioBudget::RatioBudget(RatioBudgetOptions options)
     : options_(options),
       window_slots_(std::clamp<std::int64_t>(
           std::chrono::duration_cast<std::chrono::seconds>(options.window).count(), 1, 86400)),
-      percent_micros_(options.percent >= 0.0 && options.percent <= 1.0
+      percent_micros_(options.percent >= 0.0 && options.percent <= kMaxPercent
                           ? std::llround(options.percent * kMicro)
                           : 0),
       reserve_micros_(0),
@@ -185,7 +229,16 @@ std::int64_t RatioBudget::ScanBalanceMicrosLocked(std::int64_t epoch) const {
       withdrawals += slot.withdrawals;
     }
   }
-  return reserve_micros_ + percent_micros_ * deposits - kMicro * withdrawals;
+  return BalanceMicros(deposits, withdrawals);
+}
+
+std::int64_t RatioBudget::BalanceMicros(std::int64_t deposits, std::int64_t withdrawals) const {
+  // reserve <= 1e18 and percent <= 1e9 millionths; deposits and withdrawals
+  // are counts >= 0. Saturate each product and the sums so that no window is
+  // busy enough to wrap the balance around.
+  const std::int64_t credit =
+      SaturatingAdd(reserve_micros_, SaturatingMulNonNegative(percent_micros_, deposits));
+  return SaturatingSub(credit, SaturatingMulNonNegative(kMicro, withdrawals));
 }
 
 double RatioBudget::BalanceLocked(std::int64_t epoch) const {
@@ -201,13 +254,31 @@ void RatioBudget::OnCallStart(TimePoint now) {
 
 BudgetDecision RatioBudget::OnFailureTryRetry(AttemptClass /*cls*/, TimePoint now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Slot& slot = SlotFor(EffectiveEpochLocked(now));
-  std::int64_t balance =
-      reserve_micros_ + percent_micros_ * window_deposits_ - kMicro * window_withdrawals_;
-  if (balance < kMicro) return {false, BudgetRefusal::kRatioExhausted, 0};
+  const std::int64_t epoch = EffectiveEpochLocked(now);
+  Slot& slot = SlotFor(epoch);
+  if (BalanceMicros(window_deposits_, window_withdrawals_) < kMicro) {
+    return {false, BudgetRefusal::kRatioExhausted, 0};
+  }
   ++slot.withdrawals;
   ++window_withdrawals_;
-  return {true, BudgetRefusal::kNone, 0};
+  BudgetDecision decision{true, BudgetRefusal::kNone, 0};
+  decision.withdrawal_second = epoch;
+  return decision;
+}
+
+void RatioBudget::Refund(const BudgetDecision& decision, TimePoint now) {
+  if (!decision.allowed) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Rotate first, so "still in the window" is judged at `now`.
+  const std::int64_t epoch = EffectiveEpochLocked(now);
+  (void)SlotFor(epoch);
+  const std::int64_t second = decision.withdrawal_second;
+  if (second > epoch || second <= epoch - window_slots_) return;  // expired (or foreign)
+  Slot& slot = slots_[static_cast<std::size_t>(((second % window_slots_) + window_slots_) %
+                                               window_slots_)];
+  if (slot.epoch != second || slot.withdrawals <= 0) return;
+  --slot.withdrawals;
+  --window_withdrawals_;
 }
 
 double RatioBudget::Balance(TimePoint now) const {
@@ -218,10 +289,38 @@ double RatioBudget::Balance(TimePoint now) const {
 // ---------------------------------------------------------------------------
 // CostQuota
 
+CostQuotaOptions CostQuotaOptions::Aws2026() {
+  CostQuotaOptions options;
+  options.capacity = 500;
+  options.retry_cost = 14;
+  options.timeout_cost = 14;
+  options.success_increment = 1;
+  options.throttling_cost = 5;
+  return options;
+}
+
+BackoffParams Aws2026ThrottlingBackoff() {
+  BackoffParams params;
+  params.base = std::chrono::seconds(1);
+  params.multiplier = 2.0;
+  params.cap = std::chrono::seconds(20);
+  params.jitter = JitterKind::kFull;
+  return params;
+}
+
+BackoffParams Aws2026Backoff() {
+  BackoffParams params;
+  params.base = std::chrono::milliseconds(50);
+  params.multiplier = 2.0;
+  params.cap = std::chrono::seconds(20);
+  params.jitter = JitterKind::kFull;
+  return params;
+}
+
 absl::StatusOr<std::shared_ptr<CostQuota>> CostQuota::Create(CostQuotaOptions options) {
-  if (options.capacity <= 0) {
+  if (options.capacity < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("capacity: must be > 0, got ", options.capacity));
+        absl::StrCat("capacity: must be >= 0, got ", options.capacity));
   }
   if (options.retry_cost <= 0) {
     return absl::InvalidArgumentError(
@@ -235,15 +334,31 @@ absl::StatusOr<std::shared_ptr<CostQuota>> CostQuota::Create(CostQuotaOptions op
     return absl::InvalidArgumentError(
         absl::StrCat("success_increment: must be >= 0, got ", options.success_increment));
   }
+  if (options.throttling_cost < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "throttling_cost: must be >= 0 (0 = retry_cost), got ", options.throttling_cost));
+  }
   return std::make_shared<CostQuota>(options);
 }
 
 CostQuota::CostQuota(CostQuotaOptions options)
     : options_(options), available_(std::max<std::int64_t>(0, options.capacity)) {}
 
-BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, TimePoint /*now*/) {
-  const std::int64_t cost =
-      cls == AttemptClass::kAmbiguous ? options_.timeout_cost : options_.retry_cost;
+BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, TimePoint now) {
+  return OnFailureTryRetry(cls, /*throttled=*/false, now);
+}
+
+BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, bool throttled,
+                                            TimePoint /*now*/) {
+  std::int64_t cost = options_.retry_cost;
+  if (throttled) {
+    if (options_.throttling_cost > 0) cost = options_.throttling_cost;
+  } else if (cls == AttemptClass::kAmbiguous) {
+    cost = options_.timeout_cost;
+  }
+  // A cost <= 0 only comes from options that skipped Create(): never let it
+  // grow the pool.
+  cost = std::max<std::int64_t>(cost, 1);
   std::int64_t current = available_.load(std::memory_order_relaxed);
   do {
     if (current < cost) return {false, BudgetRefusal::kQuotaExhausted, 0};
@@ -254,13 +369,12 @@ BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, TimePoint /*now*/)
 
 void CostQuota::OnSuccess(std::int64_t retry_cost, TimePoint /*now*/) {
   const std::int64_t add = retry_cost > 0 ? retry_cost : options_.success_increment;
-  if (add <= 0) return;
-  std::int64_t current = available_.load(std::memory_order_relaxed);
-  std::int64_t next;
-  do {
-    // current <= capacity always, so capacity - current never overflows.
-    next = add >= options_.capacity - current ? options_.capacity : current + add;
-  } while (!available_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+  AddCapped(available_, add, std::max<std::int64_t>(0, options_.capacity));
+}
+
+void CostQuota::Refund(const BudgetDecision& decision, TimePoint /*now*/) {
+  if (!decision.allowed) return;
+  AddCapped(available_, decision.cost, std::max<std::int64_t>(0, options_.capacity));
 }
 
 double CostQuota::Balance(TimePoint /*now*/) const {

@@ -9,12 +9,19 @@
 //     (cap max_tokens). A retry is allowed only while tokens > max_tokens / 2
 //     after the failure's charge. Lock-free (atomic milli-tokens).
 //   - `RatioBudget`: Finagle's RetryBudget. Each call deposits; each retry or
-//     status query withdraws. Retries may be `percent` of calls plus
-//     `min_per_second`, over a sliding `window`. The library default
-//     (10 % + 10/s over 10 s).
+//     status query withdraws. Retries may be `percent` of calls (up to 1000,
+//     i.e. ten retries per call) plus `min_per_second`, over a sliding
+//     `window`. The library default (10 % + 10/s over 10 s).
 //   - `CostQuota`: the AWS SDKs' retry quota. Capacity tokens; a retry costs
-//     `retry_cost` (`timeout_cost` after a timeout-like failure); a successful
-//     retry refunds its cost; a first-try success adds `success_increment`.
+//     `retry_cost` (`timeout_cost` after a timeout-like failure,
+//     `throttling_cost` after a throttling answer); a successful retry refunds
+//     its cost; a first-try success adds `success_increment`. Capacity 0 means
+//     "never retry". `CostQuotaOptions::Aws2026()` is the AWS SDKs' 2026
+//     pricing (throttling 5, other transient failures 14).
+//
+// A retry whose charge was made but which was never sent (cancelled during
+// the wait, or the wait would overshoot the deadline) is given back with
+// `Refund`.
 //
 // @code
 //   auto budget = saferetry::RatioBudget::Create({});  // 10% + 10/s over 10 s
@@ -34,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "saferetry/backoff.h"
 #include "saferetry/clock.h"
 #include "saferetry/result.h"
 
@@ -47,13 +55,28 @@ enum class BudgetRefusal {
   kQuotaExhausted,         ///< CostQuota: capacity below the retry cost.
 };
 
-/// The answer to "may this call retry?".
+/// The answer to "may this call retry?", and the receipt of what it charged
+/// (so that `RetryBudget::Refund` can give exactly that back). Only the
+/// budget that made a decision may be handed it back.
 struct BudgetDecision {
   bool allowed = false;
   BudgetRefusal refusal = BudgetRefusal::kNone;
   /// What was withdrawn (CostQuota: to refund on success). 0 otherwise.
   std::int64_t cost = 0;
+  /// TokenThrottle: the milli-tokens this failure took (1000, or less when
+  /// the floor of 0 was reached). 0 for the other budgets.
+  std::int64_t charged_milli_tokens = 0;
+  /// RatioBudget: the second (`floor(now / 1 s)`, or the newest second seen)
+  /// whose slot recorded the withdrawal. 0 for the other budgets.
+  std::int64_t withdrawal_second = 0;
 };
+
+/// True when `evidence` is a throttling answer: HTTP 429, or HTTP 503 with a
+/// delay hint (`Retry-After` or its millisecond variants, i.e.
+/// `hints.retry_after` is set). A budget may price a retry after throttling
+/// apart from other transient failures (`CostQuotaOptions::throttling_cost`).
+/// Pure; thread-safe.
+bool IsThrottling(const AttemptEvidence& evidence);
 
 /// A retry budget shared by many calls and threads. All methods are
 /// thread-safe and do not allocate.
@@ -69,8 +92,30 @@ class RetryBudget {
   /// another attempt (or status query) may be sent. Non-retryable failures are
   /// never charged: the caller does not call this for them.
   virtual BudgetDecision OnFailureTryRetry(AttemptClass cls, TimePoint now) = 0;
+  /// The same, telling the budget whether the failure was a throttling answer
+  /// (`IsThrottling(evidence)`). Only `CostQuota` prices it apart; the default
+  /// ignores `throttled` and calls the two-argument overload, so budgets
+  /// written before this overload existed keep working unchanged.
+  virtual BudgetDecision OnFailureTryRetry(AttemptClass cls, bool throttled, TimePoint now) {
+    (void)throttled;
+    return OnFailureTryRetry(cls, now);
+  }
   /// The current balance, in the budget's own unit (tokens, retries, capacity).
   virtual double Balance(TimePoint now) const = 0;
+  /// Undoes the charge of `decision`, an allowed decision of this budget whose
+  /// retry was never sent (the call was cancelled during the wait, or the
+  /// wait would overshoot the deadline). Call it at most once per decision.
+  /// A refused decision is ignored: a refused retry is never sent anyway,
+  /// and what the failure itself cost (TokenThrottle) stands. The default
+  /// does nothing, for budgets that cannot undo. The built-in budgets:
+  ///   - `TokenThrottle` gives back `charged_milli_tokens` (capped at
+  ///     max_tokens);
+  ///   - `RatioBudget` removes the withdrawal from the slot of
+  ///     `withdrawal_second` if that second is still in the window at `now`,
+  ///     else nothing (it has expired already);
+  ///   - `CostQuota` gives back `cost` (capped at capacity);
+  ///   - `UnlimitedBudget` does nothing.
+  virtual void Refund(const BudgetDecision& /*decision*/, TimePoint /*now*/) {}
 };
 
 /// gRPC retryThrottling: {"maxTokens": 10, "tokenRatio": 0.1}.
@@ -92,8 +137,10 @@ class TokenThrottle final : public RetryBudget {
   static absl::StatusOr<std::shared_ptr<TokenThrottle>> Create(TokenThrottleOptions options);
   void OnCallStart(TimePoint) override {}
   void OnSuccess(std::int64_t retry_cost, TimePoint now) override;
+  using RetryBudget::OnFailureTryRetry;
   BudgetDecision OnFailureTryRetry(AttemptClass cls, TimePoint now) override;
   double Balance(TimePoint now) const override;
+  void Refund(const BudgetDecision& decision, TimePoint now) override;
 
   explicit TokenThrottle(TokenThrottleOptions options);  // use Create()
 
@@ -119,9 +166,11 @@ class TokenThrottle final : public RetryBudget {
 /// for a while (an old deposit expired while a later withdrawal still counts).
 /// A `now` older than the newest second seen (threads racing to report) is
 /// treated as that newest second. `percent` and the reserve are kept in
-/// millionths (rounded to nearest), so thresholds are exact integers.
+/// millionths (rounded to nearest), so thresholds are exact integers; the
+/// balance arithmetic saturates instead of overflowing.
 struct RatioBudgetOptions {
-  /// Fraction of calls that may be retried, in [0, 1].
+  /// Retries allowed per call, in [0, 1000] (as Finagle accepts): 0.1 is one
+  /// retry per ten calls, 5.0 is five retries per call.
   double percent = 0.10;
   /// Retries always allowed per second of window, >= 0.
   double min_per_second = 10;
@@ -136,9 +185,11 @@ class RatioBudget final : public RetryBudget {
   static absl::StatusOr<std::shared_ptr<RatioBudget>> Create(RatioBudgetOptions options);
   void OnCallStart(TimePoint now) override;
   void OnSuccess(std::int64_t, TimePoint) override {}
+  using RetryBudget::OnFailureTryRetry;
   BudgetDecision OnFailureTryRetry(AttemptClass cls, TimePoint now) override;
   /// Retries still available now.
   double Balance(TimePoint now) const override;
+  void Refund(const BudgetDecision& decision, TimePoint now) override;
 
   explicit RatioBudget(RatioBudgetOptions options);  // use Create()
 
@@ -151,6 +202,8 @@ class RatioBudget final : public RetryBudget {
   // Balance in millionths of a retry at second `epoch`, from a scan of the
   // slots (used by the const query, which must not rotate slots).
   std::int64_t ScanBalanceMicrosLocked(std::int64_t epoch) const;
+  // reserve + percent * deposits - withdrawals, in millionths, saturating.
+  std::int64_t BalanceMicros(std::int64_t deposits, std::int64_t withdrawals) const;
   double BalanceLocked(std::int64_t epoch) const;
   // Rotates the window forward to `epoch` (if newer) and returns its slot.
   Slot& SlotFor(std::int64_t epoch);
@@ -168,9 +221,18 @@ class RatioBudget final : public RetryBudget {
   std::int64_t window_withdrawals_ = 0;  // guarded by mu_; sum over slots_
 };
 
-/// AWS SDK-style cost quota. Defaults as in the AWS SDKs' standard mode.
+/// AWS SDK-style cost quota. Defaults as in the AWS SDKs' standard mode
+/// (before 2026): capacity 500, retry 5, timeout 10, success +1, throttling
+/// priced like any other retry.
+///
+/// Which cost a retry pays, first match wins:
+///   1. the failure was a throttling answer (`IsThrottling`, passed to the
+///      three-argument `OnFailureTryRetry`): `throttling_cost`;
+///   2. the failed attempt was `AttemptClass::kAmbiguous`: `timeout_cost`;
+///   3. otherwise: `retry_cost`.
 struct CostQuotaOptions {
-  /// > 0.
+  /// The pool, >= 0. 0 is valid and means "never retry": every cost is > 0,
+  /// so every retry is refused (`quota_exhausted`).
   std::int64_t capacity = 500;
   /// Cost of a retry after an ordinary failure, > 0.
   std::int64_t retry_cost = 5;
@@ -178,16 +240,37 @@ struct CostQuotaOptions {
   std::int64_t timeout_cost = 10;
   /// Added on a first-try success, >= 0.
   std::int64_t success_increment = 1;
+  /// Cost of a retry after a throttling answer (429, or 503 with a delay
+  /// hint), >= 0. 0 (the default) means "the same as `retry_cost`", so
+  /// today's pricing is unchanged unless this is set.
+  std::int64_t throttling_cost = 0;
+
+  /// The AWS SDKs' 2026 retry quota: capacity 500, throttling retry 5, every
+  /// other transient retry 14, timeout retry 14, success +1. It goes with
+  /// base delays of 1 s after throttling and 50 ms otherwise
+  /// (`Aws2026ThrottlingBackoff()`, `Aws2026Backoff()`).
+  static CostQuotaOptions Aws2026();
 };
+
+/// Backoff for the `CostQuotaOptions::Aws2026()` model after a throttling
+/// answer: full jitter, base 1 s, multiplier 2, cap 20 s.
+BackoffParams Aws2026ThrottlingBackoff();
+/// Backoff for the `CostQuotaOptions::Aws2026()` model after any other
+/// retryable failure: full jitter, base 50 ms, multiplier 2, cap 20 s.
+BackoffParams Aws2026Backoff();
 
 class CostQuota final : public RetryBudget {
  public:
-  /// InvalidArgument naming the offending field.
+  /// InvalidArgument naming the offending field ("capacity: must be >= 0,
+  /// got -1").
   static absl::StatusOr<std::shared_ptr<CostQuota>> Create(CostQuotaOptions options);
   void OnCallStart(TimePoint) override {}
   void OnSuccess(std::int64_t retry_cost, TimePoint now) override;
+  /// Prices the retry as a non-throttling failure.
   BudgetDecision OnFailureTryRetry(AttemptClass cls, TimePoint now) override;
+  BudgetDecision OnFailureTryRetry(AttemptClass cls, bool throttled, TimePoint now) override;
   double Balance(TimePoint now) const override;
+  void Refund(const BudgetDecision& decision, TimePoint now) override;
 
   explicit CostQuota(CostQuotaOptions options);  // use Create()
 
@@ -202,6 +285,7 @@ class UnlimitedBudget final : public RetryBudget {
  public:
   void OnCallStart(TimePoint) override {}
   void OnSuccess(std::int64_t, TimePoint) override {}
+  using RetryBudget::OnFailureTryRetry;
   BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override { return {true, BudgetRefusal::kNone, 0}; }
   double Balance(TimePoint) const override { return 1e300; }
 };

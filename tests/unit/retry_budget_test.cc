@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,11 +45,76 @@ void RunOnThreads(Fn fn) {
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 
+std::shared_ptr<TokenThrottle> MakeThrottleForOverload() {
+  auto t = TokenThrottle::Create({});
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
 TEST(BudgetRefusalTest, Names) {
   EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kNone), "none");
   EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kThrottleAtOrBelowHalf), "throttle_at_or_below_half");
   EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kRatioExhausted), "ratio_exhausted");
   EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kQuotaExhausted), "quota_exhausted");
+}
+
+AttemptEvidence Response(int status, std::optional<Duration> retry_after = std::nullopt) {
+  AttemptEvidence ev;
+  ev.delivery = Delivery::kResponseReceived;
+  ev.http_status = status;
+  ev.hints.retry_after = retry_after;
+  return ev;
+}
+
+TEST(IsThrottlingTest, Exactly429Or503WithAHint) {
+  EXPECT_TRUE(IsThrottling(Response(429)));
+  EXPECT_TRUE(IsThrottling(Response(429, seconds(1))));
+  EXPECT_TRUE(IsThrottling(Response(503, seconds(1))));
+  EXPECT_TRUE(IsThrottling(Response(503, Duration{0})));
+  EXPECT_FALSE(IsThrottling(Response(503)));
+  for (int status : {200, 408, 425, 500, 502, 504}) {
+    EXPECT_FALSE(IsThrottling(Response(status, seconds(1)))) << status;
+  }
+  AttemptEvidence no_response;
+  no_response.delivery = Delivery::kMaybeDelivered;
+  no_response.hints.retry_after = seconds(1);
+  EXPECT_FALSE(IsThrottling(no_response));
+}
+
+// A budget written against the two-argument interface only.
+class CountingBudget : public RetryBudget {
+ public:
+  void OnCallStart(TimePoint) override {}
+  void OnSuccess(std::int64_t, TimePoint) override {}
+  BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override {
+    ++calls;
+    return {calls <= 2, calls <= 2 ? BudgetRefusal::kNone : BudgetRefusal::kQuotaExhausted, 0};
+  }
+  double Balance(TimePoint) const override { return 0; }
+  int calls = 0;
+};
+
+TEST(RetryBudgetTest, ThrottledOverloadDefaultsToTheOldOne) {
+  CountingBudget user;
+  RetryBudget& b = user;
+  EXPECT_TRUE(b.OnFailureTryRetry(kTransient, /*throttled=*/true, At(0)).allowed);
+  EXPECT_TRUE(b.OnFailureTryRetry(kTransient, /*throttled=*/false, At(0)).allowed);
+  EXPECT_FALSE(b.OnFailureTryRetry(kTransient, /*throttled=*/true, At(0)).allowed);
+  EXPECT_EQ(user.calls, 3);
+  b.Refund({true, BudgetRefusal::kNone, 0}, At(0));  // the default does nothing
+  EXPECT_EQ(user.calls, 3);
+
+  // The built-in budgets that do not price throttling ignore the flag.
+  auto throttle = MakeThrottleForOverload();
+  EXPECT_TRUE(throttle->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  EXPECT_EQ(throttle->Balance(At(0)), 9.0);
+  auto ratio = RatioBudget::Create({0, 1, seconds(1)});
+  ASSERT_TRUE(ratio.ok());
+  EXPECT_TRUE((*ratio)->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  EXPECT_FALSE((*ratio)->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  UnlimitedBudget unlimited;
+  EXPECT_TRUE(unlimited.OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  unlimited.Refund({true, BudgetRefusal::kNone, 0}, At(0));
 }
 
 TEST(UnlimitedBudgetTest, AlwaysAllows) {
@@ -227,6 +293,41 @@ TEST(TokenThrottleTest, ConcurrentFailuresAllowExactlyTheTokensAboveHalf) {
   EXPECT_EQ(throttle->Balance(At(0)), 0.0);
 }
 
+TEST(TokenThrottleTest, DecisionRecordsTheMilliTokensCharged) {
+  auto throttle = MakeThrottle(1.5, 0.1);
+  BudgetDecision d = throttle->OnFailureTryRetry(kTransient, At(0));  // 1.5 -> 0.5
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.charged_milli_tokens, 1000);
+  d = throttle->OnFailureTryRetry(kTransient, At(0));  // 0.5 -> 0 (floor)
+  EXPECT_EQ(d.charged_milli_tokens, 500);
+  d = throttle->OnFailureTryRetry(kTransient, At(0));  // 0 -> 0
+  EXPECT_EQ(d.charged_milli_tokens, 0);
+  EXPECT_EQ(d.cost, 0);
+}
+
+TEST(TokenThrottleTest, RefundGivesBackTheChargeCapped) {
+  auto throttle = MakeThrottle(10, 0.1);
+  BudgetDecision a = throttle->OnFailureTryRetry(kTransient, At(0));  // 9
+  BudgetDecision b = throttle->OnFailureTryRetry(kTransient, At(0));  // 8
+  ASSERT_TRUE(a.allowed);
+  ASSERT_TRUE(b.allowed);
+  EXPECT_EQ(a.charged_milli_tokens, 1000);
+  throttle->Refund(b, At(0));
+  EXPECT_EQ(throttle->Balance(At(0)), 9.0);
+  for (int i = 0; i < 5; ++i) throttle->OnSuccess(0, At(0));  // 9.5
+  EXPECT_EQ(throttle->Balance(At(0)), 9.5);
+  throttle->Refund(a, At(0));  // 10.5, capped
+  EXPECT_EQ(throttle->Balance(At(0)), 10.0);
+}
+
+TEST(TokenThrottleTest, RefundOfARefusalDoesNothing) {
+  auto throttle = MakeThrottle(2, 0.1);
+  BudgetDecision d = throttle->OnFailureTryRetry(kTransient, At(0));  // 1: refused
+  ASSERT_FALSE(d.allowed);
+  throttle->Refund(d, At(0));
+  EXPECT_EQ(throttle->Balance(At(0)), 1.0);
+}
+
 // ---------------------------------------------------------------------------
 // RatioBudget
 
@@ -381,9 +482,11 @@ TEST(RatioBudgetTest, ValidationNamesTheField) {
   };
   const double nan = std::nan("");
   std::vector<Case> cases = {
-      {{-0.1, 10, seconds(10)}, "percent: must be in [0, 1], got -0.1"},
-      {{1.5, 10, seconds(10)}, "percent: must be in [0, 1], got 1.5"},
-      {{nan, 10, seconds(10)}, "percent: must be in [0, 1], got nan"},
+      {{-0.1, 10, seconds(10)}, "percent: must be in [0, 1000], got -0.1"},
+      {{1000.5, 10, seconds(10)}, "percent: must be in [0, 1000], got 1000.5"},
+      {{nan, 10, seconds(10)}, "percent: must be in [0, 1000], got nan"},
+      {{std::numeric_limits<double>::infinity(), 10, seconds(10)},
+       "percent: must be in [0, 1000], got inf"},
       {{0.1, -1, seconds(10)}, "min_per_second: must be >= 0 and finite, got -1"},
       {{0.1, nan, seconds(10)}, "min_per_second: must be >= 0 and finite, got nan"},
       {{0.1, 10, milliseconds(999)}, "window: must be >= 1s, got 999ms"},
@@ -398,6 +501,101 @@ TEST(RatioBudgetTest, ValidationNamesTheField) {
   }
   EXPECT_TRUE(RatioBudget::Create({0, 0, seconds(1)}).ok());
   EXPECT_TRUE(RatioBudget::Create({1, 0, std::chrono::hours(24)}).ok());
+  EXPECT_TRUE(RatioBudget::Create({1.5, 0, seconds(1)}).ok());
+  EXPECT_TRUE(RatioBudget::Create({1000, 0, seconds(1)}).ok());
+}
+
+TEST(RatioBudgetTest, PercentFiveAllowsFiveRetriesPerCall) {
+  auto budget = MakeRatio(5.0, 0, seconds(10));
+  EXPECT_EQ(budget->Balance(At(0)), 0.0);
+  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
+  budget->OnCallStart(At(0));
+  EXPECT_EQ(budget->Balance(At(0)), 5.0);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(100)).allowed) << i;
+  }
+  BudgetDecision refused = budget->OnFailureTryRetry(kTransient, At(100));
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.refusal, BudgetRefusal::kRatioExhausted);
+  EXPECT_EQ(budget->Balance(At(100)), 0.0);
+  budget->OnCallStart(At(200));
+  budget->OnCallStart(At(200));
+  int allowed = 0;
+  for (int i = 0; i < 20; ++i) allowed += budget->OnFailureTryRetry(kTransient, At(300)).allowed;
+  EXPECT_EQ(allowed, 10);
+}
+
+TEST(RatioBudgetTest, PercentOneThousandAllowsAThousandRetriesPerCall) {
+  auto budget = MakeRatio(1000, 0, seconds(10));
+  budget->OnCallStart(At(0));
+  EXPECT_EQ(budget->Balance(At(0)), 1000.0);
+  int allowed = 0;
+  for (int i = 0; i < 1005; ++i) allowed += budget->OnFailureTryRetry(kTransient, At(0)).allowed;
+  EXPECT_EQ(allowed, 1000);
+  EXPECT_EQ(budget->Balance(At(0)), 0.0);
+}
+
+TEST(RatioBudgetTest, LargestReserveAndPercentStayExact) {
+  // The reserve is capped at 1e12 retries (1e18 millionths); with percent
+  // 1000 the integer sums stay exact (the arithmetic saturates rather than
+  // wrapping). Balance() converts the millionths to double, which at this
+  // size rounds to a multiple of 128 millionths.
+  auto budget = MakeRatio(1000, 1e300, seconds(10));
+  for (int i = 0; i < 3; ++i) budget->OnCallStart(At(0));
+  EXPECT_EQ(budget->Balance(At(0)), 1000000003000.0);
+  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_EQ(budget->Balance(At(0)),
+            static_cast<double>(std::int64_t{1'000'000'002'999'000'000}) / 1e6);
+}
+
+TEST(RatioBudgetTest, AllowedDecisionRecordsItsSecond) {
+  auto budget = MakeRatio(0, 1, seconds(10));
+  EXPECT_EQ(budget->OnFailureTryRetry(kTransient, At(7'250)).withdrawal_second, 7);
+  // A late report is recorded in the newest second seen.
+  EXPECT_EQ(budget->OnFailureTryRetry(kTransient, At(3'000)).withdrawal_second, 7);
+  BudgetDecision d = budget->OnFailureTryRetry(kTransient, At(9'999));
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.withdrawal_second, 9);
+  EXPECT_EQ(d.cost, 0);
+  EXPECT_EQ(d.charged_milli_tokens, 0);
+}
+
+TEST(RatioBudgetTest, RefundRemovesTheWithdrawalWhileInTheWindow) {
+  auto budget = MakeRatio(0, 1, seconds(3));  // reserve 3
+  BudgetDecision d = budget->OnFailureTryRetry(kTransient, At(100'500));
+  ASSERT_TRUE(d.allowed);
+  EXPECT_EQ(budget->Balance(At(100'500)), 2.0);
+  budget->Refund(d, At(102'999));  // second 100 still counts at 102.999
+  EXPECT_EQ(budget->Balance(At(102'999)), 3.0);
+  // The refund took the withdrawal out: when second 100 expires nothing is
+  // subtracted twice.
+  EXPECT_EQ(budget->Balance(At(103'000)), 3.0);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
+  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
+}
+
+TEST(RatioBudgetTest, RefundAfterExpiryDoesNothing) {
+  auto budget = MakeRatio(0, 1, seconds(3));  // reserve 3
+  BudgetDecision d = budget->OnFailureTryRetry(kTransient, At(100'500));
+  ASSERT_TRUE(d.allowed);
+  // Second 100 left the window at 103.000, and a new withdrawal now sits in
+  // the slot that second 100 used.
+  BudgetDecision later = budget->OnFailureTryRetry(kTransient, At(103'100));
+  ASSERT_TRUE(later.allowed);
+  EXPECT_EQ(budget->Balance(At(103'100)), 2.0);
+  budget->Refund(d, At(103'100));
+  EXPECT_EQ(budget->Balance(At(103'100)), 2.0);
+  budget->Refund(later, At(103'200));
+  EXPECT_EQ(budget->Balance(At(103'200)), 3.0);
+}
+
+TEST(RatioBudgetTest, RefundOfARefusalDoesNothing) {
+  auto budget = MakeRatio(0, 1, seconds(1));  // reserve 1
+  ASSERT_TRUE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
+  BudgetDecision refused = budget->OnFailureTryRetry(kTransient, At(0));
+  ASSERT_FALSE(refused.allowed);
+  budget->Refund(refused, At(0));
+  EXPECT_EQ(budget->Balance(At(0)), 0.0);
 }
 
 TEST(RatioBudgetTest, ConcurrentUpdatesAreNotLost) {
@@ -503,10 +701,11 @@ TEST(CostQuotaTest, ValidationNamesTheField) {
     std::string message;
   };
   std::vector<Case> cases = {
-      {{0, 5, 10, 1}, "capacity: must be > 0, got 0"},
+      {{-1, 5, 10, 1}, "capacity: must be >= 0, got -1"},
       {{500, 0, 10, 1}, "retry_cost: must be > 0, got 0"},
       {{500, 5, -1, 1}, "timeout_cost: must be > 0, got -1"},
       {{500, 5, 10, -1}, "success_increment: must be >= 0, got -1"},
+      {{500, 5, 10, 1, -1}, "throttling_cost: must be >= 0 (0 = retry_cost), got -1"},
   };
   for (const Case& c : cases) {
     auto q = CostQuota::Create(c.options);
@@ -514,6 +713,133 @@ TEST(CostQuotaTest, ValidationNamesTheField) {
     EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(Message(q.status()), c.message);
   }
+}
+
+TEST(CostQuotaTest, CapacityZeroNeverRetries) {
+  auto quota = MakeQuota({0, 5, 10, 1});
+  EXPECT_EQ(quota->Balance(At(0)), 0.0);
+  for (AttemptClass cls :
+       {kTransient, kAmbiguous, AttemptClass::kRetryableNotDelivered, AttemptClass::kInProgress}) {
+    for (bool throttled : {false, true}) {
+      BudgetDecision d = quota->OnFailureTryRetry(cls, throttled, At(0));
+      EXPECT_FALSE(d.allowed);
+      EXPECT_EQ(d.refusal, BudgetRefusal::kQuotaExhausted);
+      EXPECT_EQ(d.cost, 0);
+    }
+    EXPECT_FALSE(quota->OnFailureTryRetry(cls, At(0)).allowed);
+  }
+  // Successes cannot lift the pool above its capacity of 0.
+  quota->OnSuccess(0, At(0));
+  quota->OnSuccess(5, At(0));
+  EXPECT_EQ(quota->Balance(At(0)), 0.0);
+  EXPECT_FALSE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);
+}
+
+TEST(CostQuotaTest, ThrottlingCostDefaultsToRetryCost) {
+  CostQuotaOptions defaults;
+  EXPECT_EQ(defaults.throttling_cost, 0);
+  auto quota = MakeQuota({});
+  BudgetDecision d = quota->OnFailureTryRetry(kTransient, /*throttled=*/true, At(0));
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.cost, 5);
+  d = quota->OnFailureTryRetry(kTransient, /*throttled=*/false, At(0));
+  EXPECT_EQ(d.cost, 5);
+  d = quota->OnFailureTryRetry(kAmbiguous, /*throttled=*/false, At(0));
+  EXPECT_EQ(d.cost, 10);
+  EXPECT_EQ(quota->Balance(At(0)), 480.0);
+}
+
+TEST(CostQuotaTest, ThrottlingIsPricedApart) {
+  CostQuotaOptions options{100, 7, 11, 1, 2};
+  auto quota = MakeQuota(options);
+  EXPECT_EQ(quota->OnFailureTryRetry(kTransient, true, At(0)).cost, 2);
+  EXPECT_EQ(quota->OnFailureTryRetry(kTransient, false, At(0)).cost, 7);
+  EXPECT_EQ(quota->OnFailureTryRetry(kAmbiguous, false, At(0)).cost, 11);
+  // Throttling decides first, even for an ambiguous class.
+  EXPECT_EQ(quota->OnFailureTryRetry(kAmbiguous, true, At(0)).cost, 2);
+  // The two-argument overload never counts as throttling.
+  EXPECT_EQ(quota->OnFailureTryRetry(kTransient, At(0)).cost, 7);
+  EXPECT_EQ(quota->Balance(At(0)), 71.0);
+}
+
+TEST(CostQuotaTest, Aws2026Preset) {
+  const CostQuotaOptions aws = CostQuotaOptions::Aws2026();
+  EXPECT_EQ(aws.capacity, 500);
+  EXPECT_EQ(aws.retry_cost, 14);
+  EXPECT_EQ(aws.timeout_cost, 14);
+  EXPECT_EQ(aws.success_increment, 1);
+  EXPECT_EQ(aws.throttling_cost, 5);
+  auto quota = MakeQuota(aws);
+  BudgetDecision d = quota->OnFailureTryRetry(kTransient, /*throttled=*/true, At(0));
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.cost, 5);
+  EXPECT_EQ(quota->Balance(At(0)), 495.0);
+  d = quota->OnFailureTryRetry(kTransient, /*throttled=*/false, At(0));
+  EXPECT_EQ(d.cost, 14);
+  EXPECT_EQ(quota->Balance(At(0)), 481.0);
+  d = quota->OnFailureTryRetry(kAmbiguous, /*throttled=*/false, At(0));
+  EXPECT_EQ(d.cost, 14);
+  EXPECT_EQ(quota->Balance(At(0)), 467.0);
+  quota->OnSuccess(14, At(0));
+  quota->OnSuccess(0, At(0));
+  EXPECT_EQ(quota->Balance(At(0)), 482.0);
+
+  // From full: 100 throttling retries, or 35 others (35 * 14 = 490, 10 left).
+  auto throttled_only = MakeQuota(aws);
+  int allowed = 0;
+  for (int i = 0; i < 150; ++i) {
+    allowed += throttled_only->OnFailureTryRetry(kTransient, true, At(0)).allowed;
+  }
+  EXPECT_EQ(allowed, 100);
+  auto transient_only = MakeQuota(aws);
+  allowed = 0;
+  for (int i = 0; i < 150; ++i) {
+    allowed += transient_only->OnFailureTryRetry(kTransient, false, At(0)).allowed;
+  }
+  EXPECT_EQ(allowed, 35);
+  EXPECT_EQ(transient_only->Balance(At(0)), 10.0);
+  // 10 left: a throttling retry (5) still fits, twice.
+  EXPECT_TRUE(transient_only->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  EXPECT_TRUE(transient_only->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  EXPECT_FALSE(transient_only->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+}
+
+TEST(CostQuotaTest, Aws2026BackoffPresets) {
+  const BackoffParams throttling = Aws2026ThrottlingBackoff();
+  EXPECT_EQ(throttling.base, Duration(seconds(1)));
+  EXPECT_EQ(throttling.multiplier, 2.0);
+  EXPECT_EQ(throttling.cap, Duration(seconds(20)));
+  EXPECT_EQ(throttling.jitter, JitterKind::kFull);
+  EXPECT_TRUE(ValidateBackoffParams(throttling).ok());
+  const BackoffParams other = Aws2026Backoff();
+  EXPECT_EQ(other.base, Duration(milliseconds(50)));
+  EXPECT_EQ(other.multiplier, 2.0);
+  EXPECT_EQ(other.cap, Duration(seconds(20)));
+  EXPECT_EQ(other.jitter, JitterKind::kFull);
+  EXPECT_TRUE(ValidateBackoffParams(other).ok());
+  EXPECT_EQ(ComputeBackoff(throttling, 1, Duration{0}, 0.5), Duration(milliseconds(500)));
+  EXPECT_EQ(ComputeBackoff(other, 1, Duration{0}, 0.5), Duration(milliseconds(25)));
+  EXPECT_EQ(ComputeBackoff(other, 3, Duration{0}, 0.5), Duration(milliseconds(100)));
+}
+
+TEST(CostQuotaTest, RefundGivesBackTheCostCapped) {
+  auto quota = MakeQuota({});
+  BudgetDecision a = quota->OnFailureTryRetry(kAmbiguous, At(0));  // 490
+  BudgetDecision b = quota->OnFailureTryRetry(kTransient, At(0));  // 485
+  quota->Refund(b, At(0));
+  EXPECT_EQ(quota->Balance(At(0)), 490.0);
+  for (int i = 0; i < 7; ++i) quota->OnSuccess(0, At(0));  // 497
+  quota->Refund(a, At(0));  // 507, capped
+  EXPECT_EQ(quota->Balance(At(0)), 500.0);
+}
+
+TEST(CostQuotaTest, RefundOfARefusalDoesNothing) {
+  auto quota = MakeQuota({7, 5, 10, 1});
+  ASSERT_TRUE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);  // 2
+  BudgetDecision refused = quota->OnFailureTryRetry(kTransient, At(0));
+  ASSERT_FALSE(refused.allowed);
+  quota->Refund(refused, At(0));
+  EXPECT_EQ(quota->Balance(At(0)), 2.0);
 }
 
 TEST(CostQuotaTest, ConcurrentUpdatesAreNotLost) {
