@@ -2,31 +2,24 @@
 
 #include "saferetry/idempotency.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace saferetry {
+namespace {
 
-absl::Status ValidateIdempotencyKey(std::string_view key) {
-  if (key.empty()) return absl::InvalidArgumentError("idempotency_key: must not be empty");
-  if (key.size() > 255) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("idempotency_key: at most 255 characters, got ", key.size()));
-  }
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(key[i]);
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "idempotency_key: character %d (0x%02x) is not visible ASCII", i, c));
-    }
-  }
-  return absl::OkStatus();
-}
-
-std::string GenerateUuidV4(Random& random) {
-  std::uint64_t hi = random.Bits64();
-  std::uint64_t lo = random.Bits64();
+std::string UuidV4Text(std::uint64_t hi, std::uint64_t lo) {
   hi = (hi & ~0x000000000000f000ULL) | 0x0000000000004000ULL;  // version 4
   lo = (lo & ~0xc000000000000000ULL) | 0x8000000000000000ULL;  // variant 10
   static constexpr char kHex[] = "0123456789abcdef";
@@ -45,6 +38,109 @@ std::string GenerateUuidV4(Random& random) {
   ++pos;
   put(lo, 12);
   return out;
+}
+
+long SystemGetRandom(void* buffer, std::size_t length, unsigned int flags) {
+#if defined(__linux__)
+  return static_cast<long>(getrandom(buffer, length, flags));
+#else
+  (void)buffer;
+  (void)length;
+  (void)flags;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+absl::Status ReadDevUrandom(unsigned char* buffer, std::size_t length) {
+  int fd;
+  do {
+    fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("/dev/urandom: open failed, errno ", errno));
+  }
+  std::size_t filled = 0;
+  absl::Status status;
+  while (filled < length) {
+    const ssize_t n = read(fd, buffer + filled, length - filled);
+    if (n > 0) {
+      filled += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      status = absl::InternalError(
+          n == 0 ? std::string("/dev/urandom: unexpected end of file")
+                 : absl::StrCat("/dev/urandom: read failed, errno ", errno));
+      break;
+    }
+  }
+  close(fd);
+  return status;
+}
+
+}  // namespace
+
+namespace internal {
+
+absl::Status FillFromOsRandom(unsigned char* buffer, std::size_t length, GetRandomFn get_random,
+                              FallbackFillFn fallback) {
+  std::size_t filled = 0;
+  while (filled < length) {
+    errno = 0;
+    const long n = get_random(buffer + filled, length - filled, 0);
+    if (n > 0) {
+      // A short read (possible for large requests or after a signal) just
+      // continues where it stopped.
+      filled += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOSYS) return fallback(buffer + filled, length - filled);
+    if (n == 0) return absl::InternalError("getrandom: returned no bytes");
+    return absl::InternalError(absl::StrCat("getrandom: failed, errno ", errno));
+  }
+  return absl::OkStatus();
+}
+
+std::string UuidV4FromBytes(const unsigned char (&bytes)[16]) {
+  std::uint64_t hi = 0;
+  std::uint64_t lo = 0;
+  for (int i = 0; i < 8; ++i) hi = (hi << 8) | bytes[i];
+  for (int i = 8; i < 16; ++i) lo = (lo << 8) | bytes[i];
+  return UuidV4Text(hi, lo);
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::string> MintIdempotencyKey() {
+  unsigned char bytes[16];
+  absl::Status status =
+      internal::FillFromOsRandom(bytes, sizeof(bytes), &SystemGetRandom, &ReadDevUrandom);
+  if (!status.ok()) return status;
+  return internal::UuidV4FromBytes(bytes);
+}
+
+absl::Status ValidateIdempotencyKey(std::string_view key) {
+  if (key.empty()) return absl::InvalidArgumentError("idempotency_key: must not be empty");
+  if (key.size() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("idempotency_key: at most 255 characters, got ", key.size()));
+  }
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "idempotency_key: character %d (0x%02x) is not visible ASCII", i, c));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string GenerateUuidV4(Random& random) {
+  const std::uint64_t hi = random.Bits64();
+  const std::uint64_t lo = random.Bits64();
+  return UuidV4Text(hi, lo);
 }
 
 std::string FormatIdempotencyKey(std::string_view key, KeyForm form) {

@@ -3,6 +3,21 @@
 // Idempotency keys: one stable key per logical intent, sent on every attempt
 // and status query, so the server can deduplicate and answer "what happened
 // to this intent?". See docs/server-contract.md for the server's half.
+//
+// Where keys come from. A key must be unguessable: another client that can
+// predict it can replay or poison the intent. `MintIdempotencyKey()` draws
+// from the operating system's CSPRNG (getrandom(2)); that is the default for
+// production. `GenerateUuidV4(Random&)` draws from the injected `Random`
+// seam so tests get scripted, repeatable keys; the library's `DefaultRandom()`
+// is `absl::BitGen`, which Abseil documents as not suitable for
+// cryptographic or security uses, so it is fine for jitter and tests but not
+// the right source for production keys.
+//
+// @code
+//   absl::StatusOr<std::string> key = saferetry::MintIdempotencyKey();
+//   if (!key.ok()) return key.status();   // the OS CSPRNG was unavailable
+//   // *key == "1b4e28ba-2fa1-4d2e-883f-0016d3cca427" (random)
+// @endcode
 
 #ifndef SAFERETRY_IDEMPOTENCY_H_
 #define SAFERETRY_IDEMPOTENCY_H_
@@ -16,6 +31,7 @@
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "saferetry/random.h"
 
 namespace saferetry {
@@ -46,8 +62,40 @@ enum class KeyMode {
 absl::Status ValidateIdempotencyKey(std::string_view key);
 
 /// A random (version 4, RFC 9562) UUID in lower-case 8-4-4-4-12 form, from two
-/// `Bits64()` draws.
+/// `Bits64()` draws. For tests and simulations: the key is only as
+/// unpredictable as `random` (see the top of this file); production keys
+/// come from `MintIdempotencyKey()`.
 std::string GenerateUuidV4(Random& random);
+
+/// A version 4 UUID (RFC 9562) in lower-case 8-4-4-4-12 form, whose 122
+/// random bits come from the operating system's CSPRNG: getrandom(2),
+/// retried on EINTR and short reads; /dev/urandom only when the kernel has
+/// no getrandom (ENOSYS). It never touches any `Random`. Thread-safe; may
+/// block only in early boot, until the kernel's pool is first seeded.
+/// Errors (nothing else is returned): `kInternal` whose message starts with
+/// "getrandom:" or "/dev/urandom:" and names the errno, when the OS cannot
+/// supply randomness.
+absl::StatusOr<std::string> MintIdempotencyKey();
+
+namespace internal {
+
+/// The getrandom(2) call, replaceable in tests: returns the bytes written or
+/// -1 with `errno` set.
+using GetRandomFn = long (*)(void* buffer, std::size_t length, unsigned int flags);
+/// Fills `length` bytes from the fallback source (/dev/urandom).
+using FallbackFillFn = absl::Status (*)(unsigned char* buffer, std::size_t length);
+
+/// Fills `buffer` with `length` bytes: calls `get_random` until every byte is
+/// written, retrying EINTR and continuing after short reads; on ENOSYS hands
+/// the rest to `fallback`; any other error (or a call that returns 0 bytes)
+/// is `kInternal` "getrandom: ...". Not API: exposed for tests.
+absl::Status FillFromOsRandom(unsigned char* buffer, std::size_t length, GetRandomFn get_random,
+                              FallbackFillFn fallback);
+
+/// The UUIDv4 text of 16 bytes, after setting the version and variant bits.
+std::string UuidV4FromBytes(const unsigned char (&bytes)[16]);
+
+}  // namespace internal
 
 /// The header value for `key` in `form` (quoted form escapes `"` and `\`).
 std::string FormatIdempotencyKey(std::string_view key, KeyForm form);
