@@ -1,0 +1,55 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The idempotency store on PostgreSQL (through libpq), for many service
+// instances sharing one database: the atomic winner is an
+// `INSERT ... ON CONFLICT DO NOTHING` on the key's primary key, records are
+// locked with `SELECT ... FOR UPDATE` while a decision is taken, and
+// transactions run at READ COMMITTED. Link `saferetry::server_postgres`.
+//
+// @code
+//   saferetry::server::PostgresOptions pg;
+//   pg.conninfo = "host=127.0.0.1 port=5432 dbname=orders user=orders";
+//   auto store = saferetry::server::OpenPostgresStore(pg, {});
+//   if (!store.ok()) return store.status();
+// @endcode
+
+#ifndef SAFERETRY_SERVER_POSTGRES_STORE_H_
+#define SAFERETRY_SERVER_POSTGRES_STORE_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "saferetry/clock.h"
+#include "saferetry/server/idempotency_store.h"
+#include "saferetry/server/sql.h"
+
+namespace saferetry {
+namespace server {
+
+/// How to reach the database. Defaults: 8 connections, 5 s connect timeout.
+struct PostgresOptions {
+  /// A libpq connection string ("host=... dbname=...") or URI
+  /// ("postgresql://..."). Required.
+  std::string conninfo;
+  /// At most this many connections; callers wait for a free one. > 0.
+  int max_connections = 8;
+  /// Passed as libpq's connect_timeout (whole seconds, at least 1). > 0.
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+};
+
+/// Connects once (so a bad conninfo fails here). InvalidArgument naming
+/// "conninfo", "max_connections" or "connect_timeout"; Unavailable when the
+/// server cannot be reached. A connection that breaks later is replaced on
+/// its next use; the statement that found it broken fails with Unavailable.
+absl::StatusOr<std::shared_ptr<SqlDatabase>> OpenPostgresDatabase(const PostgresOptions& options);
+
+/// `OpenPostgresDatabase` + `MakeIdempotencyStore`.
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenPostgresStore(
+    const PostgresOptions& postgres, StoreOptions options, std::shared_ptr<Clock> clock = nullptr);
+
+}  // namespace server
+}  // namespace saferetry
+
+#endif  // SAFERETRY_SERVER_POSTGRES_STORE_H_

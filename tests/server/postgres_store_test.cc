@@ -1,0 +1,100 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The conformance suite on the PostgreSQL store. Needs SAFERETRY_PG_DSN (a
+// key=value libpq connection string); every test runs in a schema of its own,
+// dropped afterwards. Without the variable the tests are skipped (ctest
+// reports them as skipped), unless SAFERETRY_REQUIRE_POSTGRES=1 (CI), which
+// makes a missing database a failure.
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "saferetry/server/postgres_store.h"
+#include "store_conformance.h"
+
+namespace saferetry {
+namespace server {
+namespace testing {
+namespace {
+
+std::string Dsn() {
+  const char* dsn = std::getenv("SAFERETRY_PG_DSN");
+  return dsn != nullptr ? dsn : "";
+}
+
+bool Required() {
+  const char* r = std::getenv("SAFERETRY_REQUIRE_POSTGRES");
+  return r != nullptr && std::string(r) == "1";
+}
+
+absl::Status Admin(const std::string& sql) {
+  PostgresOptions pg;
+  pg.conninfo = Dsn();
+  pg.max_connections = 1;
+  auto db = OpenPostgresDatabase(pg);
+  if (!db.ok()) return db.status();
+  return (*db)->RunInTransaction(TransactionMode::kWrite,
+                                 [&](Transaction& t) { return t.Execute(sql).status(); });
+}
+
+StoreFactory PostgresFactory() {
+  return {"Postgres", [](std::shared_ptr<saferetry::testing::FakeClock> clock,
+                         StoreOptions options,
+                         std::string* skip) -> absl::StatusOr<StoreUnderTest> {
+            if (Dsn().empty()) {
+              if (Required()) {
+                return absl::FailedPreconditionError(
+                    "SAFERETRY_REQUIRE_POSTGRES=1 but SAFERETRY_PG_DSN is not set");
+              }
+              *skip =
+                  "PostgreSQL not configured: set SAFERETRY_PG_DSN (see tests/server/pg_cluster.sh)";
+              return StoreUnderTest{};
+            }
+            static std::atomic<int> counter{0};
+            const std::string schema =
+                absl::StrCat("conformance_", getpid(), "_", counter.fetch_add(1));
+            if (auto s = Admin(absl::StrCat("CREATE SCHEMA ", schema)); !s.ok()) return s;
+            PostgresOptions pg;
+            pg.conninfo = absl::StrCat(Dsn(), " options='-c search_path=", schema, "'");
+            auto store = OpenPostgresStore(pg, options, clock);
+            if (!store.ok()) return store.status();
+            StoreUnderTest out;
+            out.store = *std::move(store);
+            out.cleanup = [schema] {
+              (void)Admin(absl::StrCat("DROP SCHEMA ", schema, " CASCADE"));
+            };
+            out.open_again = [pg, options,
+                              clock]() -> absl::StatusOr<std::shared_ptr<IdempotencyStore>> {
+              auto again = OpenPostgresStore(pg, options, clock);
+              if (!again.ok()) return again.status();
+              return std::shared_ptr<IdempotencyStore>(*std::move(again));
+            };
+            return out;
+          }};
+}
+
+INSTANTIATE_TEST_SUITE_P(Store, StoreConformanceTest, ::testing::Values(PostgresFactory()),
+                         FactoryName);
+
+TEST(PostgresStoreTest, OptionsNameTheFieldAndAnUnreachableServerIsUnavailable) {
+  PostgresOptions pg;
+  EXPECT_EQ(OpenPostgresStore(pg, {}).status().message(), "conninfo: must not be empty");
+  pg.conninfo = "host=127.0.0.1 port=1 dbname=none connect_timeout=1";
+  pg.max_connections = 0;
+  EXPECT_EQ(OpenPostgresStore(pg, {}).status().message(), "max_connections: must be > 0, got 0");
+  pg.max_connections = 1;
+  auto store = OpenPostgresStore(pg, {});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
+  EXPECT_TRUE(absl::StartsWith(store.status().message(), "conninfo: cannot connect"))
+      << store.status();
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace server
+}  // namespace saferetry
