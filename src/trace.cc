@@ -6,25 +6,13 @@
 #include <cstdint>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "nlohmann/json.hpp"
+#include "saferetry/redaction.h"
 
 namespace saferetry {
 namespace {
 
 using nlohmann::json;
-
-constexpr std::string_view kBuiltInSecrets[] = {"Authorization", "Proxy-Authorization", "Cookie",
-                                                "Set-Cookie"};
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return absl::ascii_tolower(static_cast<unsigned char>(x)) ==
-                  absl::ascii_tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // Milliseconds: an integer when whole, else fractional.
 json Ms(Duration d) {
@@ -77,67 +65,6 @@ json EventJson(const AttemptEvidence& ev, TimePoint origin, const Redactor& reda
 }
 
 }  // namespace
-
-bool Redactor::IsSecret(std::string_view header_name) const {
-  for (std::string_view s : kBuiltInSecrets) {
-    if (EqualsIgnoreCase(s, header_name)) return true;
-  }
-  for (const std::string& s : extra_) {
-    if (EqualsIgnoreCase(s, header_name)) return true;
-  }
-  return false;
-}
-
-std::string Redactor::Value(std::string_view header_name, std::string_view value) const {
-  if (IsSecret(header_name)) return std::string(kRedacted);
-  return std::string(value);
-}
-
-Headers Redactor::Redact(const Headers& headers) const {
-  Headers out;
-  out.reserve(headers.size());
-  for (const auto& [name, value] : headers) out.emplace_back(name, Value(name, value));
-  return out;
-}
-
-std::string Redactor::Url(std::string_view url) const { return Text(url); }
-
-std::string Redactor::Text(std::string_view text) const {
-  // Every "scheme://user:password@" has its password replaced. The userinfo
-  // ends at the last '@' before the authority ends ('/', '?', '#', space).
-  std::string out;
-  out.reserve(text.size());
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t sep = text.find("://", pos);
-    if (sep == std::string_view::npos) break;
-    const std::size_t auth = sep + 3;
-    std::size_t end = auth;
-    while (end < text.size() && text[end] != '/' && text[end] != '?' && text[end] != '#' &&
-           text[end] != ' ' && text[end] != '"' && text[end] != '\'') {
-      ++end;
-    }
-    const std::string_view authority = text.substr(auth, end - auth);
-    const std::size_t at = authority.rfind('@');
-    const std::size_t colon = at == std::string_view::npos ? at : authority.find(':');
-    out.append(text.substr(pos, auth - pos));
-    if (at != std::string_view::npos && colon != std::string_view::npos && colon < at) {
-      out.append(authority.substr(0, colon + 1));
-      out.append(kRedacted);
-      out.append(authority.substr(at));
-    } else {
-      out.append(authority);
-    }
-    pos = end;
-  }
-  out.append(text.substr(std::min(pos, text.size())));
-  return out;
-}
-
-std::string RedactHeaderValue(std::string_view name, std::string_view value,
-                              const std::vector<std::string>& extra_secret_headers) {
-  return Redactor(extra_secret_headers).Value(name, value);
-}
 
 std::string TraceToJson(const CallResult& result, const TraceOptions& options) {
   const Redactor redactor(options.redact_headers);

@@ -2,10 +2,11 @@
 //
 // The per-call trace: a structured JSON record of what one call did and why,
 // so every side-effecting call leaves evidence (docs/operations.md explains
-// how to read it). Secrets never reach it: `Authorization`,
-// `Proxy-Authorization`, `Cookie`, `Set-Cookie` and configured header names
-// are redacted wherever a header value could be printed, and so is the
-// password of a URL's userinfo.
+// how to read it). Secrets never reach it (see redaction.h): the values of
+// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and of the
+// names in `TraceOptions::redact_headers` are replaced wherever a header
+// value could be printed, and the userinfo (`user:password@`) of every URL
+// is removed, in URLs and in transport messages alike.
 //
 // @code
 //   saferetry::TraceRecorder trace({}, [](const std::string& json) { LOG(INFO) << json; });
@@ -25,45 +26,13 @@
 #include <vector>
 
 #include "saferetry/client.h"
+#include "saferetry/redaction.h"
 #include "saferetry/request.h"
 #include "saferetry/result.h"
 
 namespace saferetry {
 
-/// What replaces a redacted value.
-inline constexpr std::string_view kRedacted = "[REDACTED]";
-
-/// Decides which header values are secret. The built-in names
-/// (Authorization, Proxy-Authorization, Cookie, Set-Cookie) are always
-/// redacted; more can be added. Names compare case-insensitively.
-/// Thread-safe once built (all methods are const).
-class Redactor {
- public:
-  Redactor() = default;
-  explicit Redactor(std::vector<std::string> extra_header_names)
-      : extra_(std::move(extra_header_names)) {}
-
-  /// True when the value of `header_name` must not be printed.
-  bool IsSecret(std::string_view header_name) const;
-  /// `value`, or `kRedacted` when the header is secret.
-  std::string Value(std::string_view header_name, std::string_view value) const;
-  /// A copy of `headers` with every secret value replaced.
-  Headers Redact(const Headers& headers) const;
-  /// `url` with the password of its userinfo replaced
-  /// ("https://bob:hunter2@host/" -> "https://bob:[REDACTED]@host/").
-  std::string Url(std::string_view url) const;
-  /// Free text (e.g. a transport error message) with the password of any URL
-  /// userinfo in it replaced.
-  std::string Text(std::string_view text) const;
-
- private:
-  std::vector<std::string> extra_;
-};
-
-/// `Redactor(extra).Value(name, value)`: the value for printing, redacted
-/// when `name` is a secret header. For the CLI's --verbose output.
-std::string RedactHeaderValue(std::string_view name, std::string_view value,
-                              const std::vector<std::string>& extra_secret_headers = {});
+// `kRedacted`, `Redactor`, `RedactHeaderValue`: see saferetry/redaction.h.
 
 /// What the trace contains.
 struct TraceOptions {
@@ -75,7 +44,8 @@ struct TraceOptions {
   const Request* request = nullptr;
   /// Record the last response's headers (redacted). Default false.
   bool include_response_headers = false;
-  /// More header names to redact, besides the built-in ones.
+  /// More secret header names (e.g. "X-Api-Key"), redacted besides the
+  /// built-in ones (`IsSecretHeader`); case-insensitive. Default: none.
   std::vector<std::string> redact_headers;
   /// Times are milliseconds relative to this point; default: the start of
   /// the first attempt.

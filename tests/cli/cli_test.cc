@@ -1094,6 +1094,36 @@ TEST(CliTest, RetryAfterSecondsIsHonoured) {
       HasSubstr("saferetry: < attempt 2: delivery=response_received http=201"));
 }
 
+TEST(CliTest, VerboseNeverPrintsUrlCredentialsOrSecretHeaders) {
+  ServerOptions o;
+  o.script = {Respond(503)};
+  OrderService server(o);
+  const std::string clean = server.OrdersUrl();
+  ASSERT_TRUE(clean.rfind("http://", 0) == 0);
+  const std::string with_credentials = "http://bob:pa55word@" + clean.substr(7);
+  CliRun run = RunCli({"--summary-json", "--verbose", "-d", "x", "-H",
+                       "Authorization: Bearer s3cr3t-token", "-H", "Cookie: session=abc123",
+                       "-H", "Proxy-Authorization: Basic pr0xy", with_credentials});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " + clean + "\n"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 2: POST " + clean + "\n"));
+  for (const char* secret : {"pa55word", "bob", "s3cr3t-token", "session=abc123", "pr0xy"}) {
+    EXPECT_THAT(run.err, Not(HasSubstr(secret))) << secret;
+    EXPECT_THAT(run.out, Not(HasSubstr(secret))) << secret;
+  }
+}
+
+TEST(CliTest, TransportErrorsNeverPrintUrlCredentials) {
+  const std::string url = "http://bob:pa55word@127.0.0.1:" +
+                          std::to_string(UnusedLoopbackPort()) + "/orders";
+  CliRun verbose = RunCli({"--verbose", "--max-attempts", "1", "-d", "x", url});
+  EXPECT_EQ(verbose.exit_code, 1) << verbose.err;
+  EXPECT_THAT(verbose.err, HasSubstr("saferetry: > attempt 1: POST http://127.0.0.1:"));
+  EXPECT_THAT(verbose.err, HasSubstr("transport=\""));
+  EXPECT_THAT(verbose.err, Not(HasSubstr("pa55word")));
+  EXPECT_THAT(verbose.err, Not(HasSubstr("bob")));
+}
+
 TEST(CliTest, RetryAfterDateIsMeasuredAgainstTheResponseDate) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503),

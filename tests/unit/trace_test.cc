@@ -29,7 +29,7 @@ using testing::ScriptedRandom;
 using testing::Step;
 
 constexpr const char* kSecrets[] = {"s3cr3t-token", "session=abc123", "sid=zzz", "key-999",
-                                    "pa55word"};
+                                    "pa55word", "bob:", "pr0xy-pass", "tok3n"};
 
 class TraceTest : public ::testing::Test {
  protected:
@@ -111,7 +111,7 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
        "delivery": "not_sent",
        "transport_status": {"code": "UNAVAILABLE",
-                            "message": "connect to http://bob:[REDACTED]@127.0.0.1:8080 refused"},
+                            "message": "connect to http://127.0.0.1:8080 refused"},
        "http_status": null,
        "classification": "retryable_not_delivered",
        "reason": "not delivered: no request byte was sent",
@@ -213,16 +213,93 @@ TEST(RedactorTest, HeadersUrlsAndText) {
   EXPECT_EQ(r.Redact({{"Accept", "*/*"}, {"X-Session", "s"}}),
             (Headers{{"Accept", "*/*"}, {"X-Session", "[REDACTED]"}}));
   EXPECT_EQ(r.Url("https://bob:hunter2@api.example:8443/x?y=1"),
-            "https://bob:[REDACTED]@api.example:8443/x?y=1");
-  EXPECT_EQ(r.Url("https://bob@api.example/"), "https://bob@api.example/");
+            "https://api.example:8443/x?y=1");
+  EXPECT_EQ(r.Url("https://bob@api.example/"), "https://api.example/");
   EXPECT_EQ(r.Url("https://api.example/a:b@c"), "https://api.example/a:b@c");
-  EXPECT_EQ(r.Text("GET http://a:1@h/ then http://c:2@d"),
-            "GET http://a:[REDACTED]@h/ then http://c:[REDACTED]@d");
+  EXPECT_EQ(r.Text("GET http://a:1@h/ then http://c:2@d"), "GET http://h/ then http://d");
   EXPECT_EQ(r.Text("no url here"), "no url here");
   EXPECT_EQ(r.Text("trailing ://"), "trailing ://");
   EXPECT_EQ(RedactHeaderValue("Authorization", "Basic Ym9iOmh1bnRlcjI="), "[REDACTED]");
   EXPECT_EQ(RedactHeaderValue("X-Token", "t", {"x-token"}), "[REDACTED]");
   EXPECT_EQ(RedactHeaderValue("X-Token", "t"), "t");
+}
+
+TEST(RedactionTest, IsSecretHeader) {
+  for (const char* name : {"Authorization", "authorization", "AUTHORIZATION", "Cookie", "cookie",
+                           "Proxy-Authorization", "proxy-authorization", "Set-Cookie"}) {
+    EXPECT_TRUE(IsSecretHeader(name)) << name;
+  }
+  for (const char* name : {"Accept", "X-Api-Key", "Authorization2", "Cookies", "", "Idempotency-Key",
+                           "Content-Type"}) {
+    EXPECT_FALSE(IsSecretHeader(name)) << name;
+  }
+  const std::vector<std::string> extra = {"X-Api-Key", "x-session-token", ""};
+  EXPECT_TRUE(IsSecretHeader("x-api-key", extra));
+  EXPECT_TRUE(IsSecretHeader("X-API-KEY", extra));
+  EXPECT_TRUE(IsSecretHeader("X-Session-Token", extra));
+  EXPECT_TRUE(IsSecretHeader("Cookie", extra));
+  EXPECT_FALSE(IsSecretHeader("X-Api-Keys", extra));
+  EXPECT_FALSE(IsSecretHeader("", extra));  // an empty configured name matches nothing
+}
+
+TEST(RedactionTest, RedactUrlRemovesTheUserinfo) {
+  EXPECT_EQ(RedactUrl("https://user:pass@host/"), "https://host/");
+  EXPECT_EQ(RedactUrl("https://user:pass@host"), "https://host");
+  EXPECT_EQ(RedactUrl("http://tok3n@host:8080/orders?x=1#f"), "http://host:8080/orders?x=1#f");
+  EXPECT_EQ(RedactUrl("https://:pa55word@host/"), "https://host/");
+  EXPECT_EQ(RedactUrl("https://user:p@ss@host/"), "https://host/");  // last '@' ends it
+  EXPECT_EQ(RedactUrl("https://user:pass@[::1]:8443/p"), "https://[::1]:8443/p");
+  EXPECT_EQ(RedactUrl("https://u:p@host?q=a@b"), "https://host?q=a@b");
+  // A URL carried in the query is cleaned too.
+  EXPECT_EQ(RedactUrl("https://h/login?next=https://u:p@other/x"),
+            "https://h/login?next=https://other/x");
+  // Unchanged: no userinfo, '@' only after the authority, not a URL.
+  EXPECT_EQ(RedactUrl("https://host/path@x"), "https://host/path@x");
+  EXPECT_EQ(RedactUrl("https://host:8443/a:b@c"), "https://host:8443/a:b@c");
+  EXPECT_EQ(RedactUrl("mailto:bob@example.com"), "mailto:bob@example.com");
+  EXPECT_EQ(RedactUrl(""), "");
+  EXPECT_EQ(RedactUrl("://"), "://");
+}
+
+TEST(RedactionTest, RedactUrlsInText) {
+  EXPECT_EQ(RedactUrlsInText("Failed to connect to https://bob:pa55word@h:443 after 3 ms"),
+            "Failed to connect to https://h:443 after 3 ms");
+  EXPECT_EQ(RedactUrlsInText("\"http://a:b@x\" and 'https://c@y/z'"),
+            "\"http://x\" and 'https://y/z'");
+  // Whitespace ends an authority in text: a later '@' is not userinfo.
+  EXPECT_EQ(RedactUrlsInText("http://h mail bob@example.com"), "http://h mail bob@example.com");
+  EXPECT_EQ(RedactUrlsInText("no url"), "no url");
+}
+
+TEST_F(TraceTest, UrlCredentialsAndConfiguredHeadersNeverAppear) {
+  request_.url = "http://bob:pa55word@127.0.0.1:8080/orders";
+  request_.headers.push_back({"Proxy-Authorization", "Basic pr0xy-pass"});
+  request_.headers.push_back({"X-Session-Token", "tok3n"});
+  CallResult r = client_->Execute(request_, call_);
+  TraceOptions options;
+  options.request = &request_;
+  options.include_response_headers = true;
+  options.redact_headers = {"x-api-key", "X-SESSION-TOKEN"};
+  const json trace = json::parse(TraceToJson(r, options));
+  EXPECT_EQ(trace["request"]["url"], "http://127.0.0.1:8080/orders");
+  EXPECT_EQ(trace["request"]["headers"],
+            json::parse(R"([["Authorization", "[REDACTED]"], ["Cookie", "[REDACTED]"],
+                            ["X-Api-Key", "[REDACTED]"], ["Content-Type", "application/json"],
+                            ["Proxy-Authorization", "[REDACTED]"],
+                            ["X-Session-Token", "[REDACTED]"]])"));
+  const std::string text = trace.dump();
+  for (const char* secret : kSecrets) {
+    EXPECT_EQ(text.find(secret), std::string::npos) << secret << " in " << text;
+  }
+}
+
+TEST_F(TraceTest, WithoutTheConfiguredListTheHeaderIsPrinted) {
+  // The configurable list is what makes X-Api-Key secret: it is not built in.
+  CallResult r = client_->Execute(request_, call_);
+  TraceOptions options;
+  options.request = &request_;
+  const json trace = json::parse(TraceToJson(r, options));
+  EXPECT_EQ(trace["request"]["headers"][2], json::parse(R"(["X-Api-Key", "key-999"])"));
 }
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "saferetry/client.h"
 #include "saferetry/config.h"
 #include "saferetry/curl_transport.h"
+#include "saferetry/redaction.h"
 #include "saferetry/result.h"
 #include "tools/cli/duration.h"
 #include "tools/cli/report.h"
@@ -250,7 +251,8 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
   return inv;
 }
 
-// Prints each attempt's evidence on stderr.
+// Prints each attempt's evidence on stderr. Header values are never
+// printed; the URL is printed without its userinfo (credentials).
 class VerboseListener final : public CallListener {
  public:
   explicit VerboseListener(const Request& request) : request_(request) {}
@@ -258,8 +260,9 @@ class VerboseListener final : public CallListener {
     if (is_status_query) {
       std::fprintf(stderr, "saferetry: > status query %d\n", number);
     } else {
+      const std::string url = RedactUrl(request_.url);
       std::fprintf(stderr, "saferetry: > attempt %d: %s %s\n", number, request_.method.c_str(),
-                   request_.url.c_str());
+                   url.c_str());
     }
   }
   void OnAttemptEnd(const AttemptEvidence& evidence) override {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "saferetry/redaction.h"
 
 namespace saferetry {
 namespace internal {
@@ -92,7 +93,8 @@ std::string OutcomeLine(const CallResult& result) {
     absl::StrAppend(&line, ", HTTP ", result.last_response->status_code);
     if (result.resolved_by_status_query) absl::StrAppend(&line, " from the status query");
   } else if (!result.last_transport_status.ok()) {
-    absl::StrAppend(&line, ", ", result.last_transport_status.message());
+    // Transport messages may quote the URL: never with its credentials.
+    absl::StrAppend(&line, ", ", RedactUrlsInText(std::string(result.last_transport_status.message())));
   }
   if (result.idempotency_key.has_value()) {
     absl::StrAppend(&line, "; idempotency key ", *result.idempotency_key);
@@ -110,7 +112,8 @@ std::string DescribeEvidence(const AttemptEvidence& ev) {
                                   ": delivery=", AsAbsl(DeliveryName(ev.delivery)));
   if (ev.http_status.has_value()) absl::StrAppend(&line, " http=", *ev.http_status);
   if (!ev.transport_status.ok()) {
-    absl::StrAppend(&line, " transport=\"", ev.transport_status.ToString(), "\"");
+    absl::StrAppend(&line, " transport=\"", RedactUrlsInText(ev.transport_status.ToString()),
+                    "\"");
   }
   absl::StrAppend(&line, " class=", AsAbsl(AttemptClassName(ev.classification)), " (",
                   AsAbsl(ev.reason), ")",
