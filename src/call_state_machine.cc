@@ -2,20 +2,85 @@
 
 #include "saferetry/call_state_machine.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
+namespace {
+
+// A replayed final 4xx is the key's stored final error: the intent ended
+// with no effect. 409, 410, 422 and 429 say something about the key or the
+// server's load, never about the intent's effect (docs/adr/0007).
+bool IsDefiniteReplay(const AttemptEvidence& evidence) {
+  if (!evidence.hints.replayed || !evidence.http_status.has_value()) return false;
+  const int code = *evidence.http_status;
+  if (code < 400 || code > 499) return false;
+  return code != 409 && code != 410 && code != 422 && code != 429;
+}
+
+}  // namespace
+
+BackoffParams DefaultPollBackoff() {
+  BackoffParams p;
+  p.base = std::chrono::milliseconds(50);
+  p.multiplier = 1.5;
+  p.cap = std::chrono::seconds(1);
+  p.jitter = JitterKind::kEqual;
+  return p;
+}
+
+RatioBudgetOptions DefaultStatusQueryAllowance() {
+  RatioBudgetOptions o;
+  o.percent = 0.5;
+  o.min_per_second = 20;
+  o.window = std::chrono::seconds(10);
+  return o;
+}
+
+TimePlanKind ChooseTimePlanKind(const CallPolicy& policy) {
+  if (policy.traits.keyed && !policy.traits.idempotent && !policy.traits.safe &&
+      (policy.has_status_query || policy.server_deduplicates)) {
+    return TimePlanKind::kResolve;
+  }
+  if ((policy.traits.idempotent || policy.traits.safe) && policy.max_attempts > 1) {
+    return TimePlanKind::kRetry;
+  }
+  return TimePlanKind::kSingle;
+}
+
+int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff) {
+  constexpr int kWithoutDeadline = 20;
+  constexpr int kMinimum = 5;
+  constexpr int kSlack = 2;
+  if (total == Duration::max()) return kWithoutDeadline;
+  int count = 0;
+  Duration spent{0};
+  while (count < kMaxStatusQueriesHardCap) {
+    // The ceiling is the jitter-free nominal delay (u just below 1 with no
+    // jitter gives the ceiling itself).
+    BackoffParams nominal = poll_backoff;
+    nominal.jitter = JitterKind::kNone;
+    const Duration d = std::max(ComputeBackoff(nominal, count + 1, Duration{0}, 0.0),
+                                Duration(std::chrono::milliseconds(1)));
+    if (spent + d > total) break;
+    spent += d;
+    ++count;
+  }
+  return std::clamp(count + kSlack, kMinimum, kMaxStatusQueriesHardCap);
+}
 
 CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget,
                                    const Classifier* classifier, Random* random,
-                                   const CancellationToken* cancellation)
+                                   const CancellationToken* cancellation,
+                                   RetryBudget* query_budget)
     : policy_(policy),
       budget_(budget),
       classifier_(classifier),
       random_(random),
-      cancellation_(cancellation) {}
+      cancellation_(cancellation),
+      query_budget_(query_budget) {}
 
 bool CallStateMachine::Cancelled() const {
   return cancellation_ != nullptr && cancellation_->IsCancelled();
@@ -24,38 +89,94 @@ bool CallStateMachine::Cancelled() const {
 CallAction CallStateMachine::Start(TimePoint now) {
   start_ = now;
   result_.status = absl::OkStatus();
+  // The call's setup that every driver shares: the poll cap and the time
+  // plan follow from the deadline as it stands at the start.
+  const Duration total = policy_.deadline.Remaining(now);
+  if (policy_.max_status_queries <= 0) {
+    policy_.max_status_queries = DefaultMaxStatusQueries(total, policy_.poll_backoff);
+  }
+  policy_.plan = MakeTimePlan(ChooseTimePlanKind(policy_), total, policy_.deadline_options);
+  budget_->OnCallStart(now);
+  if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
   pending_ = Next::kAttempt;
   return SendNow(now);
 }
 
-CallAction CallStateMachine::SendNow(TimePoint now) {
-  if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
-  const Duration timeout = AttemptTimeout(policy_.deadline, now, policy_.deadline_options);
-  // No attempt starts that could not do useful work before the deadline (a
-  // wait that overslept, or a deadline that was already too close at start).
-  if (!policy_.deadline.is_infinite() && timeout < policy_.deadline_options.min_useful_attempt) {
+CallAction CallStateMachine::OutOfTime(TimePoint now) {
+  // Reached the deadline (or its margin) during an attempt, a query or a
+  // wait, versus time left that is too short to be useful.
+  if (!policy_.deadline.is_infinite() &&
+      policy_.deadline.Remaining(now) <= policy_.deadline_options.margin) {
     return FinishFailure(StopReason::kDeadlineExceeded, now);
   }
+  return FinishFailure(StopReason::kNoTimeForUsefulAttempt, now);
+}
+
+CallAction CallStateMachine::SendNow(TimePoint now) {
+  if (Cancelled()) {
+    if (pending_charge_.has_value()) {
+      pending_charge_budget_->Refund(*pending_charge_, now);
+      pending_charge_.reset();
+    }
+    return FinishFailure(StopReason::kCancelled, now);
+  }
+  const Duration timeout =
+      pending_ == Next::kAttempt
+          ? PlannedAttemptTimeout(policy_.plan, policy_.deadline, now, policy_.deadline_options)
+          : StatusQueryTimeout(policy_.deadline, now, policy_.deadline_options);
+  // No send starts that could not do useful work before the deadline (a
+  // wait that overslept, or a deadline that was already too close at start).
+  if (!policy_.deadline.is_infinite() && timeout < policy_.deadline_options.min_useful_attempt) {
+    if (pending_charge_.has_value()) {
+      pending_charge_budget_->Refund(*pending_charge_, now);
+      pending_charge_.reset();
+    }
+    return OutOfTime(now);
+  }
+  pending_charge_.reset();
   CallAction action;
   if (pending_ == Next::kAttempt) {
     action.kind = CallAction::Kind::kSendAttempt;
     action.number = ++result_.attempts;
+    ++attempts_counted_;
+    if (pending_poll_) ++polls_;  // provisionally a poll; settled by the answer
   } else {
     action.kind = CallAction::Kind::kSendStatusQuery;
     action.number = ++result_.status_queries;
+    action.fence = pending_fence_;
+    if (pending_fence_) fence_sent_ = true;
+    ++polls_;
   }
   action.timeout = timeout;
   action.remaining = policy_.deadline.Remaining(now);
   return action;
 }
 
+void CallStateMachine::RecordEvidence(AttemptEvidence evidence, TimePoint now) {
+  result_.last_transport_status = evidence.transport_status;
+  evidence.deadline_remaining = policy_.deadline.Remaining(now);
+  evidence.budget_balance = budget_->Balance(now);
+  result_.evidence.push_back(std::move(evidence));
+}
+
 CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
                                            std::optional<Response> response, TimePoint now) {
+  const bool was_poll = pending_poll_;
   evidence.number = result_.attempts;
   evidence.is_status_query = false;
   const Classification c = classifier_->Classify(evidence, policy_.traits);
   evidence.classification = c.cls;
   evidence.reason = c.reason;
+
+  // A resend sent as a poll counts against the attempts only if it was not
+  // answered "in progress"; otherwise it stays a poll.
+  if (was_poll) {
+    if (c.cls == AttemptClass::kInProgress) {
+      --attempts_counted_;
+    } else {
+      --polls_;
+    }
+  }
 
   // History: could this attempt have taken effect? Asked of the classifier as
   // if the request were not idempotent, because an idempotent request that
@@ -71,20 +192,25 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
     if (raw == AttemptClass::kAmbiguous || raw == AttemptClass::kInProgress) maybe_effect_ = true;
   }
 
-  result_.last_transport_status = evidence.transport_status;
+  const bool definite_replay = IsDefiniteReplay(evidence);
   if (response.has_value()) result_.last_response = std::move(response);
-  evidence.deadline_remaining = policy_.deadline.Remaining(now);
-  evidence.budget_balance = budget_->Balance(now);
   const ServerHints hints = evidence.hints;
-  result_.evidence.push_back(std::move(evidence));
+  RecordEvidence(std::move(evidence), now);
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
       budget_->OnSuccess(last_retry_cost_, now);
+      if (maybe_effect_ && result_.attempts > 1) result_.resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed:
+      if (definite_replay && maybe_effect_) {
+        // The server replayed the key's stored final error: the intent ended
+        // without effect, whatever the earlier attempts left open.
+        maybe_effect_ = false;
+        result_.resolved_by = ResolvedBy::kResponse;
+      }
       return FinishFailure(StopReason::kPermanentError, now);
     default:
       break;
@@ -97,18 +223,18 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
   switch (c.cls) {
     case AttemptClass::kAmbiguous:
       if (policy_.traits.keyed && policy_.has_status_query) {
-        return ScheduleNext(Next::kStatusQuery, c.cls, hints, now);
+        return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
       if (policy_.traits.keyed && (policy_.server_deduplicates || seen_in_progress_)) {
-        return ScheduleNext(Next::kAttempt, c.cls, hints, now);
+        return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
       }
       return FinishFailure(StopReason::kAmbiguousUnresolved, now);
     case AttemptClass::kInProgress:
       seen_in_progress_ = true;
-      return ScheduleNext(policy_.has_status_query ? Next::kStatusQuery : Next::kAttempt, c.cls,
-                          hints, now);
+      return ScheduleNext(policy_.has_status_query ? Next::kStatusQuery : Next::kAttempt, true,
+                          c.cls, hints, now);
     default:
-      return ScheduleNext(Next::kAttempt, c.cls, hints, now);
+      return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
   }
 }
 
@@ -123,7 +249,7 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       break;
     case StatusAnswer::kNotFound:
       evidence.classification = AttemptClass::kRetryableNotDelivered;
-      evidence.reason = "status query: not found, the request never took effect";
+      evidence.reason = "status query: not found (unfenced), no effect so far";
       break;
     case StatusAnswer::kProcessing:
       evidence.classification = AttemptClass::kInProgress;
@@ -133,68 +259,116 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       evidence.classification = AttemptClass::kAmbiguous;
       evidence.reason = "status query: no usable answer";
       break;
+    case StatusAnswer::kCompletedWithError:
+      evidence.classification = AttemptClass::kPermanent;
+      evidence.reason = "status query: the key's stored final error, no effect";
+      break;
+    case StatusAnswer::kFenced:
+      evidence.classification = AttemptClass::kPermanent;
+      evidence.reason = "status query: fenced not found, no effect ever";
+      break;
   }
-  result_.last_transport_status = evidence.transport_status;
-  evidence.deadline_remaining = policy_.deadline.Remaining(now);
-  evidence.budget_balance = budget_->Balance(now);
   const ServerHints hints = evidence.hints;
-  result_.evidence.push_back(std::move(evidence));
+  RecordEvidence(std::move(evidence), now);
 
   switch (answer) {
     case StatusAnswer::kFound:
       budget_->OnSuccess(last_retry_cost_, now);
       maybe_effect_ = false;
       result_.resolved_by_status_query = true;
+      result_.resolved_by = ResolvedBy::kStatusQuery;
       if (response.has_value()) result_.last_response = std::move(response);
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
+    case StatusAnswer::kCompletedWithError:
+    case StatusAnswer::kFenced:
+      // Definite: the intent has no effect and never will.
+      maybe_effect_ = false;
+      result_.resolved_by_status_query = true;
+      result_.resolved_by = ResolvedBy::kStatusQuery;
+      if (response.has_value()) result_.last_response = std::move(response);
+      return Finish(Outcome::kFailed,
+                    answer == StatusAnswer::kFenced ? StopReason::kFenced
+                                                    : StopReason::kPermanentError,
+                    now);
     case StatusAnswer::kNotFound:
       // The original never took effect (so far): resend it with the same key
       // through the ordinary checks. With no attempt left the original could
-      // still arrive, so the outcome stays unknown.
-      if (result_.attempts >= policy_.max_attempts) {
-        return Finish(Outcome::kUnknown, StopReason::kNotFoundNoAttemptsLeft, now);
+      // still arrive: fence the key if allowed, else the outcome stays
+      // unknown.
+      if (attempts_counted_ >= policy_.max_attempts) {
+        if (policy_.fence_when_giving_up && !fence_sent_ && policy_.has_status_query) {
+          pending_fence_ = true;
+          return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kAmbiguous, hints, now);
+        }
+        return FinishFailure(StopReason::kNotFoundNoAttemptsLeft, now);
       }
-      return ScheduleNext(Next::kAttempt, AttemptClass::kRetryableNotDelivered, hints, now);
+      return ScheduleNext(Next::kAttempt, false, AttemptClass::kRetryableNotDelivered, hints, now);
     case StatusAnswer::kProcessing:
       seen_in_progress_ = true;
-      return ScheduleNext(Next::kStatusQuery, AttemptClass::kInProgress, hints, now);
+      return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kInProgress, hints, now);
     case StatusAnswer::kStillUnknown:
-      return ScheduleNext(Next::kStatusQuery, AttemptClass::kAmbiguous, hints, now);
+      return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kAmbiguous, hints, now);
   }
   return FinishFailure(StopReason::kAmbiguousUnresolved, now);
 }
 
-CallAction CallStateMachine::ScheduleNext(Next next, AttemptClass cls, const ServerHints& hints,
-                                          TimePoint now) {
+CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls,
+                                          const ServerHints& hints, TimePoint now) {
   if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
-  if (next == Next::kAttempt && result_.attempts >= policy_.max_attempts) {
+  // 1. Caps: a poll counts against the status-query cap, a send of the
+  //    request against the attempts.
+  if (poll) {
+    if (polls_ >= policy_.max_status_queries) {
+      return FinishFailure(StopReason::kStatusQueriesExhausted, now);
+    }
+  } else if (attempts_counted_ >= policy_.max_attempts) {
     return FinishFailure(StopReason::kAttemptsExhausted, now);
   }
-  if (next == Next::kStatusQuery && result_.status_queries >= policy_.max_status_queries) {
-    return FinishFailure(StopReason::kAmbiguousUnresolved, now);
-  }
-  const BudgetDecision decision = budget_->OnFailureTryRetry(cls, now);
-  if (!decision.allowed) return FinishFailure(StopReason::kBudgetExhausted, now);
-  last_retry_cost_ = decision.cost;
-  result_.evidence.back().budget_balance = budget_->Balance(now);
 
-  ++waits_;
+  // 2. The delay: the server's hint, else the backoff (retries) or the poll
+  //    pacing (polls). Drawing the sample does not commit to the retry.
   Duration delay;
   bool from_hint = false;
   if (hints.retry_after.has_value()) {
     delay = *hints.retry_after;
     from_hint = true;
+  } else if (poll) {
+    delay = ComputeBackoff(policy_.poll_backoff, ++poll_waits_, previous_poll_delay_,
+                           random_->Uniform());
+    previous_poll_delay_ = delay;
   } else {
-    delay = ComputeBackoff(policy_.backoff, waits_, previous_delay_, random_->Uniform());
+    delay = ComputeBackoff(policy_.backoff, ++retry_waits_, previous_delay_, random_->Uniform());
+    previous_delay_ = delay;
   }
-  previous_delay_ = delay;
-  // A wait that would leave no room for a useful attempt stops now rather
-  // than sleeping into the deadline (this is also how a Retry-After past the
-  // deadline ends the call at once).
+
+  // 3. Time. A wait that would leave no room for a useful send is shortened
+  //    to the longest that does; a server's Retry-After is never shortened.
   if (!WaitFits(policy_.deadline, now, delay, policy_.deadline_options)) {
-    return FinishFailure(StopReason::kDeadlineExceeded, now);
+    if (from_hint) return FinishFailure(StopReason::kRetryAfterBeyondDeadline, now);
+    if (!WaitFits(policy_.deadline, now, Duration::zero(), policy_.deadline_options)) {
+      return OutOfTime(now);
+    }
+    delay = policy_.deadline.at() - now - policy_.deadline_options.min_useful_attempt -
+            policy_.deadline_options.margin;
   }
+
+  // 4. The budget, charged now that the send will happen (refunded if the
+  //    call is cancelled during the wait). Polls draw from the status-query
+  //    allowance, retries from the retry budget.
+  RetryBudget* charged = budget_;
+  if (poll) charged = query_budget_;
+  if (charged != nullptr) {
+    const BudgetDecision decision = charged->OnFailureTryRetry(cls, now);
+    if (!decision.allowed) return FinishFailure(StopReason::kBudgetExhausted, now);
+    if (charged == budget_) last_retry_cost_ = decision.cost;
+    pending_charge_ = decision;
+    pending_charge_budget_ = charged;
+  }
+  result_.evidence.back().budget_balance = budget_->Balance(now);
+
   pending_ = next;
+  pending_poll_ = poll && next == Next::kAttempt;
+  if (next == Next::kAttempt) pending_fence_ = false;
   AttemptEvidence& last = result_.evidence.back();
   last.delay_after = delay;
   last.delay_from_server_hint = from_hint;
@@ -209,6 +383,10 @@ CallAction CallStateMachine::OnWaitOver(TimePoint now) { return SendNow(now); }
 
 CallAction CallStateMachine::OnCancelled(TimePoint now) {
   if (finished_) return CallAction{};
+  if (pending_charge_.has_value()) {
+    pending_charge_budget_->Refund(*pending_charge_, now);
+    pending_charge_.reset();
+  }
   return FinishFailure(StopReason::kCancelled, now);
 }
 

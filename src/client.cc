@@ -52,15 +52,18 @@ absl::Status ValidateCallOptions(const CallOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("call.max_attempts: must be >= 1, got ", options.max_attempts));
   }
-  if (options.max_status_queries < 1) {
+  if (options.max_status_queries < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "call.max_status_queries: must be >= 1, got ", options.max_status_queries));
+        "call.max_status_queries: must be >= 0 (0: derived from the deadline), got ",
+        options.max_status_queries));
   }
   if (!options.deadline.has_value() && options.timeout <= Duration::zero()) {
     return absl::InvalidArgumentError("call.timeout: must be > 0");
   }
   absl::Status s = ValidateBackoffParams(options.backoff);
   if (!s.ok()) return Prefixed("call.backoff.", s);
+  s = ValidateBackoffParams(options.poll_backoff);
+  if (!s.ok()) return Prefixed("call.poll_backoff.", s);
   s = ValidateDeadlineOptions(options.deadline_options);
   if (!s.ok()) return Prefixed("call.deadline_options.", s);
   if (!options.idempotency_key.empty()) {
@@ -89,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     auto budget = RatioBudget::Create(RatioBudgetOptions{});
     if (!budget.ok()) return budget.status();
     options.budget = *std::move(budget);
+  }
+  if (options.status_query_budget == nullptr) {
+    auto allowance = RatioBudget::Create(DefaultStatusQueryAllowance());
+    if (!allowance.ok()) return allowance.status();
+    options.status_query_budget = *std::move(allowance);
   }
   absl::Status s = ValidateHeader({options.idempotency_header, "k"}, "idempotency_header");
   if (!s.ok()) return s;
@@ -169,19 +177,22 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
 
   CallPolicy policy;
   policy.max_attempts = std::min(options.max_attempts, kMaxAttemptsHardCap);
-  policy.max_status_queries = std::min(options.max_status_queries, kMaxAttemptsHardCap);
   policy.backoff = options.backoff;
+  policy.poll_backoff = options.poll_backoff;
   policy.deadline_options = options.deadline_options;
   policy.deadline = options.deadline.value_or(Deadline::After(start, options.timeout));
   policy.traits.idempotent = idempotent;
   policy.traits.safe = IsSafeMethod(request.method);
   policy.traits.keyed = key.has_value();
   policy.has_status_query = key.has_value() && has_query;
+  policy.fence_when_giving_up =
+      options.status_query.fence_when_giving_up && !options.status_query.callback;
   policy.server_deduplicates = options.server_deduplicates;
+  policy.max_status_queries = std::min(options.max_status_queries, kMaxStatusQueriesHardCap);
 
-  options_.budget->OnCallStart(start);
   CallStateMachine machine(policy, options_.budget.get(), options_.classifier.get(),
-                           options_.random.get(), options.cancellation);
+                           options_.random.get(), options.cancellation,
+                           options_.status_query_budget.get());
 
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
@@ -238,6 +249,9 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
           }
           if (send_deadline) {
             query_extra[deadline_index].second = EncodeDeadlineHeader(action.timeout);
+          }
+          if (action.fence) {
+            query_extra.emplace_back(std::string(kFenceHeader), "true");
           }
           AttemptOptions ao;
           ao.timeout = action.timeout;

@@ -69,7 +69,71 @@ absl::Status ValidateDeadlineOptions(const DeadlineOptions& options) {
         absl::StrCat("attempt_cap: must be > 0 when set, got ",
                      Describe(*options.attempt_cap)));
   }
+  if (options.resolution_window.has_value() &&
+      *options.resolution_window < Duration::zero()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resolution_window: must be >= 0 when set, got ",
+                     Describe(*options.resolution_window)));
+  }
   return absl::OkStatus();
+}
+
+TimePlan MakeTimePlan(TimePlanKind kind, Duration total,
+                      const DeadlineOptions& options) {
+  TimePlan plan;
+  plan.kind = kind;
+  if (options.attempt_cap.has_value()) plan.attempt_cap = *options.attempt_cap;
+  if (total == Duration::max()) return plan;  // no deadline: nothing to share
+  const Duration usable =
+      std::max(Duration::zero(), Duration(SaturatingSub(total.count(), options.margin.count())));
+  switch (kind) {
+    case TimePlanKind::kSingle:
+      break;
+    case TimePlanKind::kRetry:
+      if (!options.attempt_cap.has_value()) {
+        plan.attempt_cap = std::max(options.min_useful_attempt, usable / 2);
+      }
+      break;
+    case TimePlanKind::kResolve: {
+      // 30 % of the call, computed without overflow for any duration.
+      const Duration share = total / 10 * 3 + (total % 10) * 3 / 10;
+      const Duration window = options.resolution_window.value_or(
+          std::max(share, options.min_useful_attempt + options.margin));
+      // Reserve only when the first attempt still gets a useful length.
+      if (window > Duration::zero() && usable - window >= options.min_useful_attempt) {
+        plan.reserve = window;
+      }
+      break;
+    }
+  }
+  return plan;
+}
+
+Duration PlannedAttemptTimeout(const TimePlan& plan, const Deadline& deadline,
+                               TimePoint now, const DeadlineOptions& options) {
+  if (deadline.is_infinite()) return plan.attempt_cap;
+  const Duration avail = Duration(std::max<Rep>(
+      0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
+  Duration timeout = std::min(avail, plan.attempt_cap);
+  if (plan.reserve > Duration::zero() &&
+      avail - plan.reserve >= options.min_useful_attempt) {
+    timeout = std::min(timeout, avail - plan.reserve);
+  }
+  return timeout;
+}
+
+Duration StatusQueryTimeout(const Deadline& deadline, TimePoint now,
+                            const DeadlineOptions& options) {
+  Duration timeout = Duration::max();
+  if (!deadline.is_infinite()) {
+    const Duration avail = Duration(std::max<Rep>(
+        0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
+    timeout = avail >= 2 * options.min_useful_attempt
+                  ? std::max(options.min_useful_attempt, avail / 2)
+                  : avail;
+  }
+  if (options.attempt_cap.has_value()) timeout = std::min(timeout, *options.attempt_cap);
+  return timeout;
 }
 
 Duration AttemptTimeout(const Deadline& deadline, TimePoint now,

@@ -24,14 +24,22 @@ std::string_view StopReasonName(StopReason reason) {
       return "permanent_error";
     case StopReason::kAttemptsExhausted:
       return "attempts_exhausted";
+    case StopReason::kStatusQueriesExhausted:
+      return "status_queries_exhausted";
     case StopReason::kDeadlineExceeded:
       return "deadline_exceeded";
+    case StopReason::kNoTimeForUsefulAttempt:
+      return "no_time_for_useful_attempt";
     case StopReason::kBudgetExhausted:
       return "budget_exhausted";
+    case StopReason::kRetryAfterBeyondDeadline:
+      return "retry_after_beyond_deadline";
     case StopReason::kAmbiguousUnresolved:
       return "ambiguous_unresolved";
     case StopReason::kNotFoundNoAttemptsLeft:
       return "not_found_no_attempts_left";
+    case StopReason::kFenced:
+      return "fenced";
     case StopReason::kCancelled:
       return "cancelled";
     case StopReason::kServerDoNotRetry:
@@ -74,6 +82,18 @@ std::string_view AttemptClassName(AttemptClass cls) {
       return "ambiguous";
   }
   return "ambiguous";
+}
+
+std::string_view ResolvedByName(ResolvedBy by) {
+  switch (by) {
+    case ResolvedBy::kStatusQuery:
+      return "status_query";
+    case ResolvedBy::kResponse:
+      return "response";
+    case ResolvedBy::kNone:
+      break;
+  }
+  return "";
 }
 
 }  // namespace saferetry

@@ -88,7 +88,20 @@ StatusAnswer MapStatusAnswer(const TransportResult& result) {
   const int code = result.response->status_code;
   if (code == 202 || code == 409) return StatusAnswer::kProcessing;
   if (code >= 200 && code < 300) return StatusAnswer::kFound;
-  if (code == 404) return StatusAnswer::kNotFound;
+  if (code == 404) {
+    std::optional<std::string_view> state =
+        FindHeader(result.response->headers, "Idempotency-Key-State");
+    if (state.has_value()) {
+      const absl::string_view v(state->data(), state->size());
+      if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(v), "completed")) {
+        return StatusAnswer::kCompletedWithError;
+      }
+      if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(v), "fenced")) {
+        return StatusAnswer::kFenced;
+      }
+    }
+    return StatusAnswer::kNotFound;
+  }
   return StatusAnswer::kStillUnknown;
 }
 

@@ -7,24 +7,32 @@
 //   events in                          actions out
 //   Start(now)                         SendAttempt(number, timeout, remaining)
 //   OnAttemptDone(evidence, response)  Wait(delay, from_server_hint)
-//   OnWaitOver(now)                    SendStatusQuery(number, timeout, remaining)
+//   OnWaitOver(now)                    SendStatusQuery(number, timeout, fence)
 //   OnStatusAnswer(answer, evidence)   Finish  -> TakeResult()
 //   OnCancelled(now)
 //
-// Order of checks after an attempt (docs/design.md):
-//   1. classify;
-//   2. success -> refund the budget -> Finish(SUCCEEDED);
-//   3. permanent / precondition -> Finish, no charge;
-//      server says do-not-retry -> Finish, no charge;
-//   4. ambiguous -> idempotent: retry | keyed + status query: query |
+// Order of checks after an attempt (docs/design.md; each rule is proved by a
+// test in tests/unit/call_state_machine_test.cc):
+//   1. classify; record whether the attempt may have taken effect;
+//   2. success -> Finish(SUCCEEDED);
+//   3. a replayed final 4xx (the key's stored error) is definite: it clears
+//      the history; permanent / precondition -> Finish, no charge;
+//   4. cancelled -> Finish; server says do-not-retry -> Finish, no charge;
+//   5. ambiguous -> idempotent: retry | keyed + status query: query |
 //      keyed + (server deduplicates or 409 seen): same-key resend |
-//      else Finish(UNKNOWN, kAmbiguousUnresolved);
-//   5. in progress (409) -> poll: query if configured, else same-key resend;
-//   6. next step: cancelled? -> attempts (or queries) left? -> budget? ->
-//      delay = server hint or backoff -> wait + minimum attempt fits the
-//      deadline? -> Wait(delay) -> send with min(cap, remaining - margin).
+//      else Finish(kAmbiguousUnresolved);
+//      in progress (409) -> poll: query if configured, else same-key resend
+//      (a resend answered 409 counts as a poll, not as an attempt);
+//   6. next step: cap (attempts, or polls) -> delay (Retry-After, else the
+//      backoff for attempts or the poll pacing for polls) -> time: a
+//      Retry-After that does not fit ends the call; a drawn delay that does
+//      not fit is shortened to the longest that leaves a useful attempt ->
+//      budget (retries) or status-query allowance (polls) is charged only
+//      now, when the next send is certain -> Wait(delay).
+//   7. after the wait: cancelled? (refund) -> send with the planned timeout.
 // History decides the outcome: once any attempt may have taken effect, only a
-// success or a "found" status answer avoids kUnknown.
+// success, a "found" status answer or a definite answer (a stored final
+// error, a fenced "not found") avoids kUnknown.
 
 #ifndef SAFERETRY_CALL_STATE_MACHINE_H_
 #define SAFERETRY_CALL_STATE_MACHINE_H_
@@ -45,26 +53,57 @@ namespace saferetry {
 
 class CancellationToken;
 
-/// The hard cap on attempts (and on status queries) per call; larger values
-/// are clamped.
+/// The hard cap on attempts per call; larger values are clamped.
 inline constexpr int kMaxAttemptsHardCap = 10;
+/// The hard cap on status queries (polls) per call; larger values are clamped.
+inline constexpr int kMaxStatusQueriesHardCap = 1000;
+
+/// The poll pacing: equal jitter from 50 ms, x1.5, up to 1 s.
+BackoffParams DefaultPollBackoff();
 
 /// Everything the machine needs to know about one call. Validated by the
 /// client; the machine trusts it.
 struct CallPolicy {
   /// Sends of the request, 1..kMaxAttemptsHardCap.
   int max_attempts = 3;
-  /// Status queries, 1..kMaxAttemptsHardCap.
-  int max_status_queries = 5;
+  /// Status queries and resends answered 409 (polls),
+  /// 1..kMaxStatusQueriesHardCap; 0 = `DefaultMaxStatusQueries` of the
+  /// deadline, decided at `Start`.
+  int max_status_queries = 0;
+  /// Waits before a retry of the request.
   BackoffParams backoff;
+  /// Waits before a poll (status query, or resend while in progress).
+  BackoffParams poll_backoff = DefaultPollBackoff();
   DeadlineOptions deadline_options;
   Deadline deadline;
+  /// Set by `Start` from the traits and the deadline (`ChooseTimePlanKind`,
+  /// `MakeTimePlan`); read it from `plan()`.
+  TimePlan plan;
   RequestTraits traits;
   /// A status query can be sent (the call is keyed and has one).
   bool has_status_query = false;
+  /// A status query may carry the fence when giving up.
+  bool fence_when_giving_up = false;
   /// The caller declares that the server deduplicates keys.
   bool server_deduplicates = false;
 };
+
+/// The default status-query allowance: 50 % of calls + 20 per second over a
+/// 10 s window (docs/adr/0006-status-query-allowance.md).
+RatioBudgetOptions DefaultStatusQueryAllowance();
+
+/// The time plan a call needs, from its traits and how it can be resolved:
+/// kResolve for a keyed non-idempotent request with a status query or a
+/// deduplicating server; kRetry for an idempotent (or safe) request with
+/// more than one attempt; kSingle otherwise.
+TimePlanKind ChooseTimePlanKind(const CallPolicy& policy);
+
+/// The default status-query cap for a call of `total` (`Duration::max()`
+/// when there is no deadline): how many polls fit at the pacing's nominal
+/// delays (the jitter-free ceilings), plus 2, at least 5, at most
+/// `kMaxStatusQueriesHardCap`; 20 without a deadline. A 5 s call gets 10,
+/// a 60 s call 66.
+int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff);
 
 /// What the driver must do next.
 struct CallAction {
@@ -80,6 +119,8 @@ struct CallAction {
   /// For waits.
   Duration delay{0};
   bool delay_from_server_hint = false;
+  /// For status queries: send the fence header (`kFenceHeader`).
+  bool fence = false;
 };
 
 /// One call's decisions. Not thread-safe (one call, one thread at a time);
@@ -87,10 +128,13 @@ struct CallAction {
 class CallStateMachine {
  public:
   /// `budget`, `classifier` and `random` must outlive the machine;
-  /// `cancellation` may be null.
+  /// `query_budget` (the status-query allowance) and `cancellation` may be
+  /// null (no allowance: polls are limited by their cap and the deadline).
   CallStateMachine(const CallPolicy& policy, RetryBudget* budget, const Classifier* classifier,
-                   Random* random, const CancellationToken* cancellation = nullptr);
+                   Random* random, const CancellationToken* cancellation = nullptr,
+                   RetryBudget* query_budget = nullptr);
 
+  /// Starts the call in both budgets and returns the first send.
   CallAction Start(TimePoint now);
   /// The attempt announced by the last kSendAttempt finished. `evidence`
   /// carries start/end, delivery, transport status, HTTP status and hints;
@@ -103,6 +147,8 @@ class CallStateMachine {
   CallAction OnCancelled(TimePoint now);
 
   bool finished() const { return finished_; }
+  /// The policy as completed by `Start` (poll cap, time plan).
+  const CallPolicy& policy() const { return policy_; }
   /// The result; valid once an action of kind kFinish was returned.
   CallResult TakeResult() { return std::move(result_); }
   /// Read-only view of the result being built (evidence so far).
@@ -112,8 +158,13 @@ class CallStateMachine {
   enum class Next { kAttempt, kStatusQuery };
   CallAction Finish(Outcome outcome, StopReason reason, TimePoint now);
   CallAction FinishFailure(StopReason reason, TimePoint now);
-  CallAction ScheduleNext(Next next, AttemptClass cls, const ServerHints& hints, TimePoint now);
+  // `poll`: the next send is a poll (a status query, or a resend while the
+  // server says "in progress"), paced and capped as such.
+  CallAction ScheduleNext(Next next, bool poll, AttemptClass cls, const ServerHints& hints,
+                          TimePoint now);
   CallAction SendNow(TimePoint now);
+  CallAction OutOfTime(TimePoint now);
+  void RecordEvidence(AttemptEvidence evidence, TimePoint now);
   bool Cancelled() const;
 
   CallPolicy policy_;
@@ -121,6 +172,7 @@ class CallStateMachine {
   const Classifier* classifier_;
   Random* random_;
   const CancellationToken* cancellation_;
+  RetryBudget* query_budget_;
 
   CallResult result_;
   TimePoint start_{};
@@ -128,8 +180,18 @@ class CallStateMachine {
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
   bool seen_in_progress_ = false;
   Next pending_ = Next::kAttempt;
-  int waits_ = 0;
+  bool pending_poll_ = false;   // the pending send is a poll
+  bool pending_fence_ = false;  // the pending status query carries the fence
+  bool fence_sent_ = false;
+  int attempts_counted_ = 0;    // sends that count against max_attempts
+  int polls_ = 0;               // status queries + resends answered 409
+  int retry_waits_ = 0;
+  int poll_waits_ = 0;
   Duration previous_delay_{0};
+  Duration previous_poll_delay_{0};
+  // The charge of the pending wait, refunded if the send never happens.
+  std::optional<BudgetDecision> pending_charge_;
+  RetryBudget* pending_charge_budget_ = nullptr;
   std::int64_t last_retry_cost_ = 0;
 };
 

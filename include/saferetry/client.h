@@ -74,11 +74,22 @@ struct CallOptions {
   /// Sends of the request, >= 1. Default 3; values above
   /// `kMaxAttemptsHardCap` are clamped.
   int max_attempts = 3;
-  /// Status queries per call, >= 1. Default 5; clamped like `max_attempts`.
-  int max_status_queries = 5;
-  /// Backoff between attempts and polls.
+  /// Polls per call: status queries, and resends answered 409 "in progress"
+  /// (these count as polls, not as attempts). >= 0; 0 (the default) derives
+  /// the cap from the deadline and the poll pacing
+  /// (`DefaultMaxStatusQueries`: 10 for 5 s, 66 for 60 s, 20 without a
+  /// deadline). Values above `kMaxStatusQueriesHardCap` are clamped.
+  int max_status_queries = 0;
+  /// Backoff between retries of the request. Default: full jitter, 100 ms,
+  /// x2, up to 10 s.
   BackoffParams backoff;
-  /// Margin, minimum useful attempt and per-attempt cap.
+  /// Pacing of polls (status queries, resends while in progress). Default
+  /// `DefaultPollBackoff()`: equal jitter from 50 ms, x1.5, up to 1 s.
+  BackoffParams poll_backoff = DefaultPollBackoff();
+  /// Margin, minimum useful attempt, attempt timeout and resolution window.
+  /// By default the call's time plan (`TimePlan`) sets the attempt timeout:
+  /// a keyed write with a status query keeps 30 % of the call to resolve a
+  /// hung attempt; a retryable request gives each attempt half of the call.
   DeadlineOptions deadline_options;
   /// Whether to send an idempotency key. Default: for non-idempotent requests.
   KeyMode key_mode = KeyMode::kAuto;
@@ -106,6 +117,12 @@ struct ClientOptions {
   std::shared_ptr<Random> random;
   /// Shared by every call. Default: `RatioBudget` with 10 % + 10/s over 10 s.
   std::shared_ptr<RetryBudget> budget;
+  /// The status-query allowance, shared by every call: polls (status
+  /// queries, resends answered 409) draw from it instead of the retry
+  /// budget, so resolving ambiguous writes does not starve retries, and a
+  /// storm of polls is still bounded. Default: `RatioBudget` with 50 % of
+  /// calls + 20/s over 10 s (docs/adr/0006-status-query-allowance.md).
+  std::shared_ptr<RetryBudget> status_query_budget;
   /// Default `DefaultClassifierInstance()`.
   std::shared_ptr<const Classifier> classifier;
   /// Default "Idempotency-Key".

@@ -49,17 +49,78 @@ class Deadline {
 };
 
 /// How attempts are fitted under a deadline. Defaults: margin 10 ms, minimum
-/// useful attempt 50 ms, no per-attempt cap.
+/// useful attempt 50 ms, attempt timeout and resolution window chosen by the
+/// call's time plan (see `TimePlan`).
 struct DeadlineOptions {
   /// Kept back from every attempt for the caller to handle the answer. >= 0.
   Duration margin = std::chrono::milliseconds(10);
-  /// An attempt shorter than this is not worth starting. > 0.
+  /// An attempt (or status query) shorter than this is not worth starting.
+  /// > 0.
   Duration min_useful_attempt = std::chrono::milliseconds(50);
-  /// Per-attempt cap; none by default (an attempt may use all that remains).
+  /// The attempt timeout: when set, every attempt and status query gets at
+  /// most this (and never more than remaining - margin). When unset, the
+  /// time plan chooses: half of the call for retryable requests, the call
+  /// less the resolution window for keyed writes that can be resolved.
   std::optional<Duration> attempt_cap;
+  /// The time kept back after an attempt of a keyed, non-idempotent call to
+  /// resolve it if it ends ambiguous (status queries or a deduplicated
+  /// resend). When unset: 30 % of the call's time, at least
+  /// `min_useful_attempt + margin`. Zero disables the reservation. >= 0.
+  std::optional<Duration> resolution_window;
 };
 
-/// InvalidArgument naming "margin", "min_useful_attempt" or "attempt_cap".
+/// What a call must keep time for after an attempt that hangs.
+enum class TimePlanKind {
+  /// Nothing can follow a hung attempt (a single attempt, or an ambiguous
+  /// write that cannot be resolved): the attempt may use all the time.
+  kSingle,
+  /// A retryable request (idempotent, more than one attempt): each attempt
+  /// gets at most half of the call's time, so a hung one can be retried.
+  kRetry,
+  /// A keyed non-idempotent request that can be resolved: every attempt
+  /// ends before the resolution window, which is kept for status queries or
+  /// a same-key resend.
+  kResolve,
+};
+
+/// The time plan of one call, fixed at its start (docs/adr/0005-time-plan.md).
+///
+/// With the defaults (margin m = 10 ms, minimum useful attempt u = 50 ms) and
+/// a call of T:
+///   kRetry:   per-attempt cap = max(u, (T - m) / 2)
+///   kResolve: window W = max(30 % of T, u + m); every attempt ends by
+///             deadline - W - m while that leaves at least u; later
+///             attempts get what remains. Below T = 2u + 2m (120 ms) nothing
+///             can be reserved and the attempt gets T - m.
+/// A caller's `attempt_cap` replaces the kRetry cap and is applied on top of
+/// the kResolve window; a caller's `resolution_window` replaces W.
+struct TimePlan {
+  TimePlanKind kind = TimePlanKind::kSingle;
+  /// Upper bound of one attempt (`Duration::max()`: none).
+  Duration attempt_cap = Duration::max();
+  /// The resolution window (kResolve; zero otherwise or when it did not fit).
+  Duration reserve{0};
+};
+
+/// The plan for a call of `total` (`Duration::max()` for no deadline: no
+/// reservation and no cap beyond `options.attempt_cap`).
+TimePlan MakeTimePlan(TimePlanKind kind, Duration total, const DeadlineOptions& options);
+
+/// The timeout of an attempt sent at `now` under `plan`: remaining - margin,
+/// capped by the plan and, for kResolve, ending before the window when at
+/// least `min_useful_attempt` is left that way. Never negative.
+Duration PlannedAttemptTimeout(const TimePlan& plan, const Deadline& deadline, TimePoint now,
+                               const DeadlineOptions& options);
+
+/// The timeout of a status query sent at `now`: half of remaining - margin
+/// (at least `min_useful_attempt`, so a hung query leaves time for another),
+/// or all of it when less than two useful attempts remain; capped by
+/// `attempt_cap`. Never negative.
+Duration StatusQueryTimeout(const Deadline& deadline, TimePoint now,
+                            const DeadlineOptions& options);
+
+/// InvalidArgument naming "margin", "min_useful_attempt", "attempt_cap" or
+/// "resolution_window".
 absl::Status ValidateDeadlineOptions(const DeadlineOptions& options);
 
 /// min(attempt_cap, remaining - margin), never negative. With an infinite

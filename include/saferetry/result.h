@@ -36,19 +36,35 @@ enum class Outcome {
   kUnknown,
 };
 
-/// Why the call stopped. Each reason is reached by exactly one rule.
+/// Why the call stopped. Each reason is reached by exactly one rule of the
+/// state machine (docs/design.md, tests/unit/call_state_machine_test.cc).
+/// The reasons that end a call on a limit name the limit.
 enum class StopReason {
-  kSuccess,                ///< A success response or a "found" status answer.
-  kPermanentError,         ///< A final error (4xx, 412, 422, ...): retrying cannot help.
-  kAttemptsExhausted,      ///< Max attempts reached while still retryable.
-  kDeadlineExceeded,       ///< The next wait plus a useful attempt does not fit.
-  kBudgetExhausted,        ///< The shared retry budget refused a retry.
-  kAmbiguousUnresolved,    ///< May have taken effect; no safe way to resolve it.
-  kNotFoundNoAttemptsLeft, ///< Status says "not found" but no attempt is left.
-  kCancelled,              ///< The caller's cancellation token fired.
-  kServerDoNotRetry,       ///< The server asked not to be retried.
-  kCircuitOpen,            ///< Reserved for a circuit breaker.
-  kInvalidArgument,        ///< Bad input: nothing was sent (see `CallResult::status`).
+  kSuccess,                  ///< A success response or a "found" status answer.
+  kPermanentError,           ///< A final error (4xx, 412, a stored final error): retrying cannot help.
+  kAttemptsExhausted,        ///< `max_attempts` sends made and the last one was still retryable.
+  kStatusQueriesExhausted,   ///< The status-query (poll) cap was reached, still unresolved.
+  kDeadlineExceeded,         ///< The deadline was reached during an attempt, a query or a wait.
+  kNoTimeForUsefulAttempt,   ///< Time is left, but less than a minimum useful attempt (+ margin).
+  kBudgetExhausted,          ///< The retry budget (or the status-query allowance) refused.
+  kRetryAfterBeyondDeadline, ///< The server's Retry-After ends past the deadline; never shortened.
+  kAmbiguousUnresolved,      ///< May have taken effect; no status query and no deduplicating resend.
+  kNotFoundNoAttemptsLeft,   ///< Status says "not found" (unfenced) but no attempt is left.
+  kFenced,                   ///< A fenced status query answered "not found": no effect, ever.
+  kCancelled,                ///< The caller's cancellation token fired.
+  kServerDoNotRetry,         ///< The server asked not to be retried.
+  kCircuitOpen,              ///< Reserved for a circuit breaker.
+  kInvalidArgument,          ///< Bad input: nothing was sent (see `CallResult::status`).
+};
+
+/// The number of `StopReason` values, for arrays indexed by reason.
+inline constexpr int kStopReasonCount = static_cast<int>(StopReason::kInvalidArgument) + 1;
+
+/// What settled an outcome that earlier attempts had left open.
+enum class ResolvedBy {
+  kNone,         ///< Nothing had to be resolved (or nothing did).
+  kStatusQuery,  ///< A status answer (found, a stored final error, fenced).
+  kResponse,     ///< A same-key resend's response (a replay or a success).
 };
 
 /// What the client can prove about whether the request reached the server.
@@ -161,8 +177,12 @@ struct [[nodiscard]] CallResult {
   absl::Status last_transport_status;
   /// The idempotency key sent, if any.
   std::optional<std::string> idempotency_key;
-  /// True when a status query's "found" answer decided the outcome.
+  /// True when a status answer decided the outcome (found, a stored final
+  /// error, or fenced "not found").
   bool resolved_by_status_query = false;
+  /// What settled an earlier ambiguous attempt: a status answer, a same-key
+  /// resend's response, or nothing.
+  ResolvedBy resolved_by = ResolvedBy::kNone;
   /// Every attempt and status query in order.
   std::vector<AttemptEvidence> evidence;
   /// Steady-clock time from start to finish.
@@ -175,6 +195,8 @@ std::string_view OutcomeName(Outcome outcome);
 std::string_view StopReasonName(StopReason reason);
 std::string_view DeliveryName(Delivery delivery);
 std::string_view AttemptClassName(AttemptClass cls);
+/// "status_query", "response", or "" for `kNone`.
+std::string_view ResolvedByName(ResolvedBy by);
 
 }  // namespace saferetry
 

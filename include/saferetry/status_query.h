@@ -3,12 +3,20 @@
 // How an ambiguous outcome is resolved: ask the server what happened to the
 // key, instead of sending a fresh request.
 //
-//   status answer            meaning                         next step
-//   2xx                      found: the original took effect SUCCEEDED with that response
-//   404                      not found: it never took effect resend, same key, via retry checks
-//   409, 202                 processing                      query again after backoff
-//   anything else / failure  still unknown                   query again within budget and
-//                                                            deadline, else UNKNOWN; never a resend
+//   status answer                           meaning                       next step
+//   2xx                                     found: the original took      SUCCEEDED with that answer
+//                                           effect
+//   404 + Idempotency-Key-State: completed  the key's stored final error  FAILED (definite), that answer
+//   404 + Idempotency-Key-State: fenced     fenced: no effect, ever       FAILED (definite)
+//   other 404                               not found (yet): unfenced,    resend, same key, via the
+//                                           proves nothing final          retry checks
+//   409, 202                                processing                    poll again (paced)
+//   anything else / transport failure       still unknown                 poll again within the
+//                                                                         allowance and deadline,
+//                                                                         else UNKNOWN; never a resend
+//
+// Only the two definite 404s may turn an ambiguous history into FAILED
+// (docs/server-contract.md, docs/adr/0007-definite-answers.md).
 //
 // @code
 //   CallOptions call;
@@ -28,8 +36,18 @@
 
 namespace saferetry {
 
+/// The request header that asks the server to fence an unsettled key.
+inline constexpr std::string_view kFenceHeader = "Idempotency-Key-Fence";
+
 /// The meaning of one status answer.
-enum class StatusAnswer { kFound, kNotFound, kProcessing, kStillUnknown };
+enum class StatusAnswer {
+  kFound,               ///< 2xx: the original took effect.
+  kNotFound,            ///< 404 without a definite key state: not (yet) there.
+  kProcessing,          ///< 409 or 202: still being processed.
+  kStillUnknown,        ///< Anything else, or no answer.
+  kCompletedWithError,  ///< 404 + `completed`: a stored final error; definite.
+  kFenced,              ///< 404 + `fenced`: the key can never take effect; definite.
+};
 
 /// A status answer with its evidence.
 struct StatusQueryReply {
@@ -46,6 +64,14 @@ struct StatusQuery {
   /// When set, replaces the template: performs the query for `key` within
   /// `timeout` and returns the answer. Must be thread-safe.
   std::function<StatusQueryReply(std::string_view key, Duration timeout)> callback;
+  /// When a status query says "not found" and no resend is left, send one
+  /// last query carrying `Idempotency-Key-Fence: true`, asking the server to
+  /// refuse the key from now on; a fenced "not found" then ends the call
+  /// FAILED, definitely. Needs a server that implements the fence
+  /// (docs/server-contract.md); others ignore the header and the call stays
+  /// UNKNOWN. Off by default: fencing makes the key unusable for good.
+  /// Not used with `callback`.
+  bool fence_when_giving_up = false;
 };
 
 /// InvalidArgument naming "status_query.url_template" when neither a callback
@@ -70,7 +96,8 @@ bool DescribesBody(std::string_view header_name);
 Request BuildStatusQueryRequest(const StatusQuery& query, const Request& original,
                                 std::string_view key);
 
-/// Maps a transport result to an answer per the table above.
+/// Maps a transport result to an answer per the table above (reads the
+/// status and the `Idempotency-Key-State` header).
 StatusAnswer MapStatusAnswer(const TransportResult& result);
 
 }  // namespace saferetry

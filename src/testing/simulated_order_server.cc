@@ -2,6 +2,7 @@
 
 #include "saferetry/testing/simulated_order_server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -66,20 +67,36 @@ void SimulatedOrderServer::ScriptFaults(std::vector<OrderFault> faults) {
   faults_.assign(faults.begin(), faults.end());
 }
 
+void SimulatedOrderServer::SetProcessingTime(Duration processing_time) {
+  std::lock_guard<std::mutex> lock(mu_);
+  processing_time_ = std::max(Duration::zero(), processing_time);
+}
+
+TimePoint SimulatedOrderServer::NowLocked() const {
+  return clock_ != nullptr ? clock_->Now() : TimePoint{};
+}
+
+bool SimulatedOrderServer::InProgressLocked(const Record& record) const {
+  return NowLocked() < record.commit_at;
+}
+
 TransportResult SimulatedOrderServer::Send(const Request& request, const AttemptOptions& options) {
   // Headers as the server sees them: the request's, then saferetry's.
   std::optional<std::string> key;
-  auto find_key = [&](const Headers& headers) {
+  bool fence = false;
+  auto scan = [&](const Headers& headers) {
     for (const Header& h : headers) {
       if (absl::EqualsIgnoreCase(h.first, key_header_)) {
         std::string v = h.second;
         if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
         key = v;
+      } else if (absl::EqualsIgnoreCase(h.first, "Idempotency-Key-Fence")) {
+        fence = absl::EqualsIgnoreCase(h.second, "true");
       }
     }
   };
-  find_key(request.headers);
-  if (options.extra_headers != nullptr) find_key(*options.extra_headers);
+  scan(request.headers);
+  if (options.extra_headers != nullptr) scan(*options.extra_headers);
 
   const absl::string_view path = PathOf(request.url);
   std::lock_guard<std::mutex> lock(mu_);
@@ -90,9 +107,28 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
     ++queries_;
     const std::string k = PercentDecode(path.substr(kByKey.size()));
     auto it = records_.find(k);
-    if (it == records_.end()) return Answer(404, R"({"error":"unknown key"})");
-    if (it->second.processing) return Answer(409, R"({"state":"PROCESSING"})");
-    return Answer(it->second.status, it->second.response_body);
+    if (it == records_.end()) {
+      if (fence) {
+        Record r;
+        r.fenced = true;
+        r.creates_order = false;
+        records_[k] = r;
+        return Answer(404, R"({"error":"fenced"})", {{"Idempotency-Key-State", "fenced"}});
+      }
+      return Answer(404, R"({"error":"unknown key"})", {{"Idempotency-Key-State", "unknown"}});
+    }
+    const Record& rec = it->second;
+    if (rec.fenced) {
+      return Answer(404, R"({"error":"fenced"})", {{"Idempotency-Key-State", "fenced"}});
+    }
+    if (InProgressLocked(rec)) {
+      return Answer(409, R"({"state":"PROCESSING"})", {{"Idempotency-Key-State", "processing"}});
+    }
+    if (!rec.creates_order) {
+      return Answer(404, absl::StrCat(R"({"final_status":)", rec.status, "}"),
+                    {{"Idempotency-Key-State", "completed"}});
+    }
+    return Answer(rec.status, rec.response_body, {{"Idempotency-Key-State", "completed"}});
   }
   if (request.method != "POST" || !absl::EndsWith(path, "/orders")) {
     return Answer(404, R"({"error":"no such route"})");
@@ -116,56 +152,110 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
   if (fault == OrderFault::kUnavailable) {
     return Answer(503, R"({"error":"unavailable"})", {{"Retry-After", "1"}});
   }
+  if (fault == OrderFault::kRejectBeforeWork) {
+    return Answer(503, R"({"error":"rejected before any work"})",
+                  {{"Idempotency-Key-State", "rejected"}});
+  }
+
+  // The attempt's hang: the client waits out its whole timeout.
+  auto hang = [&]() {
+    if (clock_ != nullptr && options.timeout != Duration::max()) {
+      clock_->Advance(std::max(Duration::zero(), options.timeout - kLatency));
+    }
+    return Lost(absl::DeadlineExceededError("no response before the attempt timeout"));
+  };
 
   int status = 201;
   std::string body;
+  TimePoint commit_at = NowLocked();
   if (key.has_value()) {
     auto it = records_.find(*key);
     if (it != records_.end()) {
-      if (it->second.body != request.body) {
+      const Record& rec = it->second;
+      if (rec.fenced) {
+        return Answer(410, R"({"error":"idempotency_key_fenced"})",
+                      {{"Idempotency-Key-State", "fenced"}});
+      }
+      if (rec.body != request.body) {
         return Answer(422, R"({"error":"idempotency key reused with another payload"})");
       }
-      if (it->second.processing) return Answer(409, R"({"state":"PROCESSING"})");
-      status = it->second.status;
-      body = it->second.response_body;  // replay: no new effect
-    } else {
-      body = absl::StrCat(R"({"order_id":)", next_order_id_++, "}");
-      records_[*key] = Record{request.body, 201, body, false};
-      ++effects_[*key];
-      ++total_effects_;
+      if (InProgressLocked(rec)) {
+        return Answer(409, R"({"state":"PROCESSING"})", {{"Idempotency-Key-State", "processing"}});
+      }
+      // Replay: no new effect. Faults after the commit still apply to the
+      // response.
+      status = rec.status;
+      body = rec.response_body;
+      if (fault == OrderFault::kCommitThenHang) return hang();
+      if (fault == OrderFault::kCommitThenLoseResponse ||
+          fault == OrderFault::kDisconnectWhileProcessing ||
+          fault == OrderFault::kStoredFinalErrorThenLose) {
+        return Lost(absl::UnavailableError("connection reset"));
+      }
+      return Answer(status, body,
+                    {{"Idempotent-Replayed", "true"}, {"Idempotency-Key-State", "completed"}});
     }
+    Record rec;
+    rec.body = request.body;
+    if (fault == OrderFault::kStoredFinalErrorThenLose) {
+      rec.status = 400;
+      rec.response_body = R"({"error":"sku out of stock"})";
+      rec.creates_order = false;
+      records_[*key] = rec;
+      return Lost(absl::UnavailableError("connection reset after a final error was stored"));
+    }
+    body = absl::StrCat(R"({"order_id":)", next_order_id_++, "}");
+    commit_at = NowLocked() + processing_time_;
+    rec.status = 201;
+    rec.response_body = body;
+    rec.commit_at = commit_at;
+    records_[*key] = rec;
   } else {
     body = absl::StrCat(R"({"order_id":)", next_order_id_++, "}");
-    ++total_effects_;
+    ++unkeyed_effects_;
   }
 
+  // The work: the server commits at `commit_at`. The attempt sees it only if
+  // it waits that long.
+  const Duration work = commit_at - NowLocked();
   switch (fault) {
     case OrderFault::kCommitThenLoseResponse:
+      if (clock_ != nullptr && work > Duration::zero() && work < options.timeout) {
+        clock_->Advance(work);
+      }
       return Lost(absl::UnavailableError("connection reset after the server committed"));
     case OrderFault::kCommitThenHang:
-      if (clock_ != nullptr && options.timeout != Duration::max()) {
-        clock_->Advance(options.timeout - kLatency);
-      }
-      return Lost(absl::DeadlineExceededError("no response before the attempt timeout"));
+      return hang();
+    case OrderFault::kDisconnectWhileProcessing:
+      return Lost(absl::UnavailableError("connection reset while the server was processing"));
     case OrderFault::kInternalErrorAfterCommit:
       return Answer(500, R"({"error":"internal"})");
     case OrderFault::kInProgressThenCommit:
-      return Answer(409, R"({"state":"PROCESSING"})");
+      return Answer(409, R"({"state":"PROCESSING"})", {{"Idempotency-Key-State", "processing"}});
     default:
       break;
+  }
+  if (work > Duration::zero()) {
+    if (clock_ != nullptr && work > options.timeout - kLatency) return hang();  // a slow commit
+    if (clock_ != nullptr) clock_->Advance(work);
   }
   return Answer(status, body);
 }
 
 int SimulatedOrderServer::effects(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = effects_.find(key);
-  return it == effects_.end() ? 0 : it->second;
+  auto it = records_.find(key);
+  if (it == records_.end() || !it->second.creates_order || it->second.fenced) return 0;
+  return InProgressLocked(it->second) ? 0 : 1;
 }
 
 int SimulatedOrderServer::total_effects() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return total_effects_;
+  int n = unkeyed_effects_;
+  for (const auto& [key, rec] : records_) {
+    if (rec.creates_order && !rec.fenced && !InProgressLocked(rec)) ++n;
+  }
+  return n;
 }
 
 int SimulatedOrderServer::posts_received() const {

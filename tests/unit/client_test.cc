@@ -16,6 +16,7 @@
 namespace saferetry {
 namespace {
 
+using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
@@ -89,7 +90,8 @@ TEST_F(ClientTest, CommitThenLostIsResolvedByStatusQuery) {
   ASSERT_TRUE(r.last_response.has_value());
   EXPECT_EQ(r.last_response->status_code, 201);
   EXPECT_EQ(r.last_response->body, R"({"order_id":1})");
-  EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50)));  // full jitter, u = 0.5
+  // The poll pacing: equal jitter on a 50 ms ceiling, u = 0.5.
+  EXPECT_THAT(clock_->sleeps(), ElementsAre(microseconds(37500)));
   ASSERT_EQ(r.evidence.size(), 2u);
   EXPECT_EQ(r.evidence[0].delivery, Delivery::kMaybeDelivered);
   EXPECT_EQ(r.evidence[0].classification, AttemptClass::kAmbiguous);
@@ -114,7 +116,10 @@ TEST_F(ClientTest, SameKeyOnEveryAttemptAndQuery) {
   // The status query drops headers that describe the body.
   EXPECT_EQ(HeaderOf(sent[2].request, "Content-Type"), std::nullopt);
   EXPECT_EQ(sent[2].request.body, "");
-  EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50), milliseconds(100), milliseconds(200)));
+  // Retry backoff (full jitter, 100 ms ceiling) | poll pacing (37.5 ms) |
+  // retry backoff (200 ms ceiling).
+  EXPECT_THAT(clock_->sleeps(),
+              ElementsAre(milliseconds(50), microseconds(37500), milliseconds(100)));
 }
 
 TEST_F(ClientTest, InProgressPollsWithTheSameKey) {
@@ -125,7 +130,7 @@ TEST_F(ClientTest, InProgressPollsWithTheSameKey) {
   EXPECT_EQ(r.status_queries, 0);
   EXPECT_EQ(server_->effects(*r.idempotency_key), 1);
   EXPECT_EQ(r.evidence[0].classification, AttemptClass::kInProgress);
-  EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50)));
+  EXPECT_THAT(clock_->sleeps(), ElementsAre(microseconds(37500)));  // a poll
 }
 
 TEST_F(ClientTest, InProgressPollsByStatusQueryWhenConfigured) {
@@ -137,7 +142,7 @@ TEST_F(ClientTest, InProgressPollsByStatusQueryWhenConfigured) {
   EXPECT_TRUE(r.resolved_by_status_query);
   EXPECT_EQ(r.attempts, 1);
   EXPECT_EQ(r.status_queries, 2);
-  EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50), milliseconds(100)));
+  EXPECT_THAT(clock_->sleeps(), ElementsAre(microseconds(37500), microseconds(56250)));
 }
 
 TEST_F(ClientTest, KeyReusedWithAnotherPayloadFailsAfterOneAttempt) {
@@ -250,10 +255,11 @@ TEST_F(ClientTest, StatusQueryStillUnknownQueriesAgainThenGivesUp) {
   call.status_query.url_template = kStatus;
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
-  EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
+  EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
   EXPECT_EQ(r.attempts, 1);  // never a resend
   EXPECT_EQ(r.status_queries, 3);
-  EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50), milliseconds(100), milliseconds(200)));
+  EXPECT_THAT(clock_->sleeps(),
+              ElementsAre(microseconds(37500), microseconds(56250), microseconds(84375)));
 }
 
 TEST_F(ClientTest, StatusQueryCallback) {
@@ -347,7 +353,7 @@ TEST_F(ClientTest, RetryAfterPastTheDeadlineStopsAtOnce) {
   CallOptions call;
   call.timeout = seconds(2);
   CallResult r = Make(fake_)->Execute(Post(), call);
-  EXPECT_EQ(r.stop_reason, StopReason::kDeadlineExceeded);
+  EXPECT_EQ(r.stop_reason, StopReason::kRetryAfterBeyondDeadline);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.attempts, 1);
   EXPECT_THAT(clock_->sleeps(), IsEmpty());
@@ -393,8 +399,9 @@ TEST_F(ClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   auto sent = fake_->sent();
   ASSERT_EQ(sent.size(), 2u);
-  EXPECT_EQ(HeaderOf(sent[0].request, "X-Request-Timeout-Ms"), "1990");
-  EXPECT_EQ(HeaderOf(sent[1].request, "X-Request-Timeout-Ms"), "1690");
+  // A GET's time plan gives each attempt half of the call: (2000 - 10) / 2.
+  EXPECT_EQ(HeaderOf(sent[0].request, "X-Request-Timeout-Ms"), "995");
+  EXPECT_EQ(HeaderOf(sent[1].request, "X-Request-Timeout-Ms"), "995");
   EXPECT_EQ(HeaderOf(sent[0].request, "X-Retry-Attempt"), "attempt=1; max=3");
   EXPECT_EQ(HeaderOf(sent[1].request, "X-Retry-Attempt"), "attempt=2; max=3");
   EXPECT_EQ(r.evidence[1].deadline_remaining, milliseconds(1699));
@@ -411,7 +418,7 @@ TEST_F(ClientTest, DeadlineTooCloseAtStartSendsNothing) {
   CallOptions call;
   call.timeout = milliseconds(40);
   CallResult r = Make(fake_)->Execute(Post(), call);
-  EXPECT_EQ(r.stop_reason, StopReason::kDeadlineExceeded);
+  EXPECT_EQ(r.stop_reason, StopReason::kNoTimeForUsefulAttempt);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.attempts, 0);
   EXPECT_EQ(fake_->send_count(), 0);
@@ -582,7 +589,7 @@ TEST_F(ClientTest, ListenerSeesEveryStep) {
   call.listener = &rec;
   call.status_query.url_template = kStatus;
   CallResult r = Make(fake_)->Execute(Post(), call);
-  EXPECT_THAT(rec.events, ElementsAre("attempt 1", "end ambiguous", "wait 50", "query 1",
+  EXPECT_THAT(rec.events, ElementsAre("attempt 1", "end ambiguous", "wait 37", "query 1",
                                       "end success", "finish SUCCEEDED"));
 }
 

@@ -404,8 +404,9 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   m.name = std::string(ClientVariantName(variant));
   CallPolicy& p = m.policy;
   p.max_attempts = std::clamp(base.max_attempts, 1, kMaxAttemptsHardCap);
-  p.max_status_queries = std::clamp(base.max_status_queries, 1, kMaxAttemptsHardCap);
+  p.max_status_queries = std::clamp(base.max_status_queries, 0, kMaxStatusQueriesHardCap);
   p.backoff = base.backoff;
+  p.poll_backoff = base.poll_backoff;
   p.deadline_options = base.deadline_options;
   // A POST with an idempotency key, as saferetry sends by default.
   p.traits = RequestTraits{/*idempotent=*/false, /*safe=*/false, /*keyed=*/true};
@@ -415,6 +416,10 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   m.classifier = base.classifier;
   m.make_budget = base.make_budget ? base.make_budget : [] {
     return std::shared_ptr<RetryBudget>(std::make_shared<RatioBudget>(RatioBudgetOptions{}));
+  };
+  m.make_query_budget = base.make_query_budget ? base.make_query_budget : [] {
+    return std::shared_ptr<RetryBudget>(
+        std::make_shared<RatioBudget>(DefaultStatusQueryAllowance()));
   };
   switch (variant) {
     case ClientVariant::kNoRetry:

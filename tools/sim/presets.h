@@ -49,14 +49,18 @@ bool ParseClientVariant(std::string_view name, ClientVariant* out);
 /// query, which the model server offers.
 struct BasePolicy {
   int max_attempts = 3;
-  int max_status_queries = 5;
+  /// 0: derived from the deadline and the poll pacing, as the library does.
+  int max_status_queries = 0;
   BackoffParams backoff;
+  BackoffParams poll_backoff = DefaultPollBackoff();
   Duration timeout = std::chrono::seconds(30);
   DeadlineOptions deadline_options;
   bool status_query = true;
   bool server_deduplicates = false;
   /// Null: `RatioBudget` with its defaults.
   std::function<std::shared_ptr<RetryBudget>()> make_budget;
+  /// The status-query allowance. Null: `DefaultStatusQueryAllowance()`.
+  std::function<std::shared_ptr<RetryBudget>()> make_query_budget;
   /// Null: the default classifier.
   std::shared_ptr<const Classifier> classifier;
   /// Where the policy came from, for the report.

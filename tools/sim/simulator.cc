@@ -131,6 +131,8 @@ class Engine {
         random_(&jitter_rng_),
         budget_(config.client.make_budget ? config.client.make_budget()
                                           : std::make_shared<UnlimitedBudget>()),
+        query_budget_(config.client.make_query_budget ? config.client.make_query_budget()
+                                                      : nullptr),
         classifier_(config.client.classifier ? config.client.classifier
                                              : DefaultClassifierInstance()),
         reset_(absl::UnavailableError("connection reset after the request was sent")),
@@ -173,6 +175,7 @@ class Engine {
   SimRng jitter_rng_;
   SimRandom random_;
   std::shared_ptr<RetryBudget> budget_;
+  std::shared_ptr<RetryBudget> query_budget_;
   std::shared_ptr<const Classifier> classifier_;
   const absl::Status reset_;
   const absl::Status refused_;
@@ -308,8 +311,8 @@ void Engine::StartCall(std::int32_t client, TimePoint now) {
     policy.has_status_query = false;
     policy.server_deduplicates = false;
   }
-  budget_->OnCallStart(now);
-  c.machine = std::make_unique<CallStateMachine>(policy, budget_.get(), classifier_.get(), &random_);
+  c.machine = std::make_unique<CallStateMachine>(policy, budget_.get(), classifier_.get(), &random_,
+                                                 nullptr, query_budget_.get());
   const CallAction action = c.machine->Start(now);
   Perform(index, action, now);
 }

@@ -123,6 +123,9 @@ struct ClientModel {
   bool careless = false;
   /// Makes the shared budget, once per run. Null = `UnlimitedBudget`.
   std::function<std::shared_ptr<RetryBudget>()> make_budget;
+  /// Makes the shared status-query allowance, once per run. Null = none
+  /// (polls limited by their cap and the deadline only).
+  std::function<std::shared_ptr<RetryBudget>()> make_query_budget;
   /// Null = the default classifier.
   std::shared_ptr<const Classifier> classifier;
 };

@@ -40,7 +40,8 @@ enum class OrderFault {
   kDropBeforeCommit,
   /// The server commits the order; the response is lost (reset).
   kCommitThenLoseResponse,
-  /// The server commits the order; the client times out waiting.
+  /// The server commits the order; the client times out waiting (the
+  /// attempt hangs for its whole timeout on the fake clock).
   kCommitThenHang,
   /// 503 with `Retry-After: 1`, nothing committed.
   kUnavailable,
@@ -49,21 +50,42 @@ enum class OrderFault {
   /// The request is still running: the server answers 409 and commits the
   /// order right after (so a later poll finds it).
   kInProgressThenCommit,
+  /// The connection drops at once while the server goes on processing; it
+  /// commits after the processing time (`SetProcessingTime`). Until then
+  /// status queries and resends see 409.
+  kDisconnectWhileProcessing,
+  /// The server completes the key with a final 400 (no order) and the
+  /// response is lost: a status query answers 404 `completed`, a resend
+  /// gets the 400 replayed.
+  kStoredFinalErrorThenLose,
+  /// 503 with `Idempotency-Key-State: rejected`: refused before any work,
+  /// nothing recorded.
+  kRejectBeforeWork,
 };
 
 /// Thread-safe; also a `Transport`, so it plugs straight into a client.
+///
+/// Status answers follow docs/server-contract.md: 200 found (`completed`),
+/// 409 processing, 404 `completed` for a stored final error, 404 `fenced`,
+/// 404 `unknown`. A status query carrying `Idempotency-Key-Fence: true`
+/// fences an unknown key; any later POST with it gets 410. Replays carry
+/// `Idempotent-Replayed: true`.
 class SimulatedOrderServer final : public Transport {
  public:
-  /// `clock` may be null. `key_header` names the idempotency header.
+  /// `clock` may be null (then processing takes no time). `key_header`
+  /// names the idempotency header.
   explicit SimulatedOrderServer(std::shared_ptr<FakeClock> clock = nullptr,
                                 std::string key_header = "Idempotency-Key");
-
   /// Faults for the next POSTs, in order; later POSTs get kNone.
   void ScriptFaults(std::vector<OrderFault> faults);
-
+  /// How long the server works on a new key's POST before it commits
+  /// (default 0). An attempt whose timeout is shorter times out while the
+  /// server goes on and commits later (a slow commit); meanwhile the key is
+  /// in progress (409). Needs a clock.
+  void SetProcessingTime(Duration processing_time);
   TransportResult Send(const Request& request, const AttemptOptions& options) override;
-
   /// Orders created for `key` (must be 0 or 1 when the client is safe).
+  /// Counts commits due by the clock's current time.
   int effects(const std::string& key) const;
   /// Every order created, keyed or not.
   int total_effects() const;
@@ -76,15 +98,20 @@ class SimulatedOrderServer final : public Transport {
     std::string body;
     int status = 0;
     std::string response_body;
-    bool processing = false;
+    TimePoint commit_at{};  // in progress (409) until then
+    bool creates_order = true;
+    bool fenced = false;
   };
+  bool InProgressLocked(const Record& record) const;
+  TimePoint NowLocked() const;
+
   std::shared_ptr<FakeClock> clock_;
   std::string key_header_;
   mutable std::mutex mu_;
   std::deque<OrderFault> faults_;
+  Duration processing_time_{0};
   std::map<std::string, Record> records_;
-  std::map<std::string, int> effects_;
-  int total_effects_ = 0;
+  int unkeyed_effects_ = 0;
   int posts_ = 0;
   int queries_ = 0;
   int next_order_id_ = 1;
