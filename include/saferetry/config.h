@@ -50,6 +50,7 @@
 #include "saferetry/backoff.h"
 #include "saferetry/client.h"
 #include "saferetry/deadline.h"
+#include "saferetry/grpc_codes_classifier.h"
 #include "saferetry/idempotency.h"
 #include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
@@ -126,8 +127,9 @@ struct Policy {
   /// `saferetry.classification`: HTTP status -> class, applied first.
   std::map<int, AttemptClass> status_overrides;
   /// `retryPolicy.retryableStatusCodes`: canonical gRPC code names
-  /// ("UNAVAILABLE"). Empty together with `retryable_http_statuses` means
-  /// "not given": saferetry's default classification applies unchanged.
+  /// ("UNAVAILABLE"), as `GrpcCodesClassifierOptions::retryable_codes`.
+  /// Empty together with `retryable_http_statuses` means "not given":
+  /// saferetry's default classification applies unchanged.
   std::set<std::string> retryable_codes;
   /// HTTP statuses (400..599) listed in `retryableStatusCodes` (a saferetry
   /// extension).
@@ -174,18 +176,12 @@ CallOptions ToCallOptions(const Policy& policy);
 
 /// Writes the client-wide part of `policy` into `options`: header names,
 /// hints, a new budget of the chosen kind and the classifier (the default
-/// classifier with the overrides and the retryable-code rules). The
+/// classifier with the overrides or, when retryable codes are given, a
+/// `GrpcCodesClassifier`; saferetry/grpc_codes_classifier.h). The
 /// transport, clock and random are left alone. InvalidArgument naming the
 /// field when the policy's values are out of range (possible only for a
 /// policy built by hand).
 absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options);
-
-/// The gRPC status-code names, "OK" to "UNAUTHENTICATED", indexed by code.
-const std::vector<std::string_view>& GrpcCodeNames();
-
-/// The HTTP statuses a gRPC code name stands for in `retryableStatusCodes`
-/// (docs/configuration.md has the table); empty for unknown names.
-std::vector<int> HttpStatusesForGrpcCode(std::string_view code_name);
 
 }  // namespace saferetry
 

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
+#include "saferetry/grpc_codes_classifier.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
@@ -602,6 +603,75 @@ TEST_F(RetryableCodesTest, NotDeliveredIsAlwaysRetryableAndOverridesWin) {
   EXPECT_EQ(Classify(kWithOverride, Status(503), true).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ(Classify(kWithOverride, Status(418), false).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ(Classify(kWithOverride, Status(417), false).cls, AttemptClass::kPermanent);
+}
+
+// The same classifier without JSON.
+TEST(GrpcCodesClassifierTest, ClassifiesLikeTheJsonPolicy) {
+  GrpcCodesClassifierOptions codes;
+  codes.retryable_codes = {"UNAVAILABLE"};
+  codes.retryable_http_statuses = {418};
+  auto classifier = GrpcCodesClassifier::Create(codes);
+  ASSERT_TRUE(classifier.ok()) << classifier.status();
+  RequestTraits unsafe;
+  RequestTraits idempotent;
+  idempotent.idempotent = true;
+  auto status = [](int code) {
+    AttemptEvidence ev;
+    ev.delivery = Delivery::kResponseReceived;
+    ev.http_status = code;
+    return ev;
+  };
+  EXPECT_EQ((*classifier)->Classify(status(503), unsafe).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ((*classifier)->Classify(status(502), unsafe).cls, AttemptClass::kAmbiguous);
+  EXPECT_EQ((*classifier)->Classify(status(502), idempotent).cls,
+            AttemptClass::kRetryableTransient);
+  const Classification not_listed = (*classifier)->Classify(status(429), unsafe);
+  EXPECT_EQ(not_listed.cls, AttemptClass::kPermanent);
+  EXPECT_EQ(not_listed.reason, "not processed; its code is not in retryableStatusCodes");
+  EXPECT_EQ((*classifier)->Classify(status(418), unsafe).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ((*classifier)->Classify(status(500), idempotent).cls, AttemptClass::kAmbiguous);
+
+  AttemptEvidence reset;
+  reset.delivery = Delivery::kMaybeDelivered;
+  reset.transport_status = absl::UnavailableError("reset");
+  EXPECT_EQ((*classifier)->Classify(reset, idempotent).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ((*classifier)->Classify(reset, unsafe).cls, AttemptClass::kAmbiguous);
+
+  // Every (evidence, traits) pair classifies as the JSON policy's classifier does.
+  Policy p = MustLoad(R"({"retryPolicy": {"retryableStatusCodes": ["UNAVAILABLE", 418]}})");
+  ClientOptions o;
+  ASSERT_TRUE(ApplyToClientOptions(p, &o).ok());
+  for (int code = 100; code < 600; ++code) {
+    for (const RequestTraits& traits : {unsafe, idempotent}) {
+      EXPECT_EQ((*classifier)->Classify(status(code), traits).cls,
+                o.classifier->Classify(status(code), traits).cls)
+          << code;
+    }
+  }
+}
+
+TEST(GrpcCodesClassifierTest, CreateRefusesUnknownCodesAndStatuses) {
+  GrpcCodesClassifierOptions lower;
+  lower.retryable_codes = {"unavailable"};
+  EXPECT_EQ(GrpcCodesClassifier::Create(lower).status().message(),
+            "retryable_codes: \"unavailable\" is not a gRPC status code name other than OK "
+            "(\"UNAVAILABLE\")");
+  GrpcCodesClassifierOptions ok;
+  ok.retryable_codes = {"OK"};
+  EXPECT_EQ(GrpcCodesClassifier::Create(ok).status().code(), absl::StatusCode::kInvalidArgument);
+  GrpcCodesClassifierOptions http;
+  http.retryable_http_statuses = {399};
+  EXPECT_EQ(GrpcCodesClassifier::Create(http).status().message(),
+            "retryable_http_statuses: expected HTTP statuses 400..599, got 399");
+  http.retryable_http_statuses = {400, 599};
+  EXPECT_TRUE(GrpcCodesClassifier::Create(http).ok());
+  EXPECT_TRUE(GrpcCodesClassifier::Create({}).ok());
+
+  // A hand-built policy with a bad code name is refused by ApplyToClientOptions.
+  Policy p;
+  p.retryable_codes = {"Unavailable"};
+  ClientOptions o;
+  EXPECT_EQ(ApplyToClientOptions(p, &o).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ConfigTest, GrpcCodeMappingTable) {

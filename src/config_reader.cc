@@ -1,0 +1,491 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Reading and validating a policy document: each section of saferetry's own
+// document (and of the parts of a gRPC service config it shares), the checks
+// that span sections, LoadPolicy and LoadPolicyFile.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "config_internal.h"
+#include "saferetry/call_state_machine.h"
+#include "saferetry/config.h"
+#include "saferetry/grpc_codes_classifier.h"
+#include "saferetry/status_query.h"
+
+namespace saferetry {
+namespace config_internal {
+
+absl::Status Loader::RetryPolicy(const json& j, const std::string& path, bool grpc_required) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path,
+                                      {"maxAttempts", "initialBackoff", "maxBackoff",
+                                       "backoffMultiplier", "retryableStatusCodes",
+                                       "perAttemptRecvTimeout"}));
+  if (grpc_required) {
+    for (std::string_view f : {"maxAttempts", "initialBackoff", "maxBackoff",
+                               "backoffMultiplier", "retryableStatusCodes"}) {
+      if (!j.contains(f)) return Invalid(Child(path, f), "required in a gRPC retryPolicy");
+    }
+  }
+  if (j.contains("maxAttempts")) {
+    std::int64_t v = 0;
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxAttempts"], Child(path, "maxAttempts"), 1,
+                                      std::numeric_limits<std::int64_t>::max(), &v));
+    if (v > kMaxAttemptsHardCap) {
+      Warn(Cat(Child(path, "maxAttempts"), ": ", v, " is above the hard cap of ",
+                        kMaxAttemptsHardCap, "; clamped to ", kMaxAttemptsHardCap));
+      v = kMaxAttemptsHardCap;
+    }
+    policy->max_attempts = static_cast<int>(v);
+  }
+  if (j.contains("initialBackoff")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["initialBackoff"], Child(path, "initialBackoff"),
+                                           false, &policy->backoff.base));
+  }
+  if (j.contains("maxBackoff")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadDuration(j["maxBackoff"], Child(path, "maxBackoff"), false, &policy->backoff.cap));
+  }
+  if (policy->backoff.cap < policy->backoff.base) {
+    return Invalid(Child(path, "maxBackoff"),
+                   Cat("expected a duration >= initialBackoff (",
+                                FormatProtoDuration(policy->backoff.base), "), got \"",
+                                FormatProtoDuration(policy->backoff.cap), "\""));
+  }
+  if (j.contains("backoffMultiplier")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["backoffMultiplier"],
+                                         Child(path, "backoffMultiplier"), 1,
+                                         std::numeric_limits<double>::infinity(), false,
+                                         &policy->backoff.multiplier));
+  }
+  if (j.contains("perAttemptRecvTimeout")) {
+    Duration d{0};
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["perAttemptRecvTimeout"],
+                                           Child(path, "perAttemptRecvTimeout"), false, &d));
+    policy->deadline_options.attempt_cap = d;
+    saw_attempt_timeout = true;
+  }
+  if (j.contains("retryableStatusCodes")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        RetryableCodes(j["retryableStatusCodes"], Child(path, "retryableStatusCodes")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::RetryableCodes(const json& j, const std::string& path) {
+  if (!j.is_array() || j.empty()) return Expected(path, "a non-empty array", j);
+  const auto& names = GrpcCodeNames();
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const json& e = j[i];
+    const std::string p = Index(path, i);
+    constexpr std::string_view kWhat =
+        "a gRPC status code name other than OK (\"UNAVAILABLE\"), a code number 1..16, or an "
+        "HTTP status 400..599";
+    if (e.is_string()) {
+      const std::string name = absl::AsciiStrToUpper(e.get_ref<const std::string&>());
+      auto it = std::find(names.begin() + 1, names.end(), name);
+      if (it == names.end()) return Expected(p, kWhat, e);
+      policy->retryable_codes.insert(name);
+    } else if (e.is_number_integer()) {
+      std::int64_t v = 0;
+      if (!ReadInt(e, p, 1, 599, &v).ok() || (v > 16 && v < 400)) return Expected(p, kWhat, e);
+      if (v <= 16) {
+        policy->retryable_codes.insert(std::string(names[static_cast<std::size_t>(v)]));
+      } else {
+        policy->retryable_http_statuses.insert(static_cast<int>(v));
+      }
+    } else {
+      return Expected(p, kWhat, e);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::RetryThrottling(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"maxTokens", "tokenRatio"}));
+  saw_throttling = true;
+  // gRPC requires both fields.
+  for (std::string_view f : {"maxTokens", "tokenRatio"}) {
+    if (!j.contains(f)) return Invalid(Child(path, f), "required");
+  }
+  SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["maxTokens"], Child(path, "maxTokens"), 0.001, 1000,
+                                       false, &policy->token_throttle.max_tokens));
+  SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["tokenRatio"], Child(path, "tokenRatio"), 0.001, 1e12,
+                                       false, &policy->token_throttle.token_ratio));
+  return absl::OkStatus();
+}
+
+absl::Status Loader::Saferetry(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(
+      j, path,
+      {"jitter", "deadline", "attemptTimeout", "deadlineMargin", "minUsefulAttempt",
+       "maxStatusQueries", "statusQuery", "serverDeduplicates", "idempotency", "deadlineHeader",
+       "attemptHeader", "requestIdHeader", "maxRetryAfter", "doNotRetryHeader", "budget",
+       "ratioBudget", "costQuota", "classification"}));
+  const auto at = [&](std::string_view k) { return Child(path, k); };
+  if (j.contains("jitter")) {
+    const json& v = j["jitter"];
+    constexpr std::string_view kWhat = "one of \"none\", \"full\", \"equal\", \"decorrelated\"";
+    if (!v.is_string() || !ParseJitterKind(v.get_ref<const std::string&>(), &policy->backoff.jitter)) {
+      return Expected(at("jitter"), kWhat, v);
+    }
+  }
+  if (j.contains("deadline")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["deadline"], at("deadline"), false, &policy->timeout));
+    saw_deadline = true;
+  }
+  if (j.contains("attemptTimeout")) {
+    if (saw_attempt_timeout) {
+      return Invalid(at("attemptTimeout"), "conflicts with retryPolicy.perAttemptRecvTimeout");
+    }
+    const json& v = j["attemptTimeout"];
+    if (v.is_null()) {
+      policy->deadline_options.attempt_cap.reset();
+    } else {
+      Duration d{0};
+      if (!v.is_string() || !ReadDuration(v, at("attemptTimeout"), false, &d).ok()) {
+        return Expected(at("attemptTimeout"),
+                        "a duration > 0 like \"0.1s\" (decimal seconds, \"s\" suffix) or null",
+                        v);
+      }
+      policy->deadline_options.attempt_cap = d;
+    }
+  }
+  if (j.contains("deadlineMargin")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["deadlineMargin"], at("deadlineMargin"), true,
+                                           &policy->deadline_options.margin));
+  }
+  if (j.contains("minUsefulAttempt")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["minUsefulAttempt"], at("minUsefulAttempt"), false,
+                                           &policy->deadline_options.min_useful_attempt));
+  }
+  if (j.contains("maxStatusQueries")) {
+    std::int64_t v = 0;
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxStatusQueries"], at("maxStatusQueries"), 1,
+                                      std::numeric_limits<std::int64_t>::max(), &v));
+    if (v > kMaxAttemptsHardCap) {
+      Warn(Cat(at("maxStatusQueries"), ": ", v, " is above the hard cap of ",
+                        kMaxAttemptsHardCap, "; clamped to ", kMaxAttemptsHardCap));
+      v = kMaxAttemptsHardCap;
+    }
+    policy->max_status_queries = static_cast<int>(v);
+  }
+  if (j.contains("statusQuery")) SAFERETRY_RETURN_IF_ERROR(StatusQueryObject(j["statusQuery"], at("statusQuery")));
+  if (j.contains("serverDeduplicates")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadBool(j["serverDeduplicates"], at("serverDeduplicates"), &policy->server_deduplicates));
+  }
+  if (j.contains("idempotency")) SAFERETRY_RETURN_IF_ERROR(IdempotencyObject(j["idempotency"], at("idempotency")));
+  if (j.contains("deadlineHeader")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadHeaderName(j["deadlineHeader"], at("deadlineHeader"), true, &policy->deadline_header));
+  }
+  if (j.contains("attemptHeader")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadHeaderName(j["attemptHeader"], at("attemptHeader"), true, &policy->attempt_header));
+  }
+  if (j.contains("requestIdHeader")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadHeaderName(j["requestIdHeader"], at("requestIdHeader"), true,
+                                             &policy->request_id_header));
+  }
+  if (j.contains("maxRetryAfter")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["maxRetryAfter"], at("maxRetryAfter"), false,
+                                           &policy->hints.max_retry_after));
+  }
+  if (j.contains("doNotRetryHeader")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadHeaderName(j["doNotRetryHeader"], at("doNotRetryHeader"), true,
+                                             &policy->hints.do_not_retry_header));
+  }
+  if (j.contains("budget")) {
+    const json& v = j["budget"];
+    constexpr std::string_view kWhat =
+        "one of \"ratio\", \"tokenThrottle\", \"costQuota\", \"none\"";
+    if (!v.is_string()) return Expected(at("budget"), kWhat, v);
+    const std::string& name = v.get_ref<const std::string&>();
+    bool found = false;
+    for (BudgetKind k : {BudgetKind::kRatio, BudgetKind::kTokenThrottle, BudgetKind::kCostQuota,
+                         BudgetKind::kNone}) {
+      if (name == BudgetKindName(k)) {
+        policy->budget = k;
+        found = true;
+      }
+    }
+    if (!found) return Expected(at("budget"), kWhat, v);
+    saw_budget_name = true;
+  }
+  if (j.contains("ratioBudget")) SAFERETRY_RETURN_IF_ERROR(Ratio(j["ratioBudget"], at("ratioBudget")));
+  if (j.contains("costQuota")) SAFERETRY_RETURN_IF_ERROR(Quota(j["costQuota"], at("costQuota")));
+  if (j.contains("classification")) {
+    SAFERETRY_RETURN_IF_ERROR(ClassificationObject(j["classification"], at("classification")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::StatusQueryObject(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"urlTemplate"}));
+  if (!j.contains("urlTemplate")) return absl::OkStatus();
+  const std::string p = Child(path, "urlTemplate");
+  std::string t;
+  SAFERETRY_RETURN_IF_ERROR(ReadString(j["urlTemplate"], p, &t));
+  if (!t.empty()) {
+    constexpr std::string_view kWhat = "an absolute http(s) URL containing {key}, or \"\"";
+    if (t.find("{key}") == std::string::npos) return Expected(p, kWhat, j["urlTemplate"]);
+    StatusQuery q;
+    q.url_template = t;
+    if (!ValidateStatusQuery(q).ok()) return Expected(p, kWhat, j["urlTemplate"]);
+  }
+  policy->status_query_url_template = std::move(t);
+  return absl::OkStatus();
+}
+
+absl::Status Loader::IdempotencyObject(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"header", "form", "mode"}));
+  if (j.contains("header")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadHeaderName(j["header"], Child(path, "header"), false, &policy->idempotency_header));
+  }
+  if (j.contains("form")) {
+    const json& v = j["form"];
+    const std::string s = v.is_string() ? v.get<std::string>() : std::string();
+    if (s == "bare") {
+      policy->key_form = KeyForm::kBare;
+    } else if (s == "quotedString") {
+      policy->key_form = KeyForm::kQuotedString;
+    } else {
+      return Expected(Child(path, "form"), "one of \"bare\", \"quotedString\"", v);
+    }
+  }
+  if (j.contains("mode")) {
+    const json& v = j["mode"];
+    const std::string s = v.is_string() ? v.get<std::string>() : std::string();
+    if (s == "auto") {
+      policy->key_mode = KeyMode::kAuto;
+    } else if (s == "always") {
+      policy->key_mode = KeyMode::kAlways;
+    } else if (s == "never") {
+      policy->key_mode = KeyMode::kNever;
+    } else {
+      return Expected(Child(path, "mode"), "one of \"auto\", \"always\", \"never\"", v);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::Ratio(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"percent", "minPerSecond", "window"}));
+  saw_ratio = true;
+  RatioBudgetOptions& o = policy->ratio_budget;
+  if (j.contains("percent")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["percent"], Child(path, "percent"), 0, 1, false, &o.percent));
+  }
+  if (j.contains("minPerSecond")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["minPerSecond"], Child(path, "minPerSecond"), 0, 1e9,
+                                         false, &o.min_per_second));
+  }
+  if (j.contains("window")) {
+    const std::string p = Child(path, "window");
+    Duration d{0};
+    constexpr std::string_view kWhat = "a duration in [1s, 86400s] like \"10s\"";
+    if (!ReadDuration(j["window"], p, false, &d).ok() || d < std::chrono::seconds(1) ||
+        d > std::chrono::hours(24)) {
+      return Expected(p, kWhat, j["window"]);
+    }
+    o.window = d;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::Quota(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(
+      CheckKeys(j, path, {"capacity", "retryCost", "timeoutCost", "successIncrement"}));
+  saw_quota = true;
+  CostQuotaOptions& o = policy->cost_quota;
+  constexpr std::int64_t kMax = std::int64_t{1} << 40;
+  struct Field {
+    std::string_view name;
+    std::int64_t min;
+    std::int64_t* out;
+  };
+  for (const Field& f : {Field{"capacity", 1, &o.capacity}, Field{"retryCost", 1, &o.retry_cost},
+                         Field{"timeoutCost", 1, &o.timeout_cost},
+                         Field{"successIncrement", 0, &o.success_increment}}) {
+    if (j.contains(f.name)) {
+      SAFERETRY_RETURN_IF_ERROR(ReadInt(j[std::string(f.name)], Child(path, f.name), f.min, kMax, f.out));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::ClassificationObject(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string p = Child(path, it.key());
+    const std::string& key = it.key();
+    const bool digits = key.size() == 3 && std::all_of(key.begin(), key.end(), [](char c) {
+                          return c >= '0' && c <= '9';
+                        });
+    const int status = digits ? std::stoi(key) : 0;
+    if (status < 100 || status > 599) {
+      return Invalid(p, "expected an HTTP status 100..599 as the field name");
+    }
+    constexpr std::string_view kWhat =
+        "one of \"success\", \"permanent\", \"precondition_failed\", \"in_progress\", "
+        "\"retryable_transient\", \"ambiguous\"";
+    const json& v = it.value();
+    if (!v.is_string()) return Expected(p, kWhat, v);
+    bool found = false;
+    for (AttemptClass c : {AttemptClass::kSuccess, AttemptClass::kPermanent,
+                           AttemptClass::kPreconditionFailed, AttemptClass::kInProgress,
+                           AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous}) {
+      if (v.get_ref<const std::string&>() == AttemptClassName(c)) {
+        policy->status_overrides[status] = c;
+        found = true;
+      }
+    }
+    if (!found) return Expected(p, kWhat, v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::ResolveBudget() {
+  const int objects = int{saw_throttling} + int{saw_ratio} + int{saw_quota};
+  if (objects > 1) {
+    return Invalid("$.saferetry.budget",
+                   "retryThrottling, saferetry.ratioBudget and saferetry.costQuota are "
+                   "alternatives; give at most one");
+  }
+  BudgetKind implied = BudgetKind::kRatio;
+  if (saw_throttling) implied = BudgetKind::kTokenThrottle;
+  if (saw_quota) implied = BudgetKind::kCostQuota;
+  if (!saw_budget_name) {
+    policy->budget = implied;
+    return absl::OkStatus();
+  }
+  if (objects == 1 && policy->budget != implied) {
+    return Invalid("$.saferetry.budget",
+                   Cat("expected \"", BudgetKindName(implied),
+                                "\" to match the budget object given, got \"",
+                                BudgetKindName(policy->budget), "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace config_internal
+
+namespace {
+
+using config_internal::Cat;
+using config_internal::CheckKeys;
+using config_internal::Expected;
+using config_internal::FormatProtoDuration;
+using config_internal::json;
+using config_internal::kMaxDocumentBytes;
+using config_internal::Loader;
+using config_internal::LoadServiceConfig;
+
+std::string MalformedMessage(std::string_view text) {
+  // The SAX pass reports where the parser stopped, without exceptions.
+  struct Sax : json::json_sax_t {
+    std::string message;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
+      message = ex.what();
+      return false;
+    }
+  } sax;
+  json::sax_parse(text.begin(), text.end(), &sax);
+  std::string_view m = sax.message;
+  // "[json.exception.parse_error.101] parse error at line 1, column 5: ..."
+  const std::size_t at = m.find(" at line ");
+  if (at != std::string_view::npos) m.remove_prefix(at + 4);
+  if (m.empty()) m = "not valid JSON";
+  return Cat("$: malformed JSON: ", m);
+}
+
+}  // namespace
+
+absl::StatusOr<Policy> LoadPolicy(std::string_view text, const LoadOptions& options) {
+  if (text.size() > kMaxDocumentBytes) {
+    return absl::InvalidArgumentError(
+        Cat("$: document too large (", text.size(), " bytes; the limit is ",
+                     kMaxDocumentBytes, ")"));
+  }
+  const json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError(MalformedMessage(text));
+  if (!doc.is_object()) return Expected("$", "an object", doc);
+
+  Policy policy;
+  Loader loader{&policy};
+  if (doc.contains("methodConfig")) {
+    SAFERETRY_RETURN_IF_ERROR(LoadServiceConfig(doc, options, loader));
+  } else {
+    SAFERETRY_RETURN_IF_ERROR(CheckKeys(doc, "$", {"retryPolicy", "retryThrottling", "saferetry"}));
+    if (doc.contains("retryPolicy")) {
+      SAFERETRY_RETURN_IF_ERROR(loader.RetryPolicy(doc["retryPolicy"], "$.retryPolicy", false));
+    }
+    if (doc.contains("retryThrottling")) {
+      SAFERETRY_RETURN_IF_ERROR(loader.RetryThrottling(doc["retryThrottling"], "$.retryThrottling"));
+    }
+    if (doc.contains("saferetry")) {
+      SAFERETRY_RETURN_IF_ERROR(loader.Saferetry(doc["saferetry"], "$.saferetry"));
+    }
+  }
+  SAFERETRY_RETURN_IF_ERROR(loader.ResolveBudget());
+  if (policy.deadline_options.attempt_cap.has_value() &&
+      *policy.deadline_options.attempt_cap > policy.timeout) {
+    policy.warnings.push_back(Cat(
+        "$.saferetry.attemptTimeout: ", FormatProtoDuration(*policy.deadline_options.attempt_cap),
+        " is longer than the deadline ", FormatProtoDuration(policy.timeout),
+        "; the deadline bounds every attempt"));
+  }
+  return policy;
+}
+
+absl::StatusOr<Policy> LoadPolicyFile(const std::string& path, const LoadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return absl::InvalidArgumentError(Cat(
+        path, ": cannot open: ", std::error_code(err, std::generic_category()).message()));
+  }
+  std::string text;
+  char buf[4096];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxDocumentBytes) break;
+  }
+  if (in.bad()) return absl::InvalidArgumentError(Cat(path, ": cannot read"));
+  absl::StatusOr<Policy> p = LoadPolicy(text, options);
+  if (!p.ok()) {
+    return absl::Status(p.status().code(), Cat(path, ": ", p.status().message()));
+  }
+  return p;
+}
+
+}  // namespace saferetry
