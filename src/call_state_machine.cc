@@ -358,7 +358,8 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   RetryBudget* charged = budget_;
   if (poll) charged = query_budget_;
   if (charged != nullptr) {
-    const BudgetDecision decision = charged->OnFailureTryRetry(cls, now);
+    const BudgetDecision decision =
+        charged->OnFailureTryRetry(cls, IsThrottling(result_.evidence.back()), now);
     if (!decision.allowed) return FinishFailure(StopReason::kBudgetExhausted, now);
     if (charged == budget_) last_retry_cost_ = decision.cost;
     pending_charge_ = decision;

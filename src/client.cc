@@ -161,7 +161,14 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
       key = options.idempotency_key;
     } else if (options.key_mode == KeyMode::kAlways ||
                (options.key_mode == KeyMode::kAuto && !idempotent)) {
-      key = GenerateUuidV4(*options_.random);
+      if (options_.key_source == ClientOptions::KeySource::kRandomSeam) {
+        key = GenerateUuidV4(*options_.random);
+      } else {
+        absl::StatusOr<std::string> minted = MintIdempotencyKey();
+        // Could not even start: nothing is sent without a key.
+        if (!minted.ok()) return InvalidCall(Prefixed("idempotency key: ", minted.status()));
+        key = *std::move(minted);
+      }
       key_minted = true;
     }
   }

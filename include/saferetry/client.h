@@ -113,8 +113,14 @@ struct ClientOptions {
   std::shared_ptr<Transport> transport;
   /// Default `SystemClock()`.
   std::shared_ptr<Clock> clock;
-  /// Default `DefaultRandom()`.
+  /// Jitter samples. Default `DefaultRandom()`.
   std::shared_ptr<Random> random;
+  /// Where minted idempotency keys come from. Default: the operating
+  /// system's CSPRNG (`MintIdempotencyKey`, getrandom): a key an attacker can
+  /// predict can be replayed or poisoned. Tests that want reproducible keys
+  /// set `kRandomSeam` to draw them from `random`.
+  enum class KeySource { kOperatingSystem, kRandomSeam };
+  KeySource key_source = KeySource::kOperatingSystem;
   /// Shared by every call. Default: `RatioBudget` with 10 % + 10/s over 10 s.
   std::shared_ptr<RetryBudget> budget;
   /// The status-query allowance, shared by every call: polls (status

@@ -61,6 +61,7 @@ class ClientTest : public ::testing::Test {
     o.clock = clock_;
     o.random = random_;
     o.budget = budget ? budget : std::make_shared<UnlimitedBudget>();
+    o.status_query_budget = std::make_shared<UnlimitedBudget>();
     auto c = Client::Create(std::move(o));
     EXPECT_TRUE(c.ok()) << c.status();
     return *std::move(c);
@@ -496,9 +497,30 @@ TEST_F(ClientTest, CancelledDuringAWaitStopsBeforeTheNextAttempt) {
   EXPECT_EQ(fake_->send_count(), 1);
 }
 
-TEST_F(ClientTest, KeyIsAUuidV4FromTheRandomSeam) {
+TEST_F(ClientTest, KeyIsAUuidV4FromTheOperatingSystemByDefault) {
+  fake_->Push(Step::Respond(201)).Push(Step::Respond(201));
+  auto client = Make(fake_);
+  CallResult a = client->Execute(Post(), CallOptions{});
+  CallResult b = client->Execute(Post(), CallOptions{});
+  ASSERT_TRUE(a.idempotency_key.has_value());
+  ASSERT_TRUE(b.idempotency_key.has_value());
+  EXPECT_THAT(*a.idempotency_key,
+              ::testing::MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
+  EXPECT_NE(*a.idempotency_key, *b.idempotency_key);
+  // Not drawn from the injected random seam (which would repeat the seed's key).
+  EXPECT_NE(*a.idempotency_key, GenerateUuidV4(*std::make_shared<ScriptedRandom>()));
+}
+
+TEST_F(ClientTest, KeyIsAUuidV4FromTheRandomSeamWhenAsked) {
   fake_->Push(Step::Respond(201));
-  CallResult r = Make(fake_)->Execute(Post(), CallOptions{});
+  ClientOptions o;
+  o.transport = fake_;
+  o.clock = clock_;
+  o.random = random_;
+  o.key_source = ClientOptions::KeySource::kRandomSeam;
+  auto client = Client::Create(std::move(o));
+  ASSERT_TRUE(client.ok());
+  CallResult r = (*client)->Execute(Post(), CallOptions{});
   ASSERT_TRUE(r.idempotency_key.has_value());
   EXPECT_THAT(*r.idempotency_key,
               ::testing::MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
