@@ -1,0 +1,80 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// One exchange on a libcurl easy handle as its callbacks see it: the request
+// body handed out, the resend guard, the response's status line, headers and
+// body as they arrive, and the evidence the transport turns into a delivery.
+
+#ifndef SAFERETRY_SRC_CURL_CURL_EXCHANGE_H_
+#define SAFERETRY_SRC_CURL_CURL_EXCHANGE_H_
+
+#include <curl/curl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "saferetry/cancellation.h"
+#include "saferetry/request.h"
+
+namespace saferetry {
+namespace internal {
+
+// Everything the callbacks of one curl_easy_perform read or write. Lives in
+// the pooled handle, reset before each perform.
+struct Exchange {
+  // Request side.
+  const std::string* body = nullptr;
+  std::size_t body_offset = 0;
+  bool unsafe = false;  // Not safe to repeat: libcurl must not resend it.
+  const CancellationToken* cancellation = nullptr;
+  std::size_t max_body = 0;
+
+  // Evidence.
+  int prereq_calls = 0;         // Requests curl started on a connection.
+  bool resend_blocked = false;  // The pre-request guard refused a resend.
+  bool cancelled = false;       // The xferinfo callback aborted.
+  bool any_response_byte = false;
+  bool final_headers_done = false;  // Blank line after a non-1xx status.
+
+  // Response side.
+  int status_code = 0;
+  Headers headers;
+  std::string response_body;
+  bool truncated = false;
+  std::uint64_t expected_length = 0;  // Content-Length, 0 = unknown.
+
+  void Reset(const std::string* request_body, bool is_unsafe,
+             const CancellationToken* token, std::size_t cap) {
+    body = request_body;
+    body_offset = 0;
+    unsafe = is_unsafe;
+    cancellation = token;
+    max_body = cap;
+    prereq_calls = 0;
+    resend_blocked = false;
+    cancelled = false;
+    any_response_byte = false;
+    final_headers_done = false;
+    status_code = 0;
+    headers.clear();
+    response_body.clear();
+    truncated = false;
+    expected_length = 0;
+  }
+};
+
+// The callbacks; each takes the handle's `Exchange` as its user pointer.
+extern "C" std::size_t OnHeader(char* data, std::size_t size, std::size_t n, void* userp);
+extern "C" std::size_t OnBody(char* data, std::size_t size, std::size_t n, void* userp);
+extern "C" std::size_t OnRead(char* buffer, std::size_t size, std::size_t n, void* userp);
+extern "C" int OnSeek(void* userp, curl_off_t offset, int origin);
+extern "C" int OnXferInfo(void* userp, curl_off_t, curl_off_t, curl_off_t, curl_off_t);
+extern "C" int OnPrereq(void* userp, char*, char*, int, int);
+
+// Moves the final response out of `ex`, leaving `ex` empty.
+Response TakeResponse(Exchange& ex);
+
+}  // namespace internal
+}  // namespace saferetry
+
+#endif  // SAFERETRY_SRC_CURL_CURL_EXCHANGE_H_

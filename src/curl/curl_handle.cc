@@ -1,0 +1,235 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Easy-handle setup per handle and per hop, and what is read back from it.
+
+#include "curl_handle.h"
+
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace saferetry {
+namespace internal {
+namespace {
+
+// libcurl 7.88 sends a POSTFIELDS body of less than 64 KiB together with the
+// headers; above that it streams the body, and the read callback path costs
+// nothing extra.
+constexpr std::size_t kInPlaceBodyLimit = 64 * 1024;
+
+bool IsCredentialHeader(absl::string_view name) {
+  return absl::EqualsIgnoreCase(name, "Authorization") ||
+         absl::EqualsIgnoreCase(name, "Cookie") ||
+         absl::EqualsIgnoreCase(name, "Proxy-Authorization");
+}
+
+bool HasHeader(const Headers& headers, const Headers* extra, absl::string_view name) {
+  for (const auto& h : headers) {
+    if (absl::EqualsIgnoreCase(h.first, name)) return true;
+  }
+  if (extra != nullptr) {
+    for (const auto& h : *extra) {
+      if (absl::EqualsIgnoreCase(h.first, name)) return true;
+    }
+  }
+  return false;
+}
+
+Duration Micros(curl_off_t us) { return std::chrono::microseconds(us); }
+
+// Ceil to whole milliseconds, at least 1: curl's resolution.
+long TimeoutMillis(Duration timeout) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+  if (ms < 1) ms = 1;
+  if (ms > static_cast<decltype(ms)>(INT32_MAX)) ms = INT32_MAX;
+  return static_cast<long>(ms);
+}
+
+void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptions& options,
+                     const Hop& hop, bool uses_body) {
+  const Headers* extra = options.extra_headers;
+  // libcurl would add "Expect: 100-continue" to large uploads (a round trip
+  // of latency, up to 1 s against servers that ignore it) and a form
+  // Content-Type to every POST: an empty "Name:" line removes its default.
+  const bool drop_expect = !HasHeader(request.headers, extra, "Expect");
+  const bool drop_content_type = uses_body && !HasHeader(request.headers, extra, "Content-Type");
+
+  std::size_t total = 0;
+  auto measure = [&](const Headers& hs) {
+    for (const auto& hd : hs) total += hd.first.size() + hd.second.size() + 3;
+  };
+  measure(request.headers);
+  if (extra != nullptr) measure(*extra);
+  total += sizeof("Expect:") + sizeof("Content-Type:");
+
+  h.header_text.clear();
+  if (h.header_text.capacity() < total) h.header_text.reserve(total);
+  h.header_offsets.clear();
+  auto add_line = [&](std::string_view name, std::string_view value, bool remove_default) {
+    h.header_offsets.push_back(h.header_text.size());
+    h.header_text.append(name.data(), name.size());
+    if (remove_default) {
+      h.header_text.push_back(':');
+    } else if (value.empty()) {
+      h.header_text.push_back(';');  // curl's syntax for "send with an empty value".
+    } else {
+      h.header_text.append(": ");
+      h.header_text.append(value.data(), value.size());
+    }
+    h.header_text.push_back('\0');
+  };
+  auto add_all = [&](const Headers& hs) {
+    for (const auto& hd : hs) {
+      if (hop.strip_credentials && IsCredentialHeader(hd.first)) continue;
+      add_line(hd.first, hd.second, false);
+    }
+  };
+  add_all(request.headers);
+  if (extra != nullptr) add_all(*extra);
+  if (drop_expect) add_line("Expect", {}, true);
+  if (drop_content_type) add_line("Content-Type", {}, true);
+
+  const std::size_t count = h.header_offsets.size();
+  h.header_nodes.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    h.header_nodes[i].data = &h.header_text[h.header_offsets[i]];
+    h.header_nodes[i].next = (i + 1 < count) ? &h.header_nodes[i + 1] : nullptr;
+  }
+  curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, count > 0 ? h.header_nodes.data() : nullptr);
+}
+
+}  // namespace
+
+std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& options) {
+  auto h = std::make_unique<PooledHandle>();
+  h->curl = curl_easy_init();
+  if (h->curl == nullptr) return nullptr;
+  CURL* c = h->curl;
+  void* ex = &h->exchange;
+  // Options that never change for this handle.
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->error);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, ex);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, ex);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, &OnRead);
+  curl_easy_setopt(c, CURLOPT_READDATA, ex);
+  curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, &OnSeek);
+  curl_easy_setopt(c, CURLOPT_SEEKDATA, ex);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnXferInfo);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, ex);
+  curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, &OnPrereq);
+  curl_easy_setopt(c, CURLOPT_PREREQDATA, ex);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  // Redirects are followed by Send() itself, hop by hop, so each hop gets
+  // the resend guard and credentials are dropped on a host change.
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L);
+  curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, options.user_agent.c_str());
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
+  if (!options.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_file.c_str());
+  return h;
+}
+
+void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& options,
+                const Hop& hop, Duration timeout, std::size_t max_response_body) {
+  CURL* c = h.curl;
+  h.exchange.Reset(hop.body, hop.unsafe, options.cancellation, max_response_body);
+  h.error[0] = '\0';
+
+  curl_easy_setopt(c, CURLOPT_URL, hop.url->c_str());
+  const bool is_head = hop.method == "HEAD";
+  const bool is_post = hop.method == "POST";
+  const bool uses_body = !is_head && (is_post || !hop.body->empty());
+  // Every per-request option is set on every call, so nothing leaks from the
+  // previous user of the pooled handle.
+  if (is_head) {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (!uses_body) {
+    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    // Always a Content-Length, never a chunked upload.
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(hop.body->size()));
+    // Bodies are handed to curl in place, which lets it write a small body
+    // in the same send() as the headers. An unsafe request's resend is
+    // refused by OnPrereq. Large unsafe bodies (which curl streams after the
+    // headers anyway) also go through OnRead with no working seek, a second
+    // barrier: a resend must rewind first, and cannot.
+    const bool stream = hop.unsafe && hop.body->size() > kInPlaceBodyLimit;
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, stream ? nullptr : hop.body->data());
+  }
+  // Any other method rides on the GET or POST machinery (libcurl copies the
+  // string).
+  const bool custom = !is_head && hop.method != (uses_body ? "POST" : "GET");
+  if (custom) {
+    const std::string method(hop.method);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  } else {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, nullptr);
+  }
+
+  BuildHeaderList(h, request, options, hop, uses_body);
+
+  if (timeout == Duration::max()) {
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 0L);
+  } else {
+    const long ms = TimeoutMillis(timeout);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
+  }
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, options.cancellation != nullptr ? 0L : 1L);
+}
+
+PhaseTimings ReadTimings(CURL* c, Duration offset) {
+  curl_off_t dns = 0, connect = 0, tls = 0, first = 0, total = 0;
+  curl_easy_getinfo(c, CURLINFO_NAMELOOKUP_TIME_T, &dns);
+  curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect);
+  curl_easy_getinfo(c, CURLINFO_APPCONNECT_TIME_T, &tls);
+  curl_easy_getinfo(c, CURLINFO_STARTTRANSFER_TIME_T, &first);
+  curl_easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &total);
+  PhaseTimings t;
+  auto at = [&](curl_off_t us) { return us > 0 ? offset + Micros(us) : Duration(0); };
+  t.dns = at(dns);
+  t.connect = at(connect);
+  t.tls = at(tls);
+  t.first_byte = at(first);
+  t.total = offset + Micros(total);
+  return t;
+}
+
+std::string Origin(const std::string& url) {
+  CURLU* u = curl_url();
+  if (u == nullptr) return std::string();
+  std::string origin;
+  if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    char* scheme = nullptr;
+    char* host = nullptr;
+    char* port = nullptr;
+    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    curl_url_get(u, CURLUPART_HOST, &host, 0);
+    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+    if (scheme != nullptr && host != nullptr && port != nullptr) {
+      origin = absl::StrCat(absl::AsciiStrToLower(scheme), "://", absl::AsciiStrToLower(host),
+                            ":", port);
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+  }
+  curl_url_cleanup(u);
+  return origin;
+}
+
+}  // namespace internal
+}  // namespace saferetry

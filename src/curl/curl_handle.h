@@ -1,0 +1,79 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Setting up a pooled easy handle: the options fixed for its life, and for
+// each request on the wire (one redirect hop) the method, body, header list
+// and timeouts. Also what is read back from the handle afterwards: phase
+// timings, and the origin of a URL for the cross-host redirect check.
+
+#ifndef SAFERETRY_SRC_CURL_CURL_HANDLE_H_
+#define SAFERETRY_SRC_CURL_CURL_HANDLE_H_
+
+#include <curl/curl.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "curl_exchange.h"
+#include "saferetry/curl_transport.h"
+#include "saferetry/request.h"
+#include "saferetry/result.h"
+#include "saferetry/transport.h"
+
+namespace saferetry {
+namespace internal {
+
+// An easy handle and the buffers reused with it.
+struct PooledHandle {
+  CURL* curl = nullptr;
+  Exchange exchange;
+  // The request header list, built in place: libcurl reads but does not
+  // copy CURLOPT_HTTPHEADER, so nodes point into header_text, and neither
+  // buffer shrinks between calls (no allocation in steady state).
+  std::string header_text;
+  std::vector<curl_slist> header_nodes;
+  std::vector<std::size_t> header_offsets;
+  char error[CURL_ERROR_SIZE] = {0};
+
+  PooledHandle() = default;
+  PooledHandle(const PooledHandle&) = delete;
+  PooledHandle& operator=(const PooledHandle&) = delete;
+  ~PooledHandle() {
+    if (curl != nullptr) curl_easy_cleanup(curl);
+  }
+};
+
+// What one request on the wire looks like (a redirect hop may differ from
+// the original request).
+struct Hop {
+  std::string_view method;
+  const std::string* url = nullptr;
+  const std::string* body = nullptr;
+  bool unsafe = false;
+  bool strip_credentials = false;
+};
+
+// A new easy handle with every option that never changes for it set (the
+// callbacks, protocols, no automatic redirects, TCP_NODELAY, TLS); nullptr
+// when curl_easy_init fails.
+std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& options);
+
+// Resets the handle's exchange and sets every per-request option for `hop`,
+// so nothing leaks from the previous user of the pooled handle. `timeout` is
+// Duration::max() for none. Then curl_easy_perform may run.
+void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& options,
+                const Hop& hop, Duration timeout, std::size_t max_response_body);
+
+// The phase timings of the last perform, shifted by `offset` (the time spent
+// on earlier hops).
+PhaseTimings ReadTimings(CURL* c, Duration offset);
+
+// scheme://host:port of an absolute URL, lower case; empty when unparsable.
+std::string Origin(const std::string& url);
+
+}  // namespace internal
+}  // namespace saferetry
+
+#endif  // SAFERETRY_SRC_CURL_CURL_HANDLE_H_
