@@ -3,13 +3,16 @@
 #include "orders_service/orders_service.h"
 
 #include <httplib.h>
-#include <openssl/evp.h>
 
+#include <cstdlib>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "orders_service/outbox_relay.h"
 
 namespace saferetry {
 namespace example {
@@ -26,15 +29,6 @@ void Answer(httplib::Response& res, int status, const std::string& body) {
 void AnswerError(httplib::Response& res, int status, std::string_view code,
                  std::string_view message) {
   Answer(res, status, nlohmann::json{{"error", code}, {"message", message}}.dump());
-}
-
-// Keys and tenants: 1 to 255 visible ASCII characters, as the client checks.
-bool ValidToken(std::string_view s) {
-  if (s.empty() || s.size() > 255) return false;
-  for (char c : s) {
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
 }
 
 // The body of a valid order, or the stored 400 answer describing what is wrong.
@@ -72,41 +66,19 @@ ParsedOrder ParseOrder(const std::string& body) {
   return ParsedOrder{std::move(order), {}};
 }
 
-// The remaining time an inbound request grants, in milliseconds: 1 to 18
-// ASCII digits.
-std::optional<std::int64_t> ParseDeadlineMillis(const std::string& value) {
-  if (value.empty() || value.size() > 18) return std::nullopt;
-  std::int64_t n = 0;
-  for (char c : value) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + (c - '0');
-  }
-  return n;
+std::optional<std::string> HeaderOrNull(const httplib::Request& req, std::string_view name) {
+  const std::string n(name);
+  if (!req.has_header(n)) return std::nullopt;
+  return req.get_header_value(n);
 }
 
-std::string TenantOf(const httplib::Request& req) {
-  std::string tenant = req.get_header_value(std::string(kTenantHeader));
-  return tenant.empty() ? std::string(kDefaultTenant) : tenant;
+void Send(httplib::Response& res, const server::Answer& a) {
+  res.status = a.status;
+  for (const auto& [name, value] : a.headers) res.set_header(name, value);
+  res.set_content(a.body, a.content_type);
 }
 
 }  // namespace
-
-std::string RequestDigest(std::string_view method, std::string_view path, std::string_view body) {
-  std::string input;
-  input.reserve(method.size() + path.size() + body.size() + 2);
-  input.append(method).append("\n").append(path).append("\n").append(body);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(input.data(), input.size(), md, &len, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 0xf]);
-  }
-  return out;
-}
 
 absl::StatusOr<std::unique_ptr<OrdersService>> OrdersService::Create(ServiceOptions options) {
   if (options.threads <= 0) {
@@ -120,15 +92,29 @@ absl::StatusOr<std::unique_ptr<OrdersService>> OrdersService::Create(ServiceOpti
     return absl::InvalidArgumentError(absl::StrCat("reap_interval: must be >= 0, got ",
                                                    options.reap_interval.count(), "ms"));
   }
-  if (!options.clock) options.clock = RealServiceClock();
+  if (options.relay_interval.count() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("relay_interval: must be >= 0, got ",
+                                                   options.relay_interval.count(), "ms"));
+  }
+  if (!options.clock) options.clock = SystemClock();
   auto store = OrdersStore::Open(options.store, options.clock);
   if (!store.ok()) return store.status();
-  return std::unique_ptr<OrdersService>(new OrdersService(std::move(options), *std::move(store)));
+  server::HandlerOptions handler_options;
+  handler_options.operation = std::string(kCreateOrderOperation);
+  handler_options.expected_work = options.processing_delay;
+  handler_options.clock = options.clock;
+  auto handler =
+      server::IdempotentHandler::Create((*store)->shared_idempotency(), std::move(handler_options));
+  if (!handler.ok()) return handler.status();
+  return std::unique_ptr<OrdersService>(
+      new OrdersService(std::move(options), *std::move(store), *std::move(handler)));
 }
 
-OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store)
+OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store,
+                             std::unique_ptr<server::IdempotentHandler> handler)
     : options_(std::move(options)),
       store_(std::move(store)),
+      handler_(std::move(handler)),
       server_(std::make_unique<httplib::Server>()) {
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -138,6 +124,8 @@ OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore
   });
   server_->Get(R"(/orders/by-key/(.+))", [this](const httplib::Request& req,
                                                 httplib::Response& res) { HandleStatus(req, res); });
+  server_->Post("/events/order-created", [this](const httplib::Request& req,
+                                                httplib::Response& res) { HandleEvent(req, res); });
   server_->Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
     HandleStats(res);
   });
@@ -172,7 +160,20 @@ absl::StatusOr<int> OrdersService::Start() {
   for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (options_.reap_interval.count() > 0) reaper_ = std::thread([this] { ReaperLoop(); });
+  if (options_.reap_interval.count() > 0) {
+    reaper_ = std::thread([this] {
+      // A failed pass is retried at the next interval.
+      BackgroundLoop(options_.reap_interval, [this] { (void)store_->idempotency().Reap(); });
+    });
+  }
+  if (options_.relay_interval.count() > 0) {
+    relay_ = std::thread([this] {
+      RelayOptions relay_options;
+      relay_options.port = port_;
+      OutboxRelay relay(store_.get(), relay_options);
+      BackgroundLoop(options_.relay_interval, [&relay] { (void)relay.RunOnce(); });
+    });
+  }
   return port;
 }
 
@@ -185,176 +186,117 @@ void OrdersService::Stop() {
   server_->stop();
   if (listener_.joinable()) listener_.join();
   if (reaper_.joinable()) reaper_.join();
+  if (relay_.joinable()) relay_.join();
 }
 
-void OrdersService::ReaperLoop() {
+void OrdersService::BackgroundLoop(std::chrono::milliseconds interval,
+                                   const std::function<void()>& pass) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_cv_.wait_for(lock, options_.reap_interval, [this] { return stopping_; })) {
+  while (!stop_cv_.wait_for(lock, interval, [this] { return stopping_; })) {
     lock.unlock();
-    (void)store_->ReapExpired();  // a failed pass is retried at the next interval
+    pass();
     lock.lock();
   }
 }
 
 ServiceMetrics OrdersService::metrics() const {
+  const server::HandlerMetrics h = handler_->metrics();
   ServiceMetrics m;
   m.created = counters_.created.load();
-  m.replayed = counters_.replayed.load();
-  m.conflicting_payload = counters_.conflicting_payload.load();
-  m.in_progress = counters_.in_progress.load();
-  m.rejected_bad_request = counters_.rejected_bad_request.load();
+  m.replayed = h.replayed;
+  m.conflicting_payload = h.conflicting_payload;
+  m.in_progress = h.in_progress;
+  m.rejected_bad_request = h.rejected_bad_request;
   m.invalid_body = counters_.invalid_body.load();
-  m.deadline_rejected = counters_.deadline_rejected.load();
-  m.expired_key = counters_.expired_key.load();
-  m.takeovers = counters_.takeovers.load();
-  m.stale_writes_rejected = store_->stale_writes_rejected();
-  m.status_queries = counters_.status_queries.load();
+  m.deadline_rejected = h.rejected_before_work;
+  m.expired_key = h.expired_key;
+  m.fenced_refused = h.fenced_refused;
+  m.fences = h.fences;
+  m.takeovers = h.takeovers;
+  m.stale_writes_rejected = h.stale_writes_rejected;
+  m.status_queries = h.status_queries;
+  m.messages_processed = counters_.messages_processed.load();
+  m.messages_redelivered = counters_.messages_redelivered.load();
   return m;
 }
 
 void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response& res) {
-  // Checks that need no state come first; none of them records anything, so
-  // the same key may be retried after fixing the request.
-  const std::string key = req.get_header_value(std::string(kKeyHeader));
-  if (key.empty()) {
-    counters_.rejected_bad_request++;
-    return AnswerError(res, 400, "missing_idempotency_key",
-                       "Idempotency-Key: required on POST /orders");
-  }
-  if (!ValidToken(key)) {
-    counters_.rejected_bad_request++;
-    return AnswerError(res, 400, "invalid_idempotency_key",
-                       "Idempotency-Key: must be 1 to 255 visible ASCII characters");
-  }
-  const std::string tenant = TenantOf(req);
-  if (!ValidToken(tenant)) {
-    counters_.rejected_bad_request++;
-    return AnswerError(res, 400, "invalid_tenant",
-                       "X-Tenant-Id: must be 1 to 255 visible ASCII characters");
-  }
-  if (req.has_header(std::string(kDeadlineHeader))) {
-    auto ms = ParseDeadlineMillis(req.get_header_value(std::string(kDeadlineHeader)));
-    if (!ms) {
-      counters_.rejected_bad_request++;
-      return AnswerError(res, 400, "invalid_deadline",
-                         "X-Request-Timeout-Ms: must be 1 to 18 ASCII digits");
-    }
-    // Work the caller will not wait for is wasted, and could commit after the
-    // caller gave up: refuse before claiming the key.
-    if (*ms == 0 || *ms < options_.processing_delay.count()) {
-      counters_.deadline_rejected++;
-      return AnswerError(res, 504, "deadline_exceeded",
-                         absl::StrCat("X-Request-Timeout-Ms: ", *ms,
-                                      " ms left, the work needs ",
-                                      options_.processing_delay.count(), " ms"));
-    }
-  }
-
-  const KeyScope scope{tenant, std::string(kCreateOrderOperation), key};
-  const std::string digest = RequestDigest("POST", "/orders", req.body);
-  auto replay = [&](const StoredResponse& stored) {
-    counters_.replayed++;
-    res.set_header(std::string(kReplayedHeader), "true");
-    Answer(res, stored.status, stored.body);
-  };
-
-  auto claim = store_->Claim(scope, digest);
-  if (!claim.ok()) {
-    return AnswerError(res, 500, "storage_error", std::string(claim.status().message()));
-  }
-  switch (claim->outcome) {
-    case ClaimOutcome::kClaimed:
-      break;
-    case ClaimOutcome::kTakenOver:
-      counters_.takeovers++;
-      break;
-    case ClaimOutcome::kReplay:
-      return replay(claim->response);
-    case ClaimOutcome::kConflictingPayload:
-      counters_.conflicting_payload++;
-      return AnswerError(res, 422, "idempotency_key_reused",
-                         "Idempotency-Key: already used for a different request");
-    case ClaimOutcome::kInProgress:
-      counters_.in_progress++;
-      return AnswerError(res, 409, "request_in_progress",
-                         "Idempotency-Key: a request with this key is still being processed");
-    case ClaimOutcome::kExpired:
-      counters_.expired_key++;
-      return AnswerError(res, 410, "idempotency_key_expired",
-                         "Idempotency-Key: this key completed before the retention window; "
-                         "its stored answer is gone and it will not be executed again");
-  }
-
-  if (options_.after_claim) options_.after_claim(scope, claim->version);
-  if (options_.processing_delay.count() > 0) std::this_thread::sleep_for(options_.processing_delay);
+  server::WriteRequest w;
+  w.method = "POST";
+  w.path = "/orders";
+  w.body = req.body;
+  w.idempotency_key = HeaderOrNull(req, kKeyHeader);
+  w.tenant = HeaderOrNull(req, kTenantHeader);
+  w.deadline = HeaderOrNull(req, kDeadlineHeader);
 
   ParsedOrder parsed = ParseOrder(req.body);
-  auto done = store_->Complete(scope, claim->version, parsed.order, parsed.error);
-  if (!done.ok()) {
-    // Nothing was committed; the record stays PROCESSING until its lease runs
-    // out and a retry with the same key takes over.
-    return AnswerError(res, 500, "storage_error", std::string(done.status().message()));
+  server::Work work;
+  work.before_effect = [this](const KeyScope& scope, std::int64_t version) {
+    if (options_.after_claim) options_.after_claim(scope, version);
+    if (options_.processing_delay.count() > 0) {
+      std::this_thread::sleep_for(options_.processing_delay);
+    }
+  };
+  const std::string tenant = w.tenant.has_value() && !w.tenant->empty()
+                                 ? *w.tenant
+                                 : std::string(kDefaultTenant);
+  const KeyScope scope{tenant, std::string(kCreateOrderOperation), w.idempotency_key.value_or("")};
+  if (parsed.order.has_value()) {
+    work.effect = store_->CreateOrderEffect(scope, *parsed.order);
+  } else {
+    // An invalid body is a final answer: stored and replayed like an order.
+    StoredResponse error = parsed.error;
+    work.effect = [error](server::Transaction&) -> absl::StatusOr<StoredResponse> {
+      return error;
+    };
   }
-  if (done->committed) {
-    if (parsed.order) {
-      counters_.created++;
-    } else {
+  server::Answer a = handler_->HandleWrite(w, work);
+  if (a.Header(std::string(kReplayedHeader)).empty()) {
+    if (a.status == 201) counters_.created++;
+    if (a.status == 400 && !parsed.order.has_value() &&
+        a.body == parsed.error.body) {
       counters_.invalid_body++;
     }
-    return Answer(res, done->response.status, done->response.body);
   }
-
-  // Fenced out: someone took the key over while this worker was slow. Answer
-  // with what the record says now.
-  auto record = store_->ReadRecord(scope);
-  if (record.ok() && record->has_value() && (*record)->state == RecordState::kCompleted &&
-      (*record)->request_digest == digest) {
-    return replay((*record)->response);
-  }
-  counters_.in_progress++;
-  AnswerError(res, 409, "request_in_progress",
-              "Idempotency-Key: another worker took this request over");
+  Send(res, a);
 }
 
 void OrdersService::HandleStatus(const httplib::Request& req, httplib::Response& res) {
-  counters_.status_queries++;
-  const KeyScope scope{TenantOf(req), std::string(kCreateOrderOperation), req.matches[1].str()};
-  auto status = store_->Lookup(scope);
-  if (!status.ok()) return AnswerError(res, 500, "storage_error", std::string(status.status().message()));
-  const std::string state_header(kKeyStateHeader);
-  switch (status->kind) {
-    case KeyStatus::kOrder:
-      res.set_header(state_header, "completed");
-      return Answer(res, 200, OrderJson(status->order));
-    case KeyStatus::kProcessing:
-      res.set_header(state_header, "processing");
-      return AnswerError(res, 409, "request_in_progress",
-                         "the request with this key is still being processed");
-    case KeyStatus::kAbandoned:
-      res.set_header(state_header, "abandoned");
-      return AnswerError(res, 404, "no_order",
-                         "no order for this key; its worker's lease ran out, so a request "
-                         "with the same key will take over");
-    case KeyStatus::kCompletedWithoutOrder:
-      res.set_header(state_header, "completed");
-      return Answer(res, 404,
-                    nlohmann::json{{"error", "no_order"},
-                                   {"message",
-                                    "the key completed without an order; a request with the "
-                                    "same key replays its final answer"},
-                                   {"final_status", status->final_status}}
-                        .dump());
-    case KeyStatus::kExpired:
-      res.set_header(state_header, "expired");
-      return Answer(res, 404,
-                    nlohmann::json{{"error", "no_order"},
-                                   {"message", "the key expired without an order"},
-                                   {"final_status", status->final_status}}
-                        .dump());
-    case KeyStatus::kUnknown:
-      res.set_header(state_header, "unknown");
-      return AnswerError(res, 404, "no_order", "no request with this key was recorded");
+  server::StatusQueryRequest q;
+  q.key = req.matches[1].str();
+  q.tenant = HeaderOrNull(req, kTenantHeader);
+  q.fence = HeaderOrNull(req, kFenceHeader);
+  // Orders outlive their keys: look the order up first.
+  server::ResourceLookup find_order =
+      [this](const KeyScope& scope) -> absl::StatusOr<std::optional<std::string>> {
+    auto order = store_->FindOrder(scope);
+    if (!order.ok()) return order.status();
+    if (!order->has_value()) return std::optional<std::string>();
+    return std::optional<std::string>(OrderJson(**order));
+  };
+  Send(res, handler_->HandleStatusQuery(q, find_order));
+}
+
+void OrdersService::HandleEvent(const httplib::Request& req, httplib::Response& res) {
+  const std::string message_id = req.get_header_value(std::string(kMessageIdHeader));
+  if (message_id.empty()) {
+    return AnswerError(res, 400, "missing_message_id", "Message-Id: required");
   }
+  nlohmann::json j = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  std::int64_t order_id = 0;
+  if (j.is_object() && j.contains("order_id") && j["order_id"].is_string()) {
+    const std::string id = j["order_id"].get<std::string>();
+    if (id.rfind("ord-", 0) == 0) order_id = std::atoll(id.c_str() + 4);
+  }
+  if (order_id <= 0) {
+    return AnswerError(res, 400, "invalid_event", "body: must be an order with \"order_id\"");
+  }
+  auto recorded = store_->RecordShipment(message_id, order_id);
+  if (!recorded.ok()) {
+    return AnswerError(res, 500, "storage_error", std::string(recorded.status().message()));
+  }
+  (*recorded ? counters_.messages_processed : counters_.messages_redelivered)++;
+  Answer(res, 200, nlohmann::json{{"processed", *recorded}}.dump());
 }
 
 void OrdersService::HandleStats(httplib::Response& res) {
@@ -367,7 +309,10 @@ void OrdersService::HandleStats(httplib::Response& res) {
       {"duplicate_orders", counts->duplicate_orders},
       {"keys_processing", counts->keys_processing},
       {"keys_completed", counts->keys_completed},
+      {"keys_fenced", counts->keys_fenced},
       {"keys_expired", counts->keys_expired},
+      {"outbox_pending", counts->outbox_pending},
+      {"shipments", counts->shipments},
       {"inconsistencies", counts->inconsistencies},
       {"requests",
        {{"created", m.created},
@@ -378,6 +323,10 @@ void OrdersService::HandleStats(httplib::Response& res) {
         {"invalid_body", m.invalid_body},
         {"deadline_rejected", m.deadline_rejected},
         {"expired_key", m.expired_key},
+        {"fenced_refused", m.fenced_refused},
+        {"fences", m.fences},
+        {"messages_processed", m.messages_processed},
+        {"messages_redelivered", m.messages_redelivered},
         {"takeovers", m.takeovers},
         {"stale_writes_rejected", m.stale_writes_rejected},
         {"status_queries", m.status_queries}}}};

@@ -36,7 +36,8 @@
 
 #include "absl/status/statusor.h"
 #include "orders_service/orders_store.h"
-#include "orders_service/service_clock.h"
+#include "saferetry/clock.h"
+#include "saferetry/server/handler.h"
 
 namespace httplib {
 class Server;
@@ -47,14 +48,18 @@ struct Response;
 namespace saferetry {
 namespace example {
 
-inline constexpr std::string_view kTenantHeader = "X-Tenant-Id";
-inline constexpr std::string_view kDefaultTenant = "default";
-inline constexpr std::string_view kKeyHeader = "Idempotency-Key";
-inline constexpr std::string_view kDeadlineHeader = "X-Request-Timeout-Ms";
+inline constexpr std::string_view kTenantHeader = server::kTenantHeader;
+inline constexpr std::string_view kDefaultTenant = server::kDefaultTenant;
+inline constexpr std::string_view kKeyHeader = server::kIdempotencyKeyHeader;
+inline constexpr std::string_view kDeadlineHeader = server::kRequestTimeoutHeader;
 /// Set to "true" on a response that replays a stored one.
-inline constexpr std::string_view kReplayedHeader = "Idempotent-Replayed";
-/// On status answers: processing | abandoned | completed | expired | unknown.
-inline constexpr std::string_view kKeyStateHeader = "Idempotency-Key-State";
+inline constexpr std::string_view kReplayedHeader = server::kReplayedHeader;
+/// completed | processing | abandoned | expired | unknown | fenced | rejected.
+inline constexpr std::string_view kKeyStateHeader = server::kKeyStateHeader;
+/// "true" on a status query: fence the key if its fate is not settled.
+inline constexpr std::string_view kFenceHeader = server::kFenceHeader;
+/// Carries the outbox message id to the consumer endpoint.
+inline constexpr std::string_view kMessageIdHeader = "Message-Id";
 /// The operation name that scopes order-creation keys.
 inline constexpr std::string_view kCreateOrderOperation = "create_order";
 
@@ -63,17 +68,21 @@ struct ServiceOptions {
   std::string host = "127.0.0.1";
   /// 0 picks a free port; Start() returns it.
   int port = 0;
-  StoreOptions store;
+  OrdersStoreOptions store;
   /// Artificial work per POST, between the claim and the completion. Also
   /// the "expected work" a deadline header must leave room for. >= 0.
   std::chrono::milliseconds processing_delay{0};
   /// How often the background reaper runs; 0 disables it (tests call
-  /// `store().ReapExpired()` themselves). >= 0.
+  /// `store().idempotency().Reap()` themselves). >= 0.
   std::chrono::milliseconds reap_interval = std::chrono::seconds(60);
+  /// How often the outbox relay delivers pending messages to this service's
+  /// own consumer endpoint; 0 disables it (tests run an OutboxRelay). >= 0.
+  std::chrono::milliseconds relay_interval{0};
   /// HTTP worker threads. > 0.
   int threads = 16;
-  /// Wall clock for records; the real clock when null.
-  std::shared_ptr<ServiceClock> clock;
+  /// Wall clock for records, steady clock for deadlines; the system clock
+  /// when null.
+  std::shared_ptr<Clock> clock;
   /// Test hook: runs on the request's thread after its claim committed and
   /// before the work, with the fencing version it owns. Lets a test pause a
   /// worker between the steps.
@@ -88,16 +97,20 @@ struct ServiceMetrics {
   std::int64_t in_progress = 0;         // 409 on POST
   std::int64_t rejected_bad_request = 0;// 400, not stored (missing key, bad headers)
   std::int64_t invalid_body = 0;        // 400, stored as the key's final answer
-  std::int64_t deadline_rejected = 0;   // 504
-  std::int64_t expired_key = 0;         // 410
+  std::int64_t deadline_rejected = 0;   // 503 rejected before any work
+  std::int64_t expired_key = 0;         // 410 expired
+  std::int64_t fenced_refused = 0;      // 410 fenced
+  std::int64_t fences = 0;              // keys fenced by status queries
   std::int64_t takeovers = 0;           // claims of an abandoned PROCESSING record
   std::int64_t stale_writes_rejected = 0;
   std::int64_t status_queries = 0;
+  std::int64_t messages_processed = 0;  // consumer: first deliveries
+  std::int64_t messages_redelivered = 0;// consumer: duplicates without effect
 };
 
-/// SHA-256 (lower-case hex) of "POST\n/orders\n" + body: the request digest
-/// compared on every reuse of a key.
-std::string RequestDigest(std::string_view method, std::string_view path, std::string_view body);
+/// SHA-256 (lower-case hex) of method "\n" path "\n" body: the request
+/// digest compared on every reuse of a key.
+using ::saferetry::server::RequestDigest;
 
 class OrdersService {
  public:
@@ -119,25 +132,28 @@ class OrdersService {
   ServiceMetrics metrics() const;
 
  private:
-  explicit OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store);
+  OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store,
+                std::unique_ptr<server::IdempotentHandler> handler);
   void HandleCreate(const httplib::Request& req, httplib::Response& res);
   void HandleStatus(const httplib::Request& req, httplib::Response& res);
+  void HandleEvent(const httplib::Request& req, httplib::Response& res);
   void HandleStats(httplib::Response& res);
-  void ReaperLoop();
+  void BackgroundLoop(std::chrono::milliseconds interval, const std::function<void()>& pass);
 
   struct Counters {
-    std::atomic<std::int64_t> created{0}, replayed{0}, conflicting_payload{0}, in_progress{0},
-        rejected_bad_request{0}, invalid_body{0}, deadline_rejected{0}, expired_key{0},
-        takeovers{0}, status_queries{0};
+    std::atomic<std::int64_t> created{0}, invalid_body{0}, messages_processed{0},
+        messages_redelivered{0};
   };
 
   ServiceOptions options_;
   std::unique_ptr<OrdersStore> store_;
+  std::unique_ptr<server::IdempotentHandler> handler_;
   std::unique_ptr<httplib::Server> server_;
   Counters counters_;
   int port_ = 0;
   std::thread listener_;
   std::thread reaper_;
+  std::thread relay_;
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

@@ -25,12 +25,16 @@ using ::saferetry::example::ServiceOptions;
 
 int Run(int argc, char** argv) {
   ServiceOptions options;
-  std::string lease = "30s", retention = "24h", delay = "0ms", reap = "60s";
+  std::string lease = "30s", retention = "24h", delay = "0ms", reap = "60s", relay = "0s";
   bool fast_sync = false;
   CLI::App app{"Example orders service keeping the server half of the retry contract"};
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", options.port, "Port; 0 picks a free one")->capture_default_str();
-  app.add_option("--db", options.store.path, "SQLite database file")->required();
+  auto* db = app.add_option("--db", options.store.path, "SQLite database file");
+  auto* pg = app.add_option("--pg", options.store.postgres_conninfo,
+                            "PostgreSQL connection string (instead of --db)");
+  db->excludes(pg);
+  pg->excludes(db);
   app.add_option("--lease", lease, "Lease of a PROCESSING record (e.g. 30s)")
       ->capture_default_str();
   app.add_option("--retention", retention, "How long completed keys replay (e.g. 24h)")
@@ -38,6 +42,9 @@ int Run(int argc, char** argv) {
   app.add_option("--processing-delay", delay, "Artificial work per POST (e.g. 200ms)")
       ->capture_default_str();
   app.add_option("--reap-interval", reap, "How often expired keys are reaped; 0 = never")
+      ->capture_default_str();
+  app.add_option("--relay-interval", relay,
+                 "How often the outbox relay delivers to /events/order-created; 0 = never")
       ->capture_default_str();
   app.add_option("--threads", options.threads, "HTTP worker threads")->capture_default_str();
   app.add_flag("--fast-sync", fast_sync,
@@ -52,7 +59,8 @@ int Run(int argc, char** argv) {
   for (const Flag& f : {Flag{lease, "lease", &options.store.lease},
                         Flag{retention, "retention", &options.store.retention},
                         Flag{delay, "processing-delay", &options.processing_delay},
-                        Flag{reap, "reap-interval", &options.reap_interval}}) {
+                        Flag{reap, "reap-interval", &options.reap_interval},
+                        Flag{relay, "relay-interval", &options.relay_interval}}) {
     auto d = ParseDurationFlag(f.value, f.name);
     if (!d.ok()) {
       std::cerr << d.status().message() << "\n";
@@ -61,6 +69,10 @@ int Run(int argc, char** argv) {
     *f.out = *d;
   }
   options.store.synchronous_full = !fast_sync;
+  if (options.store.path.empty() && options.store.postgres_conninfo.empty()) {
+    std::cerr << "--db or --pg is required\n";
+    return 2;
+  }
 
   // Block the stop signals before any thread starts so only sigwait sees them.
   sigset_t stop_signals;

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "orders_service/tests/service_test_util.h"
+#include "saferetry/testing/fake_clock.h"
 
 namespace saferetry {
 namespace example {
@@ -263,7 +264,7 @@ TEST(OrdersServiceTest, KeysAreScopedPerTenant) {
 
 TEST(OrdersServiceTest, CompletedKeysExpireIntoTombstonesNeverIntoNewOrders) {
   TempDir dir;
-  auto clock = std::make_shared<ManualClock>();
+  auto clock = std::make_shared<saferetry::testing::FakeClock>();
   ServiceOptions options;
   options.clock = clock;
   options.reap_interval = std::chrono::milliseconds(0);  // the test reaps
@@ -275,16 +276,17 @@ TEST(OrdersServiceTest, CompletedKeysExpireIntoTombstonesNeverIntoNewOrders) {
   ASSERT_EQ(PostOrder(*client, KeyHeaders("k-bad"), "{}")->status, 400);
   // A PROCESSING record is never reaped, however old.
   KeyScope held{"default", "create_order", "k-held"};
-  ASSERT_EQ(service->store().Claim(held, "digest")->outcome, ClaimOutcome::kClaimed);
+  ASSERT_EQ(service->store().idempotency().Begin(held, "digest")->outcome,
+            server::BeginOutcome::kClaimed);
 
   clock->Advance(std::chrono::minutes(59));
-  EXPECT_EQ(*service->store().ReapExpired(), 0);
+  EXPECT_EQ(*service->store().idempotency().Reap(), 0);
   auto still = PostOrder(*client, KeyHeaders("k-old"), kBody);
   EXPECT_EQ(still->status, 201);
   EXPECT_EQ(still->get_header_value("Idempotent-Replayed"), "true");
 
   clock->Advance(std::chrono::minutes(1));
-  EXPECT_EQ(*service->store().ReapExpired(), 2);
+  EXPECT_EQ(*service->store().idempotency().Reap(), 2);
   StoreCounts counts = CountsOf(*service);
   EXPECT_EQ(counts.keys_expired, 2);
   EXPECT_EQ(counts.keys_processing, 1);
@@ -322,10 +324,12 @@ TEST(OrdersServiceTest, DeadlineHeaderRejectsBeforeAnyWork) {
     return h;
   };
   auto passed = PostOrder(*client, headers("d-1", "0"), kBody);
-  EXPECT_EQ(passed->status, 504);
-  EXPECT_EQ(ErrorCode(passed), "deadline_exceeded");
+  EXPECT_EQ(passed->status, 503);
+  EXPECT_EQ(passed->get_header_value("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorCode(passed), "deadline_too_short");
   auto too_short = PostOrder(*client, headers("d-2", "99"), kBody);
-  EXPECT_EQ(too_short->status, 504);
+  EXPECT_EQ(too_short->status, 503);
+  EXPECT_EQ(too_short->get_header_value("Idempotency-Key-State"), "rejected");
   auto garbage = PostOrder(*client, headers("d-3", "soon"), kBody);
   EXPECT_EQ(garbage->status, 400);
   EXPECT_EQ(ErrorCode(garbage), "invalid_deadline");
@@ -400,7 +404,7 @@ TEST(OrdersServiceTest, TwentyConcurrentSameKeyClientsCreateOneOrder) {
 // second finishes: its write is fenced off and only the second commits.
 TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
   TempDir dir;
-  auto clock = std::make_shared<ManualClock>();
+  auto clock = std::make_shared<saferetry::testing::FakeClock>();
   Gate first_gate, second_gate;
   ServiceOptions options;
   options.clock = clock;
@@ -430,7 +434,7 @@ TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
     fresh = PostOrder(*c, KeyHeaders("k-lease"), kBody);
   });
   ASSERT_TRUE(second_gate.WaitArrived());
-  EXPECT_EQ((*service->store().ReadRecord({"default", "create_order", "k-lease"}))->version, 2);
+  EXPECT_EQ((*service->store().idempotency().Read({"default", "create_order", "k-lease"}))->version, 2);
 
   first_gate.Open();
   first.join();
@@ -446,9 +450,9 @@ TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
   StoreCounts counts = CountsOf(*service);
   EXPECT_EQ(counts.orders, 1);
   EXPECT_EQ(counts.inconsistencies, 0);
-  auto record = *service->store().ReadRecord({"default", "create_order", "k-lease"});
+  auto record = *service->store().idempotency().Read({"default", "create_order", "k-lease"});
   EXPECT_EQ(record->version, 2);
-  EXPECT_EQ(record->state, RecordState::kCompleted);
+  EXPECT_EQ(record->state, server::RecordState::kCompleted);
   EXPECT_EQ(service->metrics().takeovers, 1);
 }
 
@@ -456,7 +460,7 @@ TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
 // answers with the stored result.
 TEST(OrdersServiceTest, StaleWorkerFinishingLastReplaysTheTakeoversResult) {
   TempDir dir;
-  auto clock = std::make_shared<ManualClock>();
+  auto clock = std::make_shared<saferetry::testing::FakeClock>();
   Gate first_gate;
   ServiceOptions options;
   options.clock = clock;
@@ -514,10 +518,79 @@ TEST(OrdersServiceTest, CreateValidatesOptions) {
   options.threads = 0;
   EXPECT_EQ(OrdersService::Create(options).status().message(), "threads: must be > 0, got 0");
   options = ServiceOptions{};
-  EXPECT_EQ(OrdersService::Create(options).status().message(), "path: must not be empty");
+  EXPECT_EQ(OrdersService::Create(options).status().message(),
+            "path: must not be empty (or set postgres_conninfo instead, not both)");
   options.store.path = "/tmp/unused.db";
   options.store.lease = std::chrono::milliseconds(0);
   EXPECT_EQ(OrdersService::Create(options).status().message(), "lease: must be > 0, got 0ms");
+}
+
+TEST(OrdersServiceTest, FencedStatusQuerySettlesAnUnknownKeyAndTheKeyIsRefusedLater) {
+  TempDir dir;
+  auto service = StartService(dir, ServiceOptions{});
+  auto client = ClientFor(service->port());
+  httplib::Headers fence{{"Idempotency-Key-Fence", "true"}};
+
+  auto fenced = client->Get("/orders/by-key/k-lost", fence);
+  ASSERT_TRUE(fenced);
+  EXPECT_EQ(fenced->status, 404);
+  EXPECT_EQ(fenced->get_header_value("Idempotency-Key-State"), "fenced");
+  auto again = client->Get("/orders/by-key/k-lost", fence);
+  EXPECT_EQ(again->get_header_value("Idempotency-Key-State"), "fenced");
+
+  auto late = PostOrder(*client, KeyHeaders("k-lost"), kBody);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 410);
+  EXPECT_EQ(late->get_header_value("Idempotency-Key-State"), "fenced");
+  EXPECT_EQ(ErrorCode(late), "idempotency_key_fenced");
+  StoreCounts counts = CountsOf(*service);
+  EXPECT_EQ(counts.orders, 0);
+  EXPECT_EQ(counts.keys_fenced, 1);
+  EXPECT_EQ(service->metrics().fences, 1);
+  EXPECT_EQ(service->metrics().fenced_refused, 1);
+
+  // A completed key is never fenced: the fence header changes nothing.
+  ASSERT_EQ(PostOrder(*client, KeyHeaders("k-done"), kBody)->status, 201);
+  auto found = client->Get("/orders/by-key/k-done", fence);
+  EXPECT_EQ(found->status, 200);
+  EXPECT_EQ(found->get_header_value("Idempotency-Key-State"), "completed");
+}
+
+// The worker stalls after its claim; its lease runs out and a fencing status
+// query settles the key: the worker's late completion is refused with 410.
+TEST(OrdersServiceTest, FenceOfAnAbandonedClaimRefusesTheStaleWorker) {
+  TempDir dir;
+  auto clock = std::make_shared<saferetry::testing::FakeClock>();
+  Gate gate;
+  ServiceOptions options;
+  options.clock = clock;
+  options.store.lease = std::chrono::seconds(1);
+  options.after_claim = [&](const KeyScope&, std::int64_t) { gate.ArriveAndWait(); };
+  auto service = StartService(dir, options);
+
+  std::optional<httplib::Result> stale;
+  std::thread worker([&] {
+    auto c = ClientFor(service->port());
+    stale = PostOrder(*c, KeyHeaders("k-stuck"), kBody);
+  });
+  ASSERT_TRUE(gate.WaitArrived());
+  auto client = ClientFor(service->port());
+  httplib::Headers fence{{"Idempotency-Key-Fence", "true"}};
+  auto running = client->Get("/orders/by-key/k-stuck", fence);
+  EXPECT_EQ(running->status, 409);
+  EXPECT_EQ(running->get_header_value("Idempotency-Key-State"), "processing");
+  clock->Advance(std::chrono::seconds(1));
+  auto fenced = client->Get("/orders/by-key/k-stuck", fence);
+  EXPECT_EQ(fenced->status, 404);
+  EXPECT_EQ(fenced->get_header_value("Idempotency-Key-State"), "fenced");
+
+  gate.Open();
+  worker.join();
+  ASSERT_TRUE(stale && *stale);
+  EXPECT_EQ((*stale)->status, 410);
+  EXPECT_EQ((*stale)->get_header_value("Idempotency-Key-State"), "fenced");
+  EXPECT_EQ(CountsOf(*service).orders, 0);
+  EXPECT_EQ(service->metrics().stale_writes_rejected, 1);
 }
 
 TEST(RequestDigestTest, IsSha256OfMethodPathAndBody) {
