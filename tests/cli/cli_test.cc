@@ -986,7 +986,7 @@ TEST(CliTest, StatusQueryThatNeverAnswersLeavesItUnknown) {
                        "--status-url", server.StatusUrl(), "-d", "x",
                        server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
-  EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
+  EXPECT_EQ(run.summary["stop_reason"], "status_queries_exhausted");
   EXPECT_EQ(run.summary["attempts"], 1);
   EXPECT_EQ(run.summary["status_queries"], 2);
   // The last response to the request, not the status answer.
@@ -1146,7 +1146,7 @@ TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
       {"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["outcome"], "FAILED");
-  EXPECT_EQ(run.summary["stop_reason"], "deadline_exceeded");
+  EXPECT_EQ(run.summary["stop_reason"], "retry_after_beyond_deadline");
   EXPECT_EQ(run.summary["attempts"], 1);
   EXPECT_EQ(run.summary["http_status"], 503);
   EXPECT_EQ(run.summary["resolved_by"], "response");

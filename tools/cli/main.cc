@@ -61,6 +61,9 @@ struct Flags {
   std::string deadline = std::string(kDefaultDeadline);
   std::string attempt_timeout;
   std::string max_attempts;
+  std::string max_status_queries;
+  std::string resolution_window;
+  bool fence = false;
   std::string policy;
   bool verbose = false;
   bool summary_json = false;
@@ -72,6 +75,8 @@ struct Flags {
   bool deadline_given = false;
   bool attempt_timeout_given = false;
   bool max_attempts_given = false;
+  bool max_status_queries_given = false;
+  bool resolution_window_given = false;
 };
 
 // Everything needed to run the call.
@@ -146,13 +151,13 @@ absl::Status AttributeRequestError(const absl::Status& s) {
   return s;
 }
 
-absl::StatusOr<int> ParseMaxAttempts(const std::string& text) {
+absl::StatusOr<int> ParseCount(std::string_view flag, const std::string& text, int minimum) {
   int n = 0;
   if (!absl::SimpleAtoi(text, &n)) {
-    return Usage("--max-attempts",
+    return Usage(flag,
                  absl::StrCat("expected a whole number, got \"", absl::CHexEscape(text), "\""));
   }
-  if (n < 1) return Usage("--max-attempts", absl::StrCat("must be >= 1, got ", n));
+  if (n < minimum) return Usage(flag, absl::StrCat("must be >= ", minimum, ", got ", n));
   return n;
 }
 
@@ -203,10 +208,27 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
     call.deadline_options.attempt_cap = *d;
   }
   if (flags.max_attempts_given) {
-    absl::StatusOr<int> n = ParseMaxAttempts(flags.max_attempts);
+    absl::StatusOr<int> n = ParseCount("--max-attempts", flags.max_attempts, 1);
     if (!n.ok()) return n.status();
     call.max_attempts = *n;
   }
+  if (flags.max_status_queries_given) {
+    absl::StatusOr<int> n = ParseCount("--max-status-queries", flags.max_status_queries, 0);
+    if (!n.ok()) return n.status();
+    call.max_status_queries = *n;
+    if (call.max_status_queries > kMaxStatusQueriesHardCap) {
+      inv.warnings.push_back(absl::StrCat("--max-status-queries: ", call.max_status_queries,
+                                          " is above the hard cap; using ",
+                                          kMaxStatusQueriesHardCap));
+      call.max_status_queries = kMaxStatusQueriesHardCap;
+    }
+  }
+  if (flags.resolution_window_given) {
+    absl::StatusOr<Duration> d = ParseDuration(flags.resolution_window);
+    if (!d.ok()) return Usage("--resolution-window", AsStd(d.status().message()));
+    call.deadline_options.resolution_window = *d;
+  }
+  if (flags.fence) call.status_query.fence_when_giving_up = true;
   if (call.max_attempts > kMaxAttemptsHardCap) {
     inv.warnings.push_back(absl::StrCat("--max-attempts: ", call.max_attempts,
                                         " is above the hard cap; using ", kMaxAttemptsHardCap));
@@ -356,6 +378,16 @@ int Run(int argc, char** argv) {
       "--attempt-timeout", flags.attempt_timeout, "Cap on each attempt (default: what remains)");
   CLI::Option* max_attempts = app.add_option(
       "--max-attempts", flags.max_attempts, "Sends of the request (default 3, at most 10)");
+  CLI::Option* max_status_queries = app.add_option(
+      "--max-status-queries", flags.max_status_queries,
+      "Polls: status queries and resends answered 409 (default 0: derived from the deadline, "
+      "e.g. 10 for 5s, 66 for 60s; at most 1000)");
+  CLI::Option* resolution_window = app.add_option(
+      "--resolution-window", flags.resolution_window,
+      "Time kept after an attempt to resolve it (default 30% of the deadline; 0s: none)");
+  app.add_flag("--fence", flags.fence,
+               "When giving up on a \"not found\" key, ask the server to fence it (a fenced "
+               "\"not found\" ends FAILED)");
   app.add_option("--policy", flags.policy, "JSON retry policy file (docs/configuration.md)");
   app.add_flag("-v,--verbose", flags.verbose, "Print each attempt's evidence on stderr");
   app.add_flag("--summary-json", flags.summary_json,
@@ -386,6 +418,8 @@ int Run(int argc, char** argv) {
   flags.deadline_given = deadline->count() > 0;
   flags.attempt_timeout_given = attempt_timeout->count() > 0;
   flags.max_attempts_given = max_attempts->count() > 0;
+  flags.max_status_queries_given = max_status_queries->count() > 0;
+  flags.resolution_window_given = resolution_window->count() > 0;
 
   absl::StatusOr<Invocation> inv = Interpret(flags, start);
   if (!inv.ok()) {

@@ -39,9 +39,9 @@ int ExitCodeFor(Outcome outcome) {
 
 std::optional<std::string_view> ResolvedBy(const CallResult& result) {
   if (result.outcome == Outcome::kUnknown) return std::nullopt;
-  if (result.outcome == Outcome::kSucceeded && result.resolved_by_status_query) {
-    return "status_query";
-  }
+  // A status answer decided it: found (SUCCEEDED), or a definite "no
+  // effect" — the key's stored final error or a fenced "not found" (FAILED).
+  if (result.resolved_by_status_query) return "status_query";
   if (result.last_response.has_value()) return "response";
   return std::nullopt;
 }
