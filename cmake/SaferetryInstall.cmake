@@ -9,6 +9,22 @@ install(TARGETS saferetry saferetry_curl saferetry_testing
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT saferetryTargets NAMESPACE saferetry::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+# Components: saferetry::server (SQLite inside) and saferetry::server_postgres (libpq), each in an export
+# set of its own so that a consumer of the core never needs SQLite or libpq.
+install(TARGETS saferetry_server EXPORT saferetryServerTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT saferetryServerTargets NAMESPACE saferetry::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+if(TARGET saferetry_server_postgres)
+  install(TARGETS saferetry_server_postgres EXPORT saferetryServerPostgresTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT saferetryServerPostgresTargets NAMESPACE saferetry::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/saferetryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/saferetryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
@@ -19,3 +35,10 @@ install(FILES ${PROJECT_BINARY_DIR}/saferetryConfig.cmake ${PROJECT_BINARY_DIR}/
 file(RELATIVE_PATH SAFERETRY_PC_PREFIX_REL "/r/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/r")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/saferetry.pc.in ${PROJECT_BINARY_DIR}/saferetry.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/saferetry.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+foreach(pc saferetry-server saferetry-server-postgres)
+  if(pc STREQUAL "saferetry-server-postgres" AND NOT TARGET saferetry_server_postgres)
+    continue()
+  endif()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()

@@ -7,7 +7,9 @@
 // (docs/server-contract.md, "Messages").
 //
 // @code
-//   OutboxRelay relay(&store, {.port = consumer_port});
+//   RelayOptions options;
+//   options.port = consumer_port;
+//   OutboxRelay relay(&store, options);
 //   auto pass = relay.RunOnce();   // delivers up to `batch` pending messages
 // @endcode
 

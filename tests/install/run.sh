@@ -12,12 +12,16 @@ test -x "$work/prefix/bin/saferetry" || { echo "install: the saferetry CLI is mi
 cmake -S "$here/cmake_consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
 cmake --build "$work/cmake" -j2 > /dev/null
 "$work/cmake/consumer"
+"$work/cmake/server_consumer"
 
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:${PKG_CONFIG_PATH:-}" \
   g++ -std=c++17 -o "$work/pc_consumer" "$here/consumer_main.cc" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry)
 "$work/pc_consumer"
+g++ -std=c++17 -o "$work/pc_server_consumer" "$here/server_consumer_main.cc" \
+  $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry-server-postgres)
+"$work/pc_server_consumer"
 cmake -S "$here/subdir_consumer" -B "$work/subdir" -DSAFERETRY_SOURCE_DIR="$here/../.." > /dev/null
 cmake --build "$work/subdir" -j2 > /dev/null
 "$work/subdir/consumer"
-echo "install test: find_package, pkg-config and add_subdirectory consumers built and ran"
+echo "install test: find_package (with the server components), pkg-config and add_subdirectory consumers built and ran"

@@ -7,7 +7,9 @@
 // returned `Answer` (status, headers, body) into its response.
 //
 // @code
-//   saferetry::server::IdempotentHandler orders(store, {.operation = "create_order"});
+//   saferetry::server::HandlerOptions options;
+//   options.operation = "create_order";
+//   auto orders = *saferetry::server::IdempotentHandler::Create(store, options);
 //   server.Post("/orders", [&](const httplib::Request& req, httplib::Response& res) {
 //     saferetry::server::WriteRequest w;
 //     w.method = "POST";
@@ -15,7 +17,9 @@
 //     w.body = req.body;
 //     w.idempotency_key = HeaderOrNull(req, "Idempotency-Key");
 //     w.deadline = HeaderOrNull(req, "X-Request-Timeout-Ms");
-//     saferetry::server::Answer a = orders.HandleWrite(w, {.effect = CreateOrder(req.body)});
+//     saferetry::server::Work work;
+//     work.effect = CreateOrder(req.body);  // runs in the completing transaction
+//     saferetry::server::Answer a = orders->HandleWrite(w, work);
 //     res.status = a.status;
 //     for (auto& [name, value] : a.headers) res.set_header(name, value);
 //     res.set_content(a.body, a.content_type);

@@ -24,7 +24,9 @@
 // with it is refused.
 //
 // @code
-//   auto store = saferetry::server::OpenSqliteStore({.path = "orders.db"});
+//   saferetry::server::SqliteOptions db;
+//   db.path = "orders.db";
+//   auto store = saferetry::server::OpenSqliteStore(db, {});
 //   auto begun = (*store)->Begin(scope, digest);
 //   if (begun->outcome == BeginOutcome::kClaimed) {
 //     auto done = (*store)->Complete(scope, begun->version, [&](Transaction& txn)
