@@ -507,8 +507,9 @@ TEST(ConfigTest, ToCallOptionsAndApplyToClientOptions) {
 
   Policy bad;
   bad.budget = BudgetKind::kCostQuota;
-  bad.cost_quota.capacity = 0;
-  EXPECT_EQ(ApplyToClientOptions(bad, &o).message(), "cost_quota: capacity: must be > 0, got 0");
+  bad.cost_quota.capacity = -1;  // 0 is valid: "never retry"
+  EXPECT_EQ(ApplyToClientOptions(bad, &o).message(),
+            "cost_quota: capacity: must be >= 0, got -1");
   EXPECT_EQ(ApplyToClientOptions(Policy{}, nullptr).message(), "options: must not be null");
 }
 
