@@ -65,7 +65,8 @@ Classification RejectedBeforeWork(int status) {
     return {AttemptClass::kRetryableTransient,
             "rejected before any work (Idempotency-Key-State): not applied, retryable status"};
   }
-  return {AttemptClass::kPermanent, "rejected before any work (Idempotency-Key-State): not applied"};
+  return {AttemptClass::kPermanent,
+          "rejected before any work (Idempotency-Key-State): not applied"};
 }
 
 }  // namespace

@@ -570,7 +570,9 @@ TEST(RatioBudgetTest, RefundRemovesTheWithdrawalWhileInTheWindow) {
   // The refund took the withdrawal out: when second 100 expires nothing is
   // subtracted twice.
   EXPECT_EQ(budget->Balance(At(103'000)), 3.0);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
+  }
   EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
 }
 

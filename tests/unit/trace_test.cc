@@ -229,8 +229,8 @@ TEST(RedactionTest, IsSecretHeader) {
                            "Proxy-Authorization", "proxy-authorization", "Set-Cookie"}) {
     EXPECT_TRUE(IsSecretHeader(name)) << name;
   }
-  for (const char* name : {"Accept", "X-Api-Key", "Authorization2", "Cookies", "", "Idempotency-Key",
-                           "Content-Type"}) {
+  for (const char* name :
+       {"Accept", "X-Api-Key", "Authorization2", "Cookies", "", "Idempotency-Key", "Content-Type"}) {
     EXPECT_FALSE(IsSecretHeader(name)) << name;
   }
   const std::vector<std::string> extra = {"X-Api-Key", "x-session-token", ""};

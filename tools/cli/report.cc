@@ -94,7 +94,8 @@ std::string OutcomeLine(const CallResult& result) {
     if (result.resolved_by_status_query) absl::StrAppend(&line, " from the status query");
   } else if (!result.last_transport_status.ok()) {
     // Transport messages may quote the URL: never with its credentials.
-    absl::StrAppend(&line, ", ", RedactUrlsInText(std::string(result.last_transport_status.message())));
+    absl::StrAppend(&line, ", ",
+                    RedactUrlsInText(std::string(result.last_transport_status.message())));
   }
   if (result.idempotency_key.has_value()) {
     absl::StrAppend(&line, "; idempotency key ", *result.idempotency_key);
