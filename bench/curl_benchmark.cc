@@ -1,27 +1,43 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
-// saferetry's synchronous call through the libcurl transport vs a plain
-// libcurl easy-handle loop: sequential POSTs over one kept-alive loopback
-// connection to the same server, in the same process, interleaved in rounds
-// so drift hits both sides alike. Prints `ratio_vs_raw_libcurl=<x>`
-// (saferetry throughput / raw throughput) and the bytes allocated per call.
+// What saferetry's synchronous call through the libcurl transport costs over
+// a plain libcurl easy-handle loop: sequential POSTs of the same request on
+// the wire, each side over its own kept-alive loopback connection to the same
+// in-process server, interleaved in rounds so that drift hits both sides
+// alike. A third loop runs the transport alone (one attempt, no client).
 //
-// Bounded: at most kRequestsPerSide requests per side or kTimeBudget in
-// total, whichever comes first.
+// The main figure is *pinned*: the client thread and every server thread run
+// on one CPU. Unpinned, the two connections are served by two server threads
+// that the scheduler places on different CPUs by chance, and waking a thread
+// on another (idle, virtual) CPU costs more than the whole request: the
+// unpinned ratio measures the scheduler, and is printed beside the pinned one
+// only to show that. The client thread's CPU time per call is measured too;
+// it does not depend on placement.
+//
+// Prints, among others:
+//   pinned_ratio_vs_raw_libcurl=<raw time / saferetry time per call, <= 1>
+//   overhead_us_per_call=<saferetry minus raw, microseconds, pinned>
+//   cpu_overhead_us_per_call=<the same in client-thread CPU time>
+// Per-call figures are medians over the rounds. Bounded: kRounds rounds of
+// kCallsPerRound calls per side and phase, or kTimeBudget per phase.
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -78,6 +94,33 @@ void* CurlCalloc(size_t a, size_t b) {
   return std::calloc(a, b);
 }
 
+// The CPUs this process may run on (before any pinning).
+cpu_set_t AllowedCpus() {
+  static const cpu_set_t kAllowed = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+      std::perror("sched_getaffinity");
+      std::exit(1);
+    }
+    return set;
+  }();
+  return kAllowed;
+}
+
+void SetThisThreadAffinity(const cpu_set_t& set) {
+  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "pthread_setaffinity_np failed\n");
+    std::exit(1);
+  }
+}
+
+std::chrono::nanoseconds ThreadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
 // ---- A minimal keep-alive HTTP/1.1 server: fixed 200 "ok". ----
 class BenchServer {
  public:
@@ -107,6 +150,15 @@ class BenchServer {
   }
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/orders"; }
 
+  // Moves the acceptor and every connection thread, present and future, to
+  // the CPUs of `set`.
+  void SetAffinity(const cpu_set_t& set) {
+    std::lock_guard<std::mutex> lock(mu_);
+    affinity_ = set;
+    pthread_setaffinity_np(acceptor_.native_handle(), sizeof(set), &set);
+    for (auto& t : workers_) pthread_setaffinity_np(t.native_handle(), sizeof(set), &set);
+  }
+
  private:
   void Accept() {
     while (!stop_.load()) {
@@ -119,6 +171,7 @@ class BenchServer {
       std::lock_guard<std::mutex> lock(mu_);
       conns_.push_back(c);
       workers_.emplace_back([c] { Serve(c); });
+      pthread_setaffinity_np(workers_.back().native_handle(), sizeof(affinity_), &affinity_);
     }
   }
   static void Serve(int c) {
@@ -162,6 +215,7 @@ class BenchServer {
   std::mutex mu_;
   std::vector<int> conns_;
   std::vector<std::thread> workers_;
+  cpu_set_t affinity_ = AllowedCpus();  // Guarded by mu_.
 };
 
 size_t Sink(char* data, size_t size, size_t n, void* userp) {
@@ -170,14 +224,15 @@ size_t Sink(char* data, size_t size, size_t n, void* userp) {
 }
 
 constexpr int kRounds = 10;
-constexpr int kRequestsPerSide = 2000;
-constexpr auto kTimeBudget = std::chrono::seconds(5);
+constexpr int kCallsPerRound = 500;
+constexpr auto kTimeBudget = std::chrono::seconds(10);
 const char kBody[] = R"({"sku":"sku-42","quantity":1})";
 
 struct Side {
   int calls = 0;
   int failures = 0;
-  std::chrono::nanoseconds time{0};
+  std::vector<double> round_us;      // Wall time per call, each round.
+  std::vector<double> round_cpu_us;  // Client-thread CPU time per call, each round.
   std::size_t new_calls = 0, new_bytes = 0, malloc_calls = 0, malloc_bytes = 0;
 };
 
@@ -185,17 +240,74 @@ template <typename F>
 void RunRound(Side& side, int n, F&& one_call) {
   t_new_calls = t_new_bytes = t_malloc_calls = t_malloc_bytes = 0;
   t_counting = true;
+  const auto cpu_start = ThreadCpuTime();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
     if (!one_call()) ++side.failures;
   }
-  side.time += std::chrono::steady_clock::now() - start;
+  const auto wall = std::chrono::steady_clock::now() - start;
+  const auto cpu = ThreadCpuTime() - cpu_start;
   t_counting = false;
   side.calls += n;
+  side.round_us.push_back(std::chrono::duration<double, std::micro>(wall).count() / n);
+  side.round_cpu_us.push_back(std::chrono::duration<double, std::micro>(cpu).count() / n);
   side.new_calls += t_new_calls;
   side.new_bytes += t_new_bytes;
   side.malloc_calls += t_malloc_calls;
   side.malloc_bytes += t_malloc_bytes;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+struct Phase {
+  Side raw, saferetry, transport;
+};
+
+// Warms up, then runs the three loops in interleaved rounds, alternating
+// which goes first.
+template <typename Raw, typename Saferetry, typename TransportOnly>
+Phase RunPhase(Raw&& raw_call, Saferetry&& saferetry_call, TransportOnly&& transport_call) {
+  for (int i = 0; i < 200; ++i) {
+    raw_call();
+    saferetry_call();
+    transport_call();
+  }
+  Phase ph;
+  const auto phase_start = std::chrono::steady_clock::now();
+  for (int round = 0; round < kRounds; ++round) {
+    if (std::chrono::steady_clock::now() - phase_start > kTimeBudget) break;
+    if (round % 2 == 0) {
+      RunRound(ph.raw, kCallsPerRound, raw_call);
+      RunRound(ph.saferetry, kCallsPerRound, saferetry_call);
+      RunRound(ph.transport, kCallsPerRound, transport_call);
+    } else {
+      RunRound(ph.transport, kCallsPerRound, transport_call);
+      RunRound(ph.saferetry, kCallsPerRound, saferetry_call);
+      RunRound(ph.raw, kCallsPerRound, raw_call);
+    }
+  }
+  return ph;
+}
+
+void PrintPhase(const char* name, const Phase& ph) {
+  std::printf("%s: calls_per_side=%d failures_raw=%d failures_saferetry=%d\n", name, ph.raw.calls,
+              ph.raw.failures, ph.saferetry.failures);
+  std::printf("%s: raw_us_per_call=%.2f saferetry_us_per_call=%.2f transport_only_us_per_call=%.2f\n",
+              name, Median(ph.raw.round_us), Median(ph.saferetry.round_us),
+              Median(ph.transport.round_us));
+  std::printf("%s: raw_cpu_us_per_call=%.2f saferetry_cpu_us_per_call=%.2f "
+              "transport_only_cpu_us_per_call=%.2f (client thread)\n",
+              name, Median(ph.raw.round_cpu_us), Median(ph.saferetry.round_cpu_us),
+              Median(ph.transport.round_cpu_us));
+}
+
+double PerCall(std::size_t total, int calls) {
+  return calls == 0 ? 0 : static_cast<double>(total) / calls;
 }
 
 }  // namespace
@@ -286,56 +398,60 @@ int main() {
     return r.status.ok() && r.response->status_code == 200;
   };
 
-  // Warm up both: connections open, pools and caches filled.
-  for (int i = 0; i < 200; ++i) {
-    raw_call();
-    saferetry_call();
-    transport_call();
-  }
+  // Pinned: the client thread and every server thread on one CPU, so a
+  // request and its answer never wait for a thread to wake on another CPU.
+  const cpu_set_t allowed = AllowedCpus();
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+  cpu_set_t one_cpu;
+  CPU_ZERO(&one_cpu);
+  CPU_SET(cpu, &one_cpu);
+  SetThisThreadAffinity(one_cpu);
+  server.SetAffinity(one_cpu);
+  const Phase pinned = RunPhase(raw_call, saferetry_call, transport_call);
 
-  Side raw_side, sr_side, tr_side;
-  const auto bench_start = std::chrono::steady_clock::now();
-  const int per_round = kRequestsPerSide / kRounds;
-  for (int round = 0; round < kRounds; ++round) {
-    if (std::chrono::steady_clock::now() - bench_start > kTimeBudget) break;
-    // Alternate which side goes first.
-    if (round % 2 == 0) {
-      RunRound(raw_side, per_round, raw_call);
-      RunRound(sr_side, per_round, saferetry_call);
-      RunRound(tr_side, per_round, transport_call);
-    } else {
-      RunRound(tr_side, per_round, transport_call);
-      RunRound(sr_side, per_round, saferetry_call);
-      RunRound(raw_side, per_round, raw_call);
-    }
-  }
+  // Unpinned: every thread may run on any allowed CPU.
+  SetThisThreadAffinity(allowed);
+  server.SetAffinity(allowed);
+  const Phase unpinned = RunPhase(raw_call, saferetry_call, transport_call);
+
   curl_easy_cleanup(raw);
   curl_slist_free_all(raw_headers);
 
-  auto per_sec = [](const Side& s) {
-    return s.calls / std::chrono::duration<double>(s.time).count();
-  };
-  const double raw_tput = per_sec(raw_side);
-  const double sr_tput = per_sec(sr_side);
-  std::printf("requests_per_side=%d failures_raw=%d failures_saferetry=%d\n", raw_side.calls,
-              raw_side.failures, sr_side.failures);
-  std::printf("raw_libcurl_rps=%.0f saferetry_rps=%.0f\n", raw_tput, sr_tput);
-  std::printf("raw_us_per_call=%.2f saferetry_us_per_call=%.2f transport_only_us_per_call=%.2f\n",
-              1e6 / raw_tput, 1e6 / sr_tput, 1e6 / per_sec(tr_side));
+  std::printf("cpus_allowed=%d pinned_cpu=%d\n", CPU_COUNT(&allowed), cpu);
+  PrintPhase("pinned", pinned);
+  PrintPhase("unpinned", unpinned);
+  const Side& sr = pinned.saferetry;
+  const Side& rw = pinned.raw;
+  const Side& tr = pinned.transport;
   std::printf("transport_only_new_per_call: allocations=%.2f bytes=%.1f\n",
-              double(tr_side.new_calls) / tr_side.calls, double(tr_side.new_bytes) / tr_side.calls);
+              PerCall(tr.new_calls, tr.calls), PerCall(tr.new_bytes, tr.calls));
   std::printf("saferetry_new_per_call: allocations=%.2f bytes=%.1f\n",
-              double(sr_side.new_calls) / sr_side.calls, double(sr_side.new_bytes) / sr_side.calls);
-  std::printf("raw_new_per_call: allocations=%.2f bytes=%.1f\n",
-              double(raw_side.new_calls) / raw_side.calls,
-              double(raw_side.new_bytes) / raw_side.calls);
+              PerCall(sr.new_calls, sr.calls), PerCall(sr.new_bytes, sr.calls));
+  std::printf("raw_new_per_call: allocations=%.2f bytes=%.1f\n", PerCall(rw.new_calls, rw.calls),
+              PerCall(rw.new_bytes, rw.calls));
   std::printf("libcurl_malloc_per_call: saferetry allocations=%.2f bytes=%.1f, raw allocations=%.2f "
               "bytes=%.1f\n",
-              double(sr_side.malloc_calls) / sr_side.calls,
-              double(sr_side.malloc_bytes) / sr_side.calls,
-              double(raw_side.malloc_calls) / raw_side.calls,
-              double(raw_side.malloc_bytes) / raw_side.calls);
-  std::printf("transport_only_ratio_vs_raw_libcurl=%.3f\n", per_sec(tr_side) / raw_tput);
-  std::printf("ratio_vs_raw_libcurl=%.3f\n", sr_tput / raw_tput);
-  return (raw_side.failures == 0 && sr_side.failures == 0) ? 0 : 1;
+              PerCall(sr.malloc_calls, sr.calls), PerCall(sr.malloc_bytes, sr.calls),
+              PerCall(rw.malloc_calls, rw.calls), PerCall(rw.malloc_bytes, rw.calls));
+
+  const double raw_us = Median(pinned.raw.round_us);
+  const double sr_us = Median(pinned.saferetry.round_us);
+  const double raw_cpu = Median(pinned.raw.round_cpu_us);
+  const double sr_cpu = Median(pinned.saferetry.round_cpu_us);
+  std::printf("# unpinned: the scheduler may put the two server threads and the client on\n"
+              "# different CPUs; a cross-CPU wake-up of an idle CPU can cost more than the\n"
+              "# request, so this ratio measures placement, not the library.\n");
+  std::printf("unpinned_ratio_vs_raw_libcurl=%.3f\n",
+              Median(unpinned.raw.round_us) / Median(unpinned.saferetry.round_us));
+  std::printf("unpinned_overhead_us_per_call=%.2f\n",
+              Median(unpinned.saferetry.round_us) - Median(unpinned.raw.round_us));
+  std::printf("transport_only_overhead_us_per_call=%.2f\n",
+              Median(pinned.transport.round_us) - raw_us);
+  std::printf("cpu_overhead_us_per_call=%.2f\n", sr_cpu - raw_cpu);
+  std::printf("pinned_ratio_vs_raw_libcurl=%.3f\n", raw_us / sr_us);
+  std::printf("overhead_us_per_call=%.2f\n", sr_us - raw_us);
+  const bool ok = pinned.raw.failures == 0 && pinned.saferetry.failures == 0 &&
+                  unpinned.raw.failures == 0 && unpinned.saferetry.failures == 0;
+  return ok ? 0 : 1;
 }
