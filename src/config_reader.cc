@@ -172,12 +172,13 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
   }
   if (j.contains("maxStatusQueries")) {
     std::int64_t v = 0;
-    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxStatusQueries"], at("maxStatusQueries"), 1,
+    // 0: derived from the deadline and the poll pacing (the default).
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxStatusQueries"], at("maxStatusQueries"), 0,
                                       std::numeric_limits<std::int64_t>::max(), &v));
-    if (v > kMaxAttemptsHardCap) {
+    if (v > kMaxStatusQueriesHardCap) {
       Warn(Cat(at("maxStatusQueries"), ": ", v, " is above the hard cap of ",
-                        kMaxAttemptsHardCap, "; clamped to ", kMaxAttemptsHardCap));
-      v = kMaxAttemptsHardCap;
+                        kMaxStatusQueriesHardCap, "; clamped to ", kMaxStatusQueriesHardCap));
+      v = kMaxStatusQueriesHardCap;
     }
     policy->max_status_queries = static_cast<int>(v);
   }

@@ -90,8 +90,9 @@ struct Policy {
   /// `deadline_options.attempt_cap`; `saferetry.deadlineMargin` and
   /// `saferetry.minUsefulAttempt` are the margin and minimum useful attempt.
   DeadlineOptions deadline_options;
-  /// `saferetry.maxStatusQueries`, 1..kMaxAttemptsHardCap. Default 5.
-  int max_status_queries = 5;
+  /// `saferetry.maxStatusQueries`, 0..kMaxStatusQueriesHardCap; 0 (the
+  /// default) derives the cap from the deadline (`DefaultMaxStatusQueries`).
+  int max_status_queries = 0;
   /// `saferetry.statusQuery.urlTemplate`; empty = no status query.
   std::string status_query_url_template;
   /// `saferetry.serverDeduplicates`. Default false.

@@ -141,12 +141,12 @@ TEST(ConfigTest, BudgetObjectsAreParsedAndImplyTheirKind) {
 }
 
 TEST(ConfigTest, MaxAttemptsAboveTheHardCapIsClampedWithAWarning) {
-  Policy p = MustLoad(R"({"retryPolicy": {"maxAttempts": 25}, "saferetry": {"maxStatusQueries": 11}})");
+  Policy p = MustLoad(R"({"retryPolicy": {"maxAttempts": 25}, "saferetry": {"maxStatusQueries": 1001}})");
   EXPECT_EQ(p.max_attempts, kMaxAttemptsHardCap);
-  EXPECT_EQ(p.max_status_queries, kMaxAttemptsHardCap);
+  EXPECT_EQ(p.max_status_queries, kMaxStatusQueriesHardCap);
   EXPECT_THAT(p.warnings,
               ElementsAre("$.retryPolicy.maxAttempts: 25 is above the hard cap of 10; clamped to 10",
-                          "$.saferetry.maxStatusQueries: 11 is above the hard cap of 10; clamped to 10"));
+                          "$.saferetry.maxStatusQueries: 1001 is above the hard cap of 1000; clamped to 1000"));
 }
 
 struct ErrorCase {
@@ -207,7 +207,7 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
       {R"({"saferetry": {"deadlineMargin": "-0.1s"}})",
        R"($.saferetry.deadlineMargin: expected a duration >= 0 like "0.1s" (decimal seconds, "s" suffix), got "-0.1s")"},
       {R"({"saferetry": {"maxStatusQueries": -2}})",
-       "$.saferetry.maxStatusQueries: expected an integer >= 1, got -2"},
+       "$.saferetry.maxStatusQueries: expected an integer >= 0, got -2"},
       {R"({"saferetry": {"statusQuery": {"urlTemplate": "https://api.example/orders/by-key"}}})",
        R"($.saferetry.statusQuery.urlTemplate: expected an absolute http(s) URL containing {key}, or "", got "https://api.example/orders/by-key")"},
       {R"({"saferetry": {"statusQuery": {"urlTemplate": "ftp://x/{key}"}}})",
@@ -308,7 +308,7 @@ TEST(ConfigTest, DumpWritesEveryFieldInTheDocumentFormat) {
                     "backoffMultiplier": 2.0},
     "saferetry": {
       "jitter": "full", "deadline": "30s", "attemptTimeout": null, "deadlineMargin": "0.010s",
-      "minUsefulAttempt": "0.050s", "maxStatusQueries": 5, "statusQuery": {"urlTemplate": ""},
+      "minUsefulAttempt": "0.050s", "maxStatusQueries": 0, "statusQuery": {"urlTemplate": ""},
       "serverDeduplicates": false,
       "idempotency": {"header": "Idempotency-Key", "form": "bare", "mode": "auto"},
       "deadlineHeader": "X-Request-Timeout-Ms", "attemptHeader": "X-Retry-Attempt",
