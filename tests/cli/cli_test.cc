@@ -891,6 +891,37 @@ TEST(CliTest, HangAfterCommitWithAttemptTimeoutIsResolvedByStatusQuery) {
   EXPECT_EQ(server.effects(), 1);
 }
 
+// Only a deadline and a status URL: the time plan keeps 30 % of the deadline
+// to resolve the hang (a 2 s POST gets 1390 ms), and a status query finds the
+// order. One POST, one order.
+TEST(CliTest, HangAfterCommitWithDefaultsIsResolvedByStatusQuery) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kHang)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "2s", "--status-url",
+                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(1390), Lt(2000)));
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+// A GET that hangs is retried with defaults: each attempt gets half the call.
+TEST(CliTest, GetThatHangsIsRetriedWithDefaults) {
+  ServerOptions o;
+  o.script = {CommitThen(Fault::kHang), Respond(200, "fine")};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "1s", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["body"], "fine");
+  EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(495), Lt(1000)));
+}
+
 TEST(CliTest, GetThatHangsIsRetried) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang), Respond(200, "fine")};
