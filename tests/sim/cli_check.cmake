@@ -2,7 +2,7 @@
 #
 # cmake -DSIM=<saferetry-sim> -P cli_check.cmake: bad flags exit 64 with a message naming the flag.
 foreach(case "--clients;x;--clients" "--failure-rate;2;--failure-rate" "--jitter;wild;--jitter"
-             "--loss-rate;-0.5;--loss-rate")
+             "--loss-rate;-0.5;--loss-rate" "--slow-rate;2;--slow-rate")
   list(GET case 0 flag)
   list(GET case 1 value)
   list(GET case 2 expected)
@@ -11,6 +11,8 @@ foreach(case "--clients;x;--clients" "--failure-rate;2;--failure-rate" "--jitter
     set(preset contention)
   elseif(flag STREQUAL "--loss-rate")
     set(preset lost-responses)
+  elseif(flag STREQUAL "--slow-rate")
+    set(preset hang)
   endif()
   execute_process(COMMAND ${SIM} --preset ${preset} ${flag} ${value}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -91,6 +91,117 @@ TEST(SimulatorTest, CarelessClientDuplicatesEveryLostCommit) {
   EXPECT_EQ(r.unknown, 1);
 }
 
+// One call whose polls are paced without jitter, so every time is exact.
+SimConfig OneCallNoJitter() {
+  SimConfig c = TinyConfig();
+  c.workload.calls_per_client = 1;
+  BasePolicy base;
+  base.poll_backoff.jitter = JitterKind::kNone;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, base);
+  return c;
+}
+
+TEST(SimulatorTest, HungReplyTimesOutThenOneStatusQueryFindsIt) {
+  SimConfig c = OneCallNoJitter();
+  c.server.hang_rate = 1.0;  // the server commits; the reply never comes
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.timeouts, 1);
+  EXPECT_EQ(r.status_queries, 1);
+  EXPECT_EQ(r.succeeded, 1);
+  EXPECT_EQ(r.effects, 1);
+  EXPECT_EQ(r.duplicates, 0);
+  EXPECT_EQ(r.stop_reasons[static_cast<std::size_t>(StopReason::kSuccess)], 1);
+  // 30 s deadline, 30 % kept to resolve: the attempt times out at 20.99 s;
+  // the first poll waits 50 ms; the query takes 5 + 20 + 5 ms.
+  EXPECT_EQ(r.p50, milliseconds(20990 + 50 + 30));
+}
+
+TEST(SimulatorTest, SlowCommitBeyondTheAttemptTimeoutIsPolledUntilFound) {
+  SimConfig c = OneCallNoJitter();
+  c.server.slow_rate = 1.0;
+  c.server.slow_service = Constant(std::chrono::seconds(23));
+  const SimResult r = RunSimulation(c);
+  // The attempt times out at 20.99 s; the server commits at 23.005 s. Polls
+  // every 50, 75, 112.5, ... ms (each query 30 ms) answer "processing" until
+  // then; the first after the commit answers "found". Never a second write.
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.timeouts, 1);
+  EXPECT_EQ(r.status_queries, 8);
+  EXPECT_EQ(r.succeeded, 1);
+  EXPECT_EQ(r.effects, 1);
+  // Polls sent 21.04, 21.145, 21.2875, 21.48625, 21.769375, 22.1790625,
+  // 22.77859375 s ("processing") and 23.662890625 s ("found").
+  EXPECT_EQ(r.p50, std::chrono::nanoseconds(23'692'890'625));
+}
+
+TEST(SimulatorTest, CommitAfterTheDeadlineEndsUnknownNeverDuplicated) {
+  SimConfig c = OneCallNoJitter();
+  c.server.slow_rate = 1.0;
+  c.server.slow_service = Constant(std::chrono::seconds(40));
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.unknown, 1);
+  EXPECT_EQ(r.effects, 1);  // the commit landed after the call gave up
+  EXPECT_EQ(r.outcome_violations, 0);
+  // Every poll answers "processing" until less than a useful query is left.
+  EXPECT_EQ(r.unknown_stop_reasons[static_cast<std::size_t>(StopReason::kNoTimeForUsefulAttempt)],
+            1);
+  EXPECT_EQ(r.status_queries, 15);
+}
+
+TEST(SimulatorTest, SameKeyResendDuringASlowCommitSees409AndNeverWritesTwice) {
+  // No status query: an ambiguous attempt is resolved by a same-key resend,
+  // which the server answers 409 while the slow commit is in progress.
+  SimConfig c = TinyConfig();
+  c.workload.calls_per_client = 1;
+  BasePolicy base;
+  base.status_query = false;
+  base.server_deduplicates = true;
+  base.poll_backoff.jitter = JitterKind::kNone;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, base);
+  c.server.slow_rate = 1.0;
+  c.server.slow_service = Constant(std::chrono::seconds(23));
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.status_queries, 0);
+  EXPECT_GT(r.attempts, 2);
+  EXPECT_EQ(r.effects, 1);
+  EXPECT_EQ(r.duplicates, 0);
+  EXPECT_EQ(r.outcome_violations, 0);
+  // The timed-out attempt, a resend, eight resends answered 409 (polls, not
+  // attempts), and the resend after the commit that gets the replay.
+  EXPECT_EQ(r.attempts, 10);
+  EXPECT_EQ(r.timeouts, 1);
+  EXPECT_EQ(r.succeeded, 1);
+}
+
+SimConfig SeededHang(std::uint64_t seed, std::int64_t calls, bool steady_tail) {
+  SimConfig c;
+  c.seed = seed;
+  c.server.hang_rate = 0.2;
+  c.server.slow_rate = 0.02;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, BasePolicy{});
+  c.workload.total_calls = calls;
+  c.workload.calls_per_second = 1000;
+  c.workload.steady_tail = steady_tail;
+  return c;
+}
+
+TEST(SimulatorTest, SteadyTailKeepsTheAllowanceFedForLateResolutions) {
+  // Hung calls query ~21 s after they start. When arrivals stop with the
+  // measurement, the allowance's 10 s window holds no call starts by then
+  // and only its 20/s reserve is left: an artifact of the run's end.
+  const SimResult quiet = RunSimulation(SeededHang(1, 3000, /*steady_tail=*/false));
+  const SimResult steady = RunSimulation(SeededHang(1, 3000, /*steady_tail=*/true));
+  EXPECT_EQ(quiet.budget_exhausted, 411);
+  EXPECT_EQ(quiet.unknown, quiet.budget_exhausted);
+  EXPECT_EQ(steady.budget_exhausted, 0);
+  EXPECT_EQ(steady.unknown, 0);
+  // The tail's calls load the server but are not reported.
+  EXPECT_EQ(steady.calls, 3000);
+  EXPECT_EQ(steady.attempts, 3000);
+}
+
 TEST(SimulatorTest, NoRetryClientSendsOneAttemptPerCall) {
   SimConfig c = TinyConfig();
   c.server.failure_rate = 1.0;
@@ -139,14 +250,16 @@ TEST(SimulatorTest, ExactResultsForASeededRun) {
   const SimResult r = RunSimulation(SeededBrownOut(1));
   EXPECT_EQ(r.calls, 500);
   // 30 % failures and 10 % lost replies in half a second: the default
-  // budget (100 retries in reserve + 10 % of calls) runs out, and the calls
-  // it stops after a lost reply end UNKNOWN, never FAILED.
-  EXPECT_EQ(r.attempts, 624);
-  EXPECT_EQ(r.status_queries, 26);
-  EXPECT_EQ(r.succeeded, 437);
-  EXPECT_EQ(r.failed, 50);
-  EXPECT_EQ(r.unknown, 13);
-  EXPECT_EQ(r.effects, 450);
+  // budget (100 retries in reserve + 10 % of calls) runs out for the 503s,
+  // which end FAILED; the lost replies are resolved by status queries, which
+  // draw from their own allowance, so none ends UNKNOWN.
+  EXPECT_EQ(r.attempts, 650);
+  EXPECT_EQ(r.status_queries, 54);
+  EXPECT_EQ(r.succeeded, 473);
+  EXPECT_EQ(r.failed, 27);
+  EXPECT_EQ(r.unknown, 0);
+  EXPECT_EQ(r.effects, 473);
+  EXPECT_EQ(r.budget_exhausted, 18);
   EXPECT_EQ(r.duplicates, 0);
 }
 
@@ -272,6 +385,59 @@ TEST(PresetTest, ContentionPointHasWritesAndCompletion) {
   EXPECT_EQ(rows->front()["jitter"], "full");
 }
 
+TEST(PresetTest, HangPresetMeetsTheTargetsAtASmallerSize) {
+  // The report's point (20 % hung replies, 2 % slow commits, default policy,
+  // seed 1, 1000 calls/s) over 3 s instead of 20 s.
+  PresetOptions o;
+  o.preset = "hang";
+  o.seconds = 3;
+  auto rows = RunPreset(o);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  const Row& row = rows->front();
+  EXPECT_EQ(row["loss_rate"], 0.2);
+  EXPECT_EQ(row["slow_rate"], 0.02);
+  EXPECT_EQ(row["calls"], 3000.0);
+  EXPECT_EQ(row["attempts"], 3000.0);
+  EXPECT_EQ(row["status_queries"], 663.0);
+  EXPECT_EQ(row["timeouts"], 598.0);
+  EXPECT_EQ(row["write_amplification"], 1.0);
+  EXPECT_EQ(row["load_amplification"], 1.221);
+  EXPECT_EQ(row["duplicates"], 0.0);
+  EXPECT_EQ(row["unknown"], 0.0);
+  EXPECT_EQ(row["outcome_violations"], 0.0);
+  EXPECT_EQ(row["stop_reasons"], Row({{"success", 3000.0}}));
+  EXPECT_TRUE(row["unknown_stop_reasons"].empty());
+}
+
+TEST(PresetTest, HangPresetTargetsHoldOverSeeds) {
+  for (std::uint64_t seed = 2; seed <= 4; ++seed) {
+    SCOPED_TRACE(seed);
+    PresetOptions o;
+    o.preset = "hang";
+    o.seed = seed;
+    o.seconds = 3;
+    auto rows = RunPreset(o);
+    ASSERT_TRUE(rows.ok());
+    const Row& row = rows->front();
+    EXPECT_EQ(row["duplicates"], 0.0);
+    EXPECT_EQ(row["outcome_violations"], 0.0);
+    EXPECT_LE(row["unknown_rate"].get<double>(), 0.001);
+    EXPECT_LE(row["write_amplification"].get<double>(), 1.12);
+    EXPECT_LE(row["load_amplification"].get<double>(), 1.30);
+  }
+}
+
+TEST(PresetTest, SlowRateIsCheckedAndOnlyForTheLossPresets) {
+  PresetOptions o;
+  o.preset = "hang";
+  o.slow_rate = 1.5;
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--slow-rate"));
+  o.slow_rate = 0.1;
+  o.preset = "outage";
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--slow-rate"));
+}
+
 TEST(PresetTest, LostResponsesPointHasTheReportedFields) {
   PresetOptions o;
   o.preset = "lost-responses";
@@ -281,7 +447,9 @@ TEST(PresetTest, LostResponsesPointHasTheReportedFields) {
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
   const Row& row = rows->front();
-  for (const char* f : {"load_amplification", "success_rate", "duplicates", "unknown"}) {
+  for (const char* f : {"attempts", "status_queries", "write_amplification", "load_amplification",
+                        "success_rate", "duplicates", "unknown", "unknown_rate", "timeouts",
+                        "stop_reasons", "unknown_stop_reasons"}) {
     EXPECT_TRUE(row.contains(f)) << f;
   }
   EXPECT_EQ(row["duplicates"], 0.0);

@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   std::string jitter;
   double failure_rate = -1;
   double loss_rate = -1;
+  double slow_rate = -1;
   double load_factor = -1;
   std::string client;
   double rate = 1000;
@@ -142,7 +143,8 @@ int main(int argc, char** argv) {
   std::string timeline_csv;
   std::string plot;
 
-  app.add_option("--preset", preset, "contention | brown-out | lost-responses | outage")->required();
+  app.add_option("--preset", preset,
+                 "contention | brown-out | lost-responses | hang | outage")->required();
   app.add_flag("--sweep", sweep, "Run the whole figure instead of one point");
   auto* clients_opt = app.add_option("--clients", clients, "contention: clients that start together");
   app.add_option("--trials", trials, "Trials per point, averaged (contention default 100, others 1)");
@@ -150,7 +152,11 @@ int main(int argc, char** argv) {
   app.add_option("--policy", policy_file, "JSON policy file for the saferetry client");
   auto* jitter_opt = app.add_option("--jitter", jitter, "none | full | equal | decorrelated");
   auto* failure_opt = app.add_option("--failure-rate", failure_rate, "Independent failure rate, 0..1");
-  auto* loss_opt = app.add_option("--loss-rate", loss_rate, "Lost-response rate, 0..1");
+  auto* loss_opt = app.add_option(
+      "--loss-rate", loss_rate,
+      "Lost-response rate, 0..1 (lost-responses: a reset; hang: hangs until the attempt timeout)");
+  auto* slow_opt = app.add_option("--slow-rate", slow_rate,
+                                  "lost-responses, hang: slow-commit rate, 0..1 (hang default 0.02)");
   auto* load_opt = app.add_option("--load-factor", load_factor,
                                   "brown-out overload: offered load / server capacity");
   auto* client_opt = app.add_option(
@@ -205,6 +211,7 @@ int main(int argc, char** argv) {
   }
   if (*failure_opt) o.failure_rate = failure_rate;
   if (*loss_opt) o.loss_rate = loss_rate;
+  if (*slow_opt) o.slow_rate = slow_rate;
   if (*load_opt) o.load_factor = load_factor;
   if (*client_opt) {
     saferetry::sim::ClientVariant v;

@@ -3,6 +3,7 @@
 #include "tools/sim/presets.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -40,6 +41,7 @@ struct Totals {
     sum.calls += r.calls;
     sum.attempts += r.attempts;
     sum.status_queries += r.status_queries;
+    sum.timeouts += r.timeouts;
     sum.succeeded += r.succeeded;
     sum.failed += r.failed;
     sum.unknown += r.unknown;
@@ -48,6 +50,10 @@ struct Totals {
     sum.outcome_violations += r.outcome_violations;
     sum.budget_exhausted += r.budget_exhausted;
     sum.rejected += r.rejected;
+    for (std::size_t i = 0; i < r.stop_reasons.size(); ++i) {
+      sum.stop_reasons[i] += r.stop_reasons[i];
+      sum.unknown_stop_reasons[i] += r.unknown_stop_reasons[i];
+    }
     p50_ms += Ms(r.p50);
     p99_ms += Ms(r.p99);
     mean_ms += Ms(r.mean_completion);
@@ -63,18 +69,37 @@ struct Totals {
     row["calls"] = mean(sum.calls);
     row["attempts"] = mean(sum.attempts);
     row["status_queries"] = mean(sum.status_queries);
+    row["write_amplification"] = Round(sum.WriteAmplification(), 4);
     row["load_amplification"] = Round(sum.LoadAmplification(), 4);
     row["success_rate"] = Round(sum.SuccessRate(), 5);
     row["goodput_per_s"] = Round(goodput / n, 1);
     row["failed"] = mean(sum.failed);
     row["unknown"] = mean(sum.unknown);
+    row["unknown_rate"] =
+        Round(sum.calls == 0 ? 0 : static_cast<double>(sum.unknown) / static_cast<double>(sum.calls),
+              5);
     row["effects"] = mean(sum.effects);
     row["duplicates"] = mean(sum.duplicates);
     row["outcome_violations"] = mean(sum.outcome_violations);
     row["budget_exhausted"] = mean(sum.budget_exhausted);
     row["rejected"] = mean(sum.rejected);
+    row["timeouts"] = mean(sum.timeouts);
     row["p50_ms"] = Round(p50_ms / n, 2);
     row["p99_ms"] = Round(p99_ms / n, 2);
+    row["stop_reasons"] = Reasons(sum.stop_reasons, n);
+    row["unknown_stop_reasons"] = Reasons(sum.unknown_stop_reasons, n);
+  }
+
+  // By `StopReasonName`, the reasons that occurred only (per trial).
+  static Row Reasons(const std::array<std::int64_t, kStopReasonCount>& counts, double n) {
+    Row out = Row::object();
+    for (int i = 0; i < kStopReasonCount; ++i) {
+      const std::int64_t v = counts[static_cast<std::size_t>(i)];
+      if (v == 0) continue;
+      out[std::string(StopReasonName(static_cast<StopReason>(i)))] =
+          Round(static_cast<double>(v) / n, 1);
+    }
+    return out;
   }
 };
 
@@ -250,7 +275,13 @@ std::vector<Row> BrownOut(const PresetOptions& o) {
   return rows;
 }
 
-std::vector<Row> LostResponses(const PresetOptions& o) {
+// Slow commits in the hang preset: 2 % of processed attempts take
+// Uniform(5 s, 25 s). With the default 30 s deadline a keyed write's attempt
+// timeout is 20.99 s (30 % kept to resolve it), so about a fifth of them time
+// out while the server is still working and commit up to 4 s later.
+constexpr double kHangSlowRate = 0.02;
+
+std::vector<Row> LostResponses(const PresetOptions& o, bool hang) {
   std::vector<ClientVariant> clients =
       o.client.has_value()
           ? std::vector<ClientVariant>{*o.client}
@@ -262,7 +293,7 @@ std::vector<Row> LostResponses(const PresetOptions& o) {
   } else if (o.sweep) {
     ls = {0.0, 0.01, 0.02, 0.05, 0.10, 0.15, 0.20};
   } else {
-    ls = {0.10};
+    ls = {hang ? 0.20 : 0.10};
   }
   const int trials = TrialsOr(o, 1);
   const double secs = o.seconds > 0 ? o.seconds : 20;
@@ -271,13 +302,23 @@ std::vector<Row> LostResponses(const PresetOptions& o) {
     for (ClientVariant v : clients) {
       SimConfig c;
       c.server = BaseServer();
-      c.server.loss_rate = l;
+      if (hang) {
+        c.server.hang_rate = l;
+        c.server.slow_rate = o.slow_rate.value_or(kHangSlowRate);
+      } else {
+        c.server.loss_rate = l;
+        c.server.slow_rate = o.slow_rate.value_or(0);
+      }
       c.server.failure_rate = o.failure_rate.value_or(0);
       c.client = MakeClientModel(v, o.policy);
       c.workload = OpenLoop(o.rate, secs);
+      // Hung calls resolve ~21 s after they start; the service keeps its
+      // arrivals until they have (see Workload::steady_tail).
+      c.workload.steady_tail = hang;
       const Totals t = RunTrials(c, o, trials, ls.size() == 1 && clients.size() == 1);
       Row row;
       row["loss_rate"] = l;
+      row["slow_rate"] = c.server.slow_rate;
       row["client"] = std::string(ClientVariantName(v));
       t.Write(row);
       rows.push_back(std::move(row));
@@ -464,8 +505,8 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
 }
 
 const std::vector<std::string_view>& PresetNames() {
-  static const auto* names = new std::vector<std::string_view>{"contention", "brown-out",
-                                                                "lost-responses", "outage"};
+  static const auto* names = new std::vector<std::string_view>{
+      "contention", "brown-out", "lost-responses", "hang", "outage"};
   return *names;
 }
 
@@ -473,6 +514,9 @@ std::string_view PresetDescription(std::string_view preset) {
   if (preset == "contention") return "optimistic-concurrency writes, N clients start together";
   if (preset == "brown-out") return "independent failures and load-driven overload, 1000 calls/s";
   if (preset == "lost-responses") return "committed requests whose response is lost";
+  if (preset == "hang") {
+    return "committed requests whose response hangs until the attempt timeout, slow commits";
+  }
   if (preset == "outage") return "the downstream refuses for 10 s, then comes back";
   return "";
 }
@@ -480,6 +524,7 @@ std::string_view PresetDescription(std::string_view preset) {
 absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
   if (absl::Status s = CheckRate("--failure-rate", o.failure_rate, 1.0); !s.ok()) return s;
   if (absl::Status s = CheckRate("--loss-rate", o.loss_rate, 1.0); !s.ok()) return s;
+  if (absl::Status s = CheckRate("--slow-rate", o.slow_rate, 1.0); !s.ok()) return s;
   if (o.load_factor.has_value() && !(*o.load_factor > 0 && *o.load_factor <= 100)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--load-factor: must be in (0, 100], got ", *o.load_factor));
@@ -498,7 +543,7 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--seconds: must be in (0, 3600], got ", o.seconds));
   }
   if (o.preset == "contention") {
-    if (o.failure_rate || o.loss_rate || o.load_factor || o.client) {
+    if (o.failure_rate || o.loss_rate || o.load_factor || o.client || o.slow_rate) {
       return absl::InvalidArgumentError(
           "--preset: contention takes --clients, --jitter, --trials and --seed only");
     }
@@ -508,6 +553,10 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--clients: only the contention preset has clients; ", o.preset,
                      " uses open-loop arrivals (--rate)"));
+  }
+  if (o.slow_rate && o.preset != "lost-responses" && o.preset != "hang") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slow-rate: not used by ", o.preset, " (lost-responses, hang)"));
   }
   if (o.preset == "brown-out") {
     if (o.loss_rate) return absl::InvalidArgumentError("--loss-rate: not used by brown-out");
@@ -519,7 +568,11 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
   }
   if (o.preset == "lost-responses") {
     if (o.load_factor) return absl::InvalidArgumentError("--load-factor: not used by lost-responses");
-    return LostResponses(o);
+    return LostResponses(o, /*hang=*/false);
+  }
+  if (o.preset == "hang") {
+    if (o.load_factor) return absl::InvalidArgumentError("--load-factor: not used by hang");
+    return LostResponses(o, /*hang=*/true);
   }
   if (o.preset == "outage") {
     if (o.loss_rate || o.load_factor) {
@@ -529,7 +582,7 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--preset: unknown preset \"", o.preset,
-      "\" (contention, brown-out, lost-responses, outage)"));
+      "\" (contention, brown-out, lost-responses, hang, outage)"));
 }
 
 }  // namespace sim

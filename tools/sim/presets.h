@@ -7,6 +7,8 @@
 //   contention      the jitter experiment: mean writes and completion time
 //   brown-out       independent failures 0-90 % and load-driven overload
 //   lost-responses  response loss 0-20 %: careless client vs saferetry
+//   hang            responses lost by hanging until the attempt timeout,
+//                   plus slow commits (long in-progress windows)
 //   outage          the downstream refuses for 10 s, then the retry peak
 
 #ifndef SAFERETRY_TOOLS_SIM_PRESETS_H_
@@ -79,7 +81,12 @@ struct PresetOptions {
   std::uint64_t seed = 1;
   std::optional<JitterKind> jitter;
   std::optional<double> failure_rate;
+  /// lost-responses: replies lost by a reset; hang: replies that hang until
+  /// the attempt timeout.
   std::optional<double> loss_rate;
+  /// lost-responses and hang: processed attempts that are slow commits
+  /// (`ServerModel::slow_rate`; hang default 2 %, lost-responses 0).
+  std::optional<double> slow_rate;
   /// Brown-out: offered load as a multiple of server capacity (switches the
   /// point to the load-driven overload model).
   std::optional<double> load_factor;

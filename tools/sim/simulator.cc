@@ -35,12 +35,21 @@ Duration LatencyModel::Sample(SimRng& rng) const {
     case Kind::kExponential:
       return Duration(
           static_cast<Duration::rep>(rng.Exponential(static_cast<double>(mean.count()))));
+    case Kind::kUniform: {
+      const double lo = static_cast<double>((mean - stddev).count());
+      const double ns = lo + 2.0 * static_cast<double>(stddev.count()) * rng.Uniform();
+      return Duration(static_cast<Duration::rep>(std::max(0.0, ns)));
+    }
   }
   return mean;
 }
 
 double SimResult::LoadAmplification() const {
   return calls == 0 ? 0 : static_cast<double>(attempts + status_queries) / static_cast<double>(calls);
+}
+
+double SimResult::WriteAmplification() const {
+  return calls == 0 ? 0 : static_cast<double>(attempts) / static_cast<double>(calls);
 }
 
 double SimResult::SuccessRate() const {
@@ -62,6 +71,11 @@ namespace {
 // Timeline buckets beyond this are not recorded (a guard on memory only).
 constexpr std::size_t kMaxBuckets = 1 << 20;
 
+// A connection that would otherwise hang forever (no attempt timeout, no
+// deadline) is given up after this; it also keeps Duration::max() away from
+// time point arithmetic.
+constexpr Duration kLongestHang = std::chrono::hours(24);
+
 enum class EventType : std::uint8_t {
   kArrival,        // a call starts (closed loop: `call` is the client)
   kServerReceive,  // a request reaches the server
@@ -78,6 +92,7 @@ enum class Reply : std::uint8_t {
   kUnavailable,  // 503
   kConflict,     // 409: the key is being processed
   kLost,         // the reply was lost: connection reset after sending
+  kHang,         // the reply never comes: the client's attempt timeout decides
   kRefused,      // connection refused: not delivered
   kFound,        // status query: 200
   kNotFound,     // status query: 404
@@ -116,6 +131,9 @@ struct CallState {
   Outcome outcome = Outcome::kFailed;
   std::int32_t client = -1;
   std::int32_t effects = 0;
+  // False for the steady tail's calls, which load the server and the budgets
+  // but are not reported.
+  bool measured = true;
   Duration completion{0};
 };
 
@@ -160,7 +178,7 @@ class Engine {
   Duration Hop() { return config_.server.hop.Sample(rng_); }
 
   void OnArrival(const Event& e);
-  void StartCall(std::int32_t client, TimePoint now);
+  void StartCall(std::int32_t client, TimePoint now, bool measured = true);
   void Perform(std::int32_t call, const CallAction& action, TimePoint now);
   void OnServerReceive(const Event& e);
   void OnServerDone(const Event& e);
@@ -186,6 +204,7 @@ class Engine {
   std::vector<CallState> calls_;
   std::vector<int> calls_left_;  // closed loop, per client
   std::int64_t arrivals_ = 0;
+  std::int64_t measured_running_ = 0;  // measured calls not finished yet
   int in_flight_ = 0;
   TimePoint last_arrival_ = kSimEpoch;
   TimePoint last_event_ = kSimEpoch;
@@ -209,7 +228,8 @@ SimResult Engine::Run() {
   }
 
   // Every event is bounded: each call sends at most kMaxAttemptsHardCap
-  // attempts and as many queries, each a handful of events.
+  // attempts and kMaxStatusQueriesHardCap polls, each a handful of events,
+  // and every send has a timeout.
   while (!queue_.empty()) {
     const Event e = queue_.top();
     queue_.pop();
@@ -245,6 +265,7 @@ SimResult Engine::Run() {
   Duration::rep sum = 0;
   TimePoint last_done = kSimEpoch;
   for (const CallState& c : calls_) {
+    if (!c.measured) continue;
     ++result_.calls;
     result_.effects += c.effects;
     if (c.effects > 1) result_.duplicates += c.effects - 1;
@@ -283,8 +304,12 @@ SimResult Engine::Run() {
 void Engine::OnArrival(const Event& e) {
   const Workload& w = config_.workload;
   if (w.kind == Workload::Kind::kOpenLoop) {
-    StartCall(-1, e.at);
-    if (++arrivals_ < w.total_calls) {
+    const bool measured = arrivals_ < w.total_calls;
+    StartCall(-1, e.at, measured);
+    ++arrivals_;
+    // The steady tail keeps arriving while a measured call is still running;
+    // every call ends by its deadline, so the tail is finite.
+    if (arrivals_ < w.total_calls || (w.steady_tail && measured_running_ > 0)) {
       const double gap_ns = arrival_rng_.Exponential(1e9 / w.calls_per_second);
       Push(e.at + Duration(static_cast<Duration::rep>(gap_ns)), EventType::kArrival, -1, 0, false);
     }
@@ -294,14 +319,18 @@ void Engine::OnArrival(const Event& e) {
   }
 }
 
-void Engine::StartCall(std::int32_t client, TimePoint now) {
+void Engine::StartCall(std::int32_t client, TimePoint now, bool measured) {
   const auto index = static_cast<std::int32_t>(calls_.size());
   calls_.emplace_back();
   CallState& c = calls_.back();
   c.client = client;
   c.start = now;
-  last_arrival_ = now;
-  if (TimelineBucket* b = Bucket(now)) ++b->arrivals;
+  c.measured = measured;
+  if (measured) {
+    ++measured_running_;
+    last_arrival_ = now;
+    if (TimelineBucket* b = Bucket(now)) ++b->arrivals;
+  }
 
   const ClientModel& m = config_.client;
   CallPolicy policy = m.policy;
@@ -327,18 +356,13 @@ void Engine::Perform(std::int32_t call, const CallAction& action, TimePoint now)
       c.awaiting = true;
       c.query = query;
       c.send_start = now;
-      if (query) {
-        ++result_.status_queries;
-      } else {
-        ++result_.attempts;
+      if (c.measured) {
+        ++(query ? result_.status_queries : result_.attempts);
+        if (TimelineBucket* b = Bucket(now)) ++(query ? b->status_queries : b->attempts);
       }
-      if (TimelineBucket* b = Bucket(now)) ++(query ? b->status_queries : b->attempts);
       Push(now + Hop(), EventType::kServerReceive, call, c.send, query);
-      // Timeouts beyond a day never fire in a simulation; skipping them also
-      // keeps Duration::max() away from time point arithmetic.
-      if (action.timeout < std::chrono::hours(24)) {
-        Push(now + action.timeout, EventType::kAttemptTimeout, call, c.send, query);
-      }
+      Push(now + std::min(action.timeout, kLongestHang), EventType::kAttemptTimeout, call, c.send,
+           query);
       break;
     }
     case CallAction::Kind::kWait:
@@ -355,14 +379,18 @@ void Engine::OnServerReceive(const Event& e) {
   CallState& c = calls_[static_cast<std::size_t>(e.call)];
   const TimePoint now = e.at;
   if (InOutage(now)) {
-    ++result_.rejected;
-    if (TimelineBucket* b = Bucket(now)) ++b->rejected;
+    if (c.measured) {
+      ++result_.rejected;
+      if (TimelineBucket* b = Bucket(now)) ++b->rejected;
+    }
     Push(now + Hop(), EventType::kClientReceive, e.call, e.send, e.query, Reply::kRefused);
     return;
   }
   if (s.capacity > 0 && in_flight_ >= s.capacity) {
-    ++result_.rejected;
-    if (TimelineBucket* b = Bucket(now)) ++b->rejected;
+    if (c.measured) {
+      ++result_.rejected;
+      if (TimelineBucket* b = Bucket(now)) ++b->rejected;
+    }
     Push(now + Hop(), EventType::kClientReceive, e.call, e.send, e.query, Reply::kUnavailable);
     return;
   }
@@ -376,23 +404,33 @@ void Engine::OnServerReceive(const Event& e) {
     Push(now + Hop(), EventType::kClientReceive, e.call, e.send, false, Reply::kConflict);
     return;
   }
-  // Both draws are made for every processed attempt, so a change in one rate
-  // does not shift the other's random stream.
+  // Every draw whose rate is set is made for every processed attempt, so a
+  // change in one rate does not shift the others' random stream (a rate of 0
+  // draws nothing, which keeps older presets' streams as they were).
   const bool fail = rng_.Bernoulli(s.failure_rate);
   const bool lose = rng_.Bernoulli(s.loss_rate);
+  const bool hang = rng_.Bernoulli(s.hang_rate);
+  const bool slow = rng_.Bernoulli(s.slow_rate);
+  const Reply lost = lose ? Reply::kLost : (hang ? Reply::kHang : Reply::kNone);
   Reply reply;
   bool commit = false;
   if (fail) {
     reply = Reply::kUnavailable;
   } else if (keyed && c.key_state == KeyState::kCommitted) {
-    reply = lose ? Reply::kLost : Reply::kReplayed;
+    reply = lost != Reply::kNone ? lost : Reply::kReplayed;
   } else {
+    // The key is in progress from here to the commit at kServerDone: for a
+    // slow commit, the whole of its service time.
     commit = true;
     if (keyed) c.key_state = KeyState::kProcessing;
-    reply = lose ? Reply::kLost : Reply::kCreated;
+    reply = lost != Reply::kNone ? lost : Reply::kCreated;
   }
   ++in_flight_;
-  Push(now + s.service.Sample(rng_), EventType::kServerDone, e.call, e.send, false, reply, commit);
+  // Only the work that commits is slow; a replay of the stored answer and a
+  // failure take the ordinary service time.
+  const Duration service =
+      slow && commit ? s.slow_service.Sample(rng_) : s.service.Sample(rng_);
+  Push(now + service, EventType::kServerDone, e.call, e.send, false, reply, commit);
 }
 
 void Engine::OnServerDone(const Event& e) {
@@ -419,6 +457,8 @@ void Engine::OnServerDone(const Event& e) {
       c.key_state = KeyState::kCommitted;
     }
   }
+  // A hung reply never reaches the client: its attempt timeout decides.
+  if (reply == Reply::kHang) return;
   Push(e.at + Hop(), EventType::kClientReceive, e.call, e.send, e.query, reply);
 }
 
@@ -431,6 +471,7 @@ void Engine::OnClientReceive(const Event& e) {
 void Engine::OnTimeout(const Event& e) {
   CallState& c = calls_[static_cast<std::size_t>(e.call)];
   if (c.done || !c.awaiting || e.send != c.send) return;
+  if (c.measured) ++result_.timeouts;
   Deliver(e.call, Reply::kNone, e.at);
 }
 
@@ -443,6 +484,7 @@ void Engine::Deliver(std::int32_t call, Reply reply, TimePoint now) {
   ev.delivery = Delivery::kResponseReceived;
   switch (reply) {
     case Reply::kNone:  // the attempt timeout fired first
+    case Reply::kHang:  // (never delivered: the timeout reports it as kNone)
       ev.delivery = Delivery::kMaybeDelivered;
       ev.transport_status = timed_out_;
       break;
@@ -492,9 +534,15 @@ void Engine::Finish(std::int32_t call, TimePoint now) {
   c.done = true;
   c.outcome = r.outcome;
   c.completion = now - c.start;
-  if (r.stop_reason == StopReason::kBudgetExhausted) ++result_.budget_exhausted;
-  if (r.outcome == Outcome::kSucceeded) {
-    if (TimelineBucket* b = Bucket(now)) ++b->succeeded;
+  if (c.measured) {
+    --measured_running_;
+    const auto reason = static_cast<std::size_t>(r.stop_reason);
+    ++result_.stop_reasons[reason];
+    if (r.outcome == Outcome::kUnknown) ++result_.unknown_stop_reasons[reason];
+    if (r.stop_reason == StopReason::kBudgetExhausted) ++result_.budget_exhausted;
+    if (r.outcome == Outcome::kSucceeded) {
+      if (TimelineBucket* b = Bucket(now)) ++b->succeeded;
+    }
   }
   const Workload& w = config_.workload;
   if (w.kind == Workload::Kind::kClosedLoop && c.client >= 0 &&

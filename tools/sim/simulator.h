@@ -15,12 +15,19 @@
 //           <--hop-- reply <-- service time -- commit (effect), maybe lose reply
 //   reply -> machine.OnAttemptDone / OnStatusAnswer -> wait -> send ... finish
 //
+// Faults that take time: a reply can hang (the client learns only when its
+// attempt timeout fires; the server committed), and a commit can be slow (the
+// key is "in progress" for the whole service time: status queries answer
+// processing, same-key resends 409; an attempt whose timeout is shorter times
+// out and the server commits later).
+//
 // The contention experiment (optimistic-concurrency writes, "Exponential
 // Backoff And Jitter") has its own small model, `RunContention`.
 
 #ifndef SAFERETRY_TOOLS_SIM_SIMULATOR_H_
 #define SAFERETRY_TOOLS_SIM_SIMULATOR_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +40,7 @@
 #include "saferetry/classifier.h"
 #include "saferetry/clock.h"
 #include "saferetry/random.h"
+#include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
 
 namespace saferetry {
@@ -78,6 +86,7 @@ struct LatencyModel {
     kConstant,     ///< always `mean`
     kAbsNormal,    ///< |Normal(mean, stddev)|
     kExponential,  ///< Exponential with mean `mean`
+    kUniform,      ///< Uniform in [mean - stddev, mean + stddev] (floored at 0)
   };
   Kind kind = Kind::kAbsNormal;
   Duration mean = std::chrono::milliseconds(10);
@@ -94,6 +103,18 @@ struct ServerModel {
   /// Lost responses: this fraction of committed attempts loses its reply (the
   /// client sees a connection reset after sending: maybe delivered).
   double loss_rate = 0;
+  /// Hung responses: this fraction of committed attempts (and replays) never
+  /// gets its reply: the connection hangs and the client learns only when its
+  /// attempt timeout fires. The server committed.
+  double hang_rate = 0;
+  /// Slow commits: this fraction of processed attempts, when they commit,
+  /// takes `slow_service` instead of `service` (replays and failures never
+  /// are slow). The key is in progress for all of it (status
+  /// queries: processing; same-key resends: 409), and an attempt whose timeout
+  /// is shorter times out while the server commits later.
+  double slow_rate = 0;
+  LatencyModel slow_service{LatencyModel::Kind::kUniform, std::chrono::seconds(15),
+                            std::chrono::seconds(10)};
   /// One-way network latency, per hop.
   LatencyModel hop{LatencyModel::Kind::kAbsNormal, std::chrono::milliseconds(5),
                    std::chrono::milliseconds(1)};
@@ -143,6 +164,13 @@ struct Workload {
   int calls_per_client = 10;
   /// Closed loop: pause between a client's calls.
   Duration think_time{0};
+  /// Open loop: after the `total_calls` measured arrivals, calls keep
+  /// arriving at the same rate, unmeasured, until every measured call has
+  /// finished. A service does not go quiet when a measurement ends: without
+  /// this, calls that resolve late (a hung attempt queries ~21 s after its
+  /// start) would meet a shared budget whose sliding window no longer holds
+  /// any call starts.
+  bool steady_tail = false;
 };
 
 struct SimConfig {
@@ -165,8 +193,14 @@ struct TimelineBucket {
 
 struct SimResult {
   std::int64_t calls = 0;
+  /// Sends of the request: every one is a write (a POST) on the wire,
+  /// including same-key resends answered 409 (which the state machine counts
+  /// as polls).
   std::int64_t attempts = 0;
+  /// Status queries (reads), counted apart from the writes.
   std::int64_t status_queries = 0;
+  /// Sends (attempts and status queries) that ended by their timeout.
+  std::int64_t timeouts = 0;
   std::int64_t succeeded = 0;
   std::int64_t failed = 0;
   std::int64_t unknown = 0;
@@ -179,8 +213,11 @@ struct SimResult {
   /// Calls whose outcome contradicts the server: SUCCEEDED without an
   /// effect, or FAILED with one (must be 0).
   std::int64_t outcome_violations = 0;
-  /// Calls stopped by the budget.
+  /// Calls stopped by the budget (or the status-query allowance).
   std::int64_t budget_exhausted = 0;
+  /// Calls by stop reason (index: `StopReason`), and the UNKNOWN ones alone.
+  std::array<std::int64_t, kStopReasonCount> stop_reasons{};
+  std::array<std::int64_t, kStopReasonCount> unknown_stop_reasons{};
   /// Requests turned away by capacity or the outage.
   std::int64_t rejected = 0;
   /// Simulated time from the first arrival to the last completion.
@@ -192,8 +229,10 @@ struct SimResult {
   Duration mean_completion{0};
   std::vector<TimelineBucket> timeline;
 
-  /// (attempts + status queries) / calls.
+  /// Total load: (attempts + status queries) / calls.
   double LoadAmplification() const;
+  /// Writes only: attempts / calls.
+  double WriteAmplification() const;
   double SuccessRate() const;
   /// Calls per second over the arrival window.
   double OfferedLoad() const;
