@@ -18,6 +18,15 @@ target_link_libraries(property_test PRIVATE saferetry saferetry_testing GTest::g
 saferetry_set_warnings(property_test)
 gtest_discover_tests(property_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS property TIMEOUT 300)
 
+# SAFERETRY_EXHAUSTIVE_DEPTH sets the depth of the exhaustive search over event sequences
+# (default 6).
+add_executable(exhaustive_test ${PROJECT_SOURCE_DIR}/tests/sim/exhaustive_test.cc)
+target_link_libraries(exhaustive_test PRIVATE saferetry saferetry_testing GTest::gmock_main
+                      absl::strings)
+saferetry_set_warnings(exhaustive_test)
+gtest_discover_tests(exhaustive_test DISCOVERY_TIMEOUT 60
+                     PROPERTIES LABELS "exhaustive;property;sim" TIMEOUT 300)
+
 # The tool: a bad flag is named (exit code 64 is checked by tests/sim/cli_check.cmake), and
 # --json carries the contention fields.
 add_test(NAME saferetry_sim_bad_flag
