@@ -167,6 +167,9 @@ class PostgresDatabase final : public SqlDatabase {
       free_cv_.notify_one();
       return s;
     }
+    // NOTICEs ("relation already exists, skipping") are not errors: keep
+    // them off the service's stderr.
+    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
     return conn;
   }
 

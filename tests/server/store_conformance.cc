@@ -398,8 +398,9 @@ TEST_P(StoreConformanceTest, ConcurrentWorkersOnManyKeysCompleteEachKeyExactlyOn
     threads.emplace_back([&, i] {
       for (int k = 0; k < kKeys; ++k) {
         const std::string key = "key-" + std::to_string((k + 3 * i) % kKeys);
-        // Every worker insists until the key has an answer.
-        for (int attempt = 0; attempt < 1000; ++attempt) {
+        // Every worker insists until the key has an answer (the owner is
+        // completing it; bounded at ~10 s so a bug cannot hang the suite).
+        for (int attempt = 0; attempt < 10000; ++attempt) {
           auto begun = store_->Begin(Scope(key), "d");
           ASSERT_TRUE(begun.ok()) << begun.status();
           if (begun->outcome == BeginOutcome::kReplay) {
@@ -407,7 +408,7 @@ TEST_P(StoreConformanceTest, ConcurrentWorkersOnManyKeysCompleteEachKeyExactlyOn
             break;
           }
           if (begun->outcome != BeginOutcome::kClaimed) {
-            std::this_thread::yield();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
             continue;
           }
           auto done = store_->Complete(Scope(key), begun->version, InsertWidget(key));
