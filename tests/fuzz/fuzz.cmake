@@ -8,7 +8,8 @@
 # Included by tests/sim/tests.cmake (with the tests) or by tools/sim/CMakeLists.txt (fuzzing only).
 
 set(_fuzz_dir ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(_fuzz_targets hints_fuzzer request_fuzzer status_query_fuzzer policy_fuzzer duration_fuzzer)
+set(_fuzz_targets hints_fuzzer request_fuzzer status_query_fuzzer policy_fuzzer duration_fuzzer
+                  journal_fuzzer)
 
 if(SAFERETRY_FUZZ AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "SAFERETRY_FUZZ needs clang++ (CXX=clang++ cmake -DSAFERETRY_FUZZ=ON ...)")
@@ -20,6 +21,9 @@ function(_saferetry_fuzz_target name)
     set(_extra ${PROJECT_SOURCE_DIR}/tools/cli/duration.cc)
   endif()
   set(_libs saferetry absl::strings absl::time absl::statusor)
+  if(name STREQUAL "journal_fuzzer")
+    list(APPEND _libs saferetry_journal)
+  endif()
 
   add_executable(${name}_replay ${_fuzz_dir}/${name}.cc ${_fuzz_dir}/replay_main.cc ${_extra})
   target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR})
