@@ -168,6 +168,9 @@ absl::StatusOr<Intent> NormalizeIntent(const Intent& intent, const JournalOption
     return absl::InvalidArgumentError("deadline: must be set (wall clock)");
   }
   const std::int64_t deadline_ms = ToUnixMillis(intent.deadline);
+  if (deadline_ms > kMaxUnixMillis - kMaxClaimGrace.count() || created_ms < -kMaxUnixMillis) {
+    return absl::InvalidArgumentError("deadline: out of range");
+  }
   if (deadline_ms < created_ms) {
     return absl::InvalidArgumentError(absl::StrCat("deadline: ", deadline_ms,
                                                    " (Unix ms) is before created ", created_ms));

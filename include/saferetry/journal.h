@@ -292,6 +292,7 @@ class IntentJournal {
   /// Unresolved intents (PENDING, SENT, UNKNOWN) matching `filter`, oldest
   /// first. A snapshot: by the time the caller acts another process may have
   /// claimed or resolved some, so take each with `Claim`.
+  /// Errors: `kInvalidArgument` "older_than: ..." when negative.
   virtual absl::StatusOr<std::vector<Intent>> ListUnfinished(const UnfinishedFilter& filter) = 0;
 
   /// Atomically claims the intent for `owner` until `until` (wall clock), if
@@ -347,9 +348,14 @@ absl::Status CheckFinish(const Intent& stored, IntentState outcome);
 std::string JournalOwner(const JournalOptions& options);
 /// Checks `options` (claim_grace range). kInvalidArgument naming the field.
 absl::Status ValidateJournalOptions(const JournalOptions& options);
+/// The widest range of Unix milliseconds a `WallTime` can hold (about
+/// ±292 years around 1970 with libstdc++'s nanosecond clock).
+inline constexpr std::int64_t kMaxUnixMillis =
+    std::chrono::duration_cast<std::chrono::milliseconds>(WallTime::duration::max()).count();
 /// `t` truncated to whole milliseconds since the Unix epoch.
 std::int64_t ToUnixMillis(WallTime t);
-/// The wall time `ms` milliseconds after the Unix epoch.
+/// The wall time `ms` milliseconds after the Unix epoch; `ms` must be within
+/// ±`kMaxUnixMillis`.
 WallTime FromUnixMillis(std::int64_t ms);
 /// At most this many headers per intent, each name and value at most
 /// `kMaxHeaderBytes`.

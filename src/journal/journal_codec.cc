@@ -105,8 +105,8 @@ IntentRow EncodeIntentRow(const Intent& intent) {
 }
 
 absl::StatusOr<Intent> DecodeIntentRow(const IntentRow& row) {
-  // Times far outside any real clock would overflow the nanosecond WallTime.
-  constexpr std::int64_t kMaxMillis = std::int64_t{1} << 53;
+  // Times outside WallTime's range would overflow its nanoseconds.
+  constexpr std::int64_t kMaxMillis = kMaxUnixMillis;
   Intent intent;
   intent.key = row.key;
   intent.method = row.method;

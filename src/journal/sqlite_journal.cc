@@ -454,6 +454,9 @@ class SqliteJournal final : public IntentJournal {
   }
 
   absl::StatusOr<std::vector<Intent>> ListUnfinished(const UnfinishedFilter& filter) override {
+    if (filter.older_than.has_value() && filter.older_than->count() < 0) {
+      return absl::InvalidArgumentError("older_than: must be >= 0");
+    }
     const std::int64_t now_ms = ToUnixMillis(clock_->WallNow());
     const std::int64_t created_max = filter.older_than.has_value()
                                          ? now_ms - filter.older_than->count()

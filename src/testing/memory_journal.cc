@@ -74,12 +74,19 @@ class MemoryJournal final : public IntentJournal {
   }
 
   absl::StatusOr<std::vector<Intent>> ListUnfinished(const UnfinishedFilter& filter) override {
+    if (filter.older_than.has_value() && filter.older_than->count() < 0) {
+      return absl::InvalidArgumentError("older_than: must be >= 0");
+    }
     const WallTime now = Now();
+    const std::int64_t now_ms = ToUnixMillis(now);
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Intent> out;
     for (const auto& [key, intent] : intents_) {
       if (IsResolved(intent.state)) continue;
-      if (filter.older_than.has_value() && intent.created > now - *filter.older_than) continue;
+      if (filter.older_than.has_value() &&
+          ToUnixMillis(intent.created) > now_ms - filter.older_than->count()) {
+        continue;
+      }
       if (filter.deadline_passed && intent.deadline > now) continue;
       if (filter.claim_expired && !intent.claim_owner.empty() && intent.claim_until > now) {
         continue;

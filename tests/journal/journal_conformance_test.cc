@@ -168,6 +168,7 @@ TEST_P(JournalConformance, RecordRejectsBadInputNamingTheField) {
       {[](Intent& i) { i.body = "another body"; }, "body_digest"},
       {[](Intent& i) { i.deadline = WallTime{}; }, "deadline"},
       {[](Intent& i) { i.deadline = i.created - milliseconds(1); }, "deadline"},
+      {[](Intent& i) { i.deadline = WallTime::max(); }, "deadline"},
       {[](Intent& i) { i.headers.push_back({"X-Evil", "a\r\nHost: b"}); }, "headers"},
       {[](Intent& i) { i.headers.push_back({"Bad Name", "v"}); }, "headers"},
   };
@@ -429,6 +430,11 @@ TEST_P(JournalConformance, ListUnfinishedFiltersAndOrders) {
   UnfinishedFilter limited;
   limited.limit = 3;
   EXPECT_THAT(keys(limited), ElementsAre("a", "b", "c"));
+  UnfinishedFilter negative;
+  negative.older_than = milliseconds(-1);
+  absl::StatusOr<std::vector<Intent>> refused = journal_->ListUnfinished(negative);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("older_than"));
 }
 
 TEST_P(JournalConformance, PruneNeverDeletesUnresolved) {
