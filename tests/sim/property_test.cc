@@ -13,8 +13,20 @@
 //   - the budget's balance is never negative;
 //   - the same seed gives the same trace.
 //
-// SAFERETRY_PROPERTY_RUNS sets the number of runs (default 100000);
-// SAFERETRY_PROPERTY_SEED=<n> replays one seed and prints its trace.
+// A second property runs the promise of the default options: a POST through
+// a client with only the timeout and the status URL set, against
+// `testing::SimulatedOrderServer` with faults that take time (commit then
+// hang until the attempt times out, a disconnect while the server goes on
+// processing for up to 60 % of the deadline, slow commits), on a grid of
+// deadlines. Invariants: no duplicate effect; SUCCEEDED => exactly one
+// effect, committed; FAILED => no effect, even after every running request
+// has committed; UNKNOWN => the call stopped on a limit with an attempt that
+// may have applied and nothing that settled it; every send fits before the
+// deadline and the call ends by it.
+//
+// SAFERETRY_PROPERTY_RUNS sets the number of runs of each property (default
+// 100000); SAFERETRY_PROPERTY_SEED=<n> replays one seed of each and prints
+// its trace.
 
 #include <gtest/gtest.h>
 
@@ -30,11 +42,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "saferetry/client.h"
 #include "saferetry/retry_budget.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/simulated_order_server.h"
 
 namespace saferetry {
 namespace {
@@ -42,7 +56,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::FakeClock;
+using testing::OrderFault;
 using testing::ScriptedRandom;
+using testing::SimulatedOrderServer;
 
 constexpr char kOrdersUrl[] = "http://orders.test/orders";
 constexpr char kByKey[] = "http://orders.test/orders/by-key/{key}";
@@ -517,6 +533,295 @@ TEST(PropertyTest, VerboseReplayDescribesTheRun) {
   EXPECT_TRUE(absl::StrContains(r.text, "=>"));
   EXPECT_EQ(r.trace_hash, RunOne(12345, false).trace_hash);
   EXPECT_NE(r.trace_hash, RunOne(12346, false).trace_hash);
+}
+
+// ---------------------------------------------------------------------------
+// Default options against faults that take time.
+
+// Checks that every send starts with a useful attempt left before the
+// deadline and that its timeout ends before the margin (the defaults), then
+// hands it to the server.
+class DeadlineCheckingTransport final : public Transport {
+ public:
+  DeadlineCheckingTransport(std::shared_ptr<Transport> inner, std::shared_ptr<FakeClock> clock,
+                            Deadline deadline, Trace* trace)
+      : inner_(std::move(inner)), clock_(std::move(clock)), deadline_(deadline), trace_(trace) {}
+
+  TransportResult Send(const Request& request, const AttemptOptions& options) override {
+    const TimePoint at = clock_->Now();
+    const DeadlineOptions d;
+    if (at + d.min_useful_attempt + d.margin > deadline_.at()) {
+      violations_.push_back(
+          absl::StrCat("a send started with ", (deadline_.at() - at).count(), " ns left"));
+    }
+    if (options.timeout > deadline_.at() - at - d.margin) {
+      violations_.push_back("a send's timeout reaches past the deadline margin");
+    }
+    const bool query = absl::StartsWith(request.url, kByKeyPrefix);
+    TransportResult r = inner_->Send(request, options);
+    trace_->Mix((at - TimePoint{}).count());
+    trace_->Mix(options.timeout.count());
+    trace_->Mix(r.response ? r.response->status_code : -static_cast<int>(r.delivery));
+    if (trace_->verbose) {
+      trace_->text << (query ? "  query" : "  send ") << " at +"
+                   << std::chrono::duration_cast<milliseconds>(at - start_).count()
+                   << "ms timeout "
+                   << std::chrono::duration_cast<milliseconds>(options.timeout).count()
+                   << "ms -> " << DeliveryName(r.delivery) << " "
+                   << (r.response ? r.response->status_code : 0) << " " << r.status.message()
+                   << " (+"
+                   << std::chrono::duration_cast<milliseconds>(clock_->Now() - start_).count()
+                   << "ms)\n";
+    }
+    return r;
+  }
+
+  void set_start(TimePoint t) { start_ = t; }
+  const std::vector<std::string>& violations() const { return violations_; }
+
+ private:
+  std::shared_ptr<Transport> inner_;
+  std::shared_ptr<FakeClock> clock_;
+  Deadline deadline_;
+  Trace* trace_;
+  TimePoint start_{};
+  std::vector<std::string> violations_;
+};
+
+// The stop reasons that name a limit: the only ones an UNKNOWN may end on
+// when a status query is configured. A Retry-After that ends past the
+// deadline is a limit of time set by the server's hint (503 with
+// `Retry-After: 1` under a 1 s deadline), never shortened.
+bool IsLimit(StopReason r) {
+  switch (r) {
+    case StopReason::kRetryAfterBeyondDeadline:
+    case StopReason::kDeadlineExceeded:
+    case StopReason::kNoTimeForUsefulAttempt:
+    case StopReason::kBudgetExhausted:
+    case StopReason::kAttemptsExhausted:
+    case StopReason::kStatusQueriesExhausted:
+    case StopReason::kNotFoundNoAttemptsLeft:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* FaultName(OrderFault f) {
+  switch (f) {
+    case OrderFault::kNone:
+      return "none";
+    case OrderFault::kRefuse:
+      return "refuse";
+    case OrderFault::kDropBeforeCommit:
+      return "drop-before-commit";
+    case OrderFault::kCommitThenLoseResponse:
+      return "commit-then-lose";
+    case OrderFault::kCommitThenHang:
+      return "commit-then-hang";
+    case OrderFault::kUnavailable:
+      return "503-retry-after-1";
+    case OrderFault::kInternalErrorAfterCommit:
+      return "commit-then-500";
+    case OrderFault::kInProgressThenCommit:
+      return "409-then-commit";
+    case OrderFault::kDisconnectWhileProcessing:
+      return "disconnect-while-processing";
+    case OrderFault::kStoredFinalErrorThenLose:
+      return "stored-400-then-lose";
+    case OrderFault::kRejectBeforeWork:
+      return "rejected-before-work";
+  }
+  return "?";
+}
+
+RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
+  // Apart from the first property's seeds, so both explore their own runs.
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  Trace trace;
+  trace.verbose = verbose;
+  RunReport report;
+
+  const Duration timeout = Pick<Duration>(
+      rng, {milliseconds(300), seconds(1), seconds(2), seconds(5), seconds(30), seconds(60)});
+  // The faults that take time come three times as often as the others.
+  const std::vector<OrderFault> kinds = {
+      OrderFault::kNone,
+      OrderFault::kNone,
+      OrderFault::kNone,
+      OrderFault::kCommitThenHang,
+      OrderFault::kCommitThenHang,
+      OrderFault::kCommitThenHang,
+      OrderFault::kDisconnectWhileProcessing,
+      OrderFault::kDisconnectWhileProcessing,
+      OrderFault::kDisconnectWhileProcessing,
+      OrderFault::kCommitThenLoseResponse,
+      OrderFault::kDropBeforeCommit,
+      OrderFault::kRefuse,
+      OrderFault::kUnavailable,
+      OrderFault::kInternalErrorAfterCommit,
+      OrderFault::kInProgressThenCommit,
+      OrderFault::kStoredFinalErrorThenLose,
+      OrderFault::kRejectBeforeWork,
+  };
+  std::vector<OrderFault> faults(rng() % 5);
+  for (OrderFault& f : faults) f = kinds[rng() % kinds.size()];
+  // The server works 0 to 60 % of the deadline on a new key: a slow commit
+  // (or a long "in progress" after a disconnect) when that is longer than
+  // the attempt's timeout.
+  Duration processing{0};
+  if (rng() % 3 != 0) {
+    const auto permille = static_cast<std::int64_t>(1 + rng() % 600);
+    processing = timeout / 1000 * permille;
+  }
+  std::vector<double> uniforms;
+  for (int i = 0; i < 16; ++i) uniforms.push_back(static_cast<double>(rng() >> 11) * 0x1.0p-53);
+
+  auto clock = std::make_shared<FakeClock>();
+  const TimePoint start = clock->Now();
+  const Deadline deadline = Deadline::After(start, timeout);
+  auto server = std::make_shared<SimulatedOrderServer>(clock);
+  server->ScriptFaults(faults);
+  server->SetProcessingTime(processing);
+  auto transport = std::make_shared<DeadlineCheckingTransport>(server, clock, deadline, &trace);
+  transport->set_start(start);
+
+  ClientOptions options;  // defaults, but for the seams
+  options.transport = transport;
+  options.clock = clock;
+  options.random = std::make_shared<ScriptedRandom>(std::move(uniforms), seed);
+  auto client = Client::Create(std::move(options)).value();
+
+  CallOptions call;  // defaults, but for the timeout and the status URL
+  call.timeout = timeout;
+  call.status_query.url_template = kByKey;
+
+  Request request;
+  request.method = "POST";
+  request.url = kOrdersUrl;
+  request.headers = {{"Content-Type", "application/json"}};
+  request.body = R"({"sku":"a","quantity":1})";
+
+  const CallResult r = client->Execute(request, call);
+  const TimePoint end = clock->Now();
+  const std::string key = r.idempotency_key.value_or("");
+  const int committed = server->effects(key);
+  // Every request still running server-side commits eventually.
+  clock->Advance(std::chrono::hours(1));
+  const int eventual = server->total_effects();
+
+  trace.Mix(static_cast<int>(r.outcome));
+  trace.Mix(static_cast<int>(r.stop_reason));
+  trace.Mix(r.attempts);
+  trace.Mix(r.status_queries);
+  trace.Mix(r.elapsed.count());
+  trace.Mix(eventual);
+  report.trace_hash = trace.hash;
+  report.outcome = r.outcome;
+  report.stop_reason = r.stop_reason;
+  report.resolved_by_status_query = r.resolved_by_status_query;
+
+  std::vector<std::string>& v = report.violations;
+  v = transport->violations();
+  if (!r.status.ok()) v.push_back(absl::StrCat("call did not start: ", r.status.message()));
+  if (!r.idempotency_key.has_value()) v.push_back("a POST without an idempotency key");
+  if (eventual > 1) v.push_back(absl::StrCat(eventual, " effects for one intent"));
+  if (end > deadline.at() || r.elapsed > timeout) {
+    v.push_back(absl::StrCat("call outlived its deadline by ", (end - deadline.at()).count(),
+                             " ns"));
+  }
+  switch (r.outcome) {
+    case Outcome::kSucceeded:
+      if (committed != 1 || eventual != 1) {
+        v.push_back(absl::StrCat("SUCCEEDED with ", committed, " committed effects"));
+      }
+      break;
+    case Outcome::kFailed:
+      if (eventual != 0) v.push_back("FAILED but the effect exists (or lands later)");
+      break;
+    case Outcome::kUnknown: {
+      if (!IsLimit(r.stop_reason)) {
+        v.push_back(absl::StrCat("UNKNOWN on a stop that is not a limit: ",
+                                 std::string(StopReasonName(r.stop_reason))));
+      }
+      bool may_have_applied = false;
+      for (const AttemptEvidence& ev : r.evidence) {
+        if (ev.classification == AttemptClass::kSuccess) {
+          v.push_back("UNKNOWN after a success or a \"found\" answer");
+        }
+        if (!ev.is_status_query &&
+            (ev.delivery == Delivery::kMaybeDelivered ||
+             ev.classification == AttemptClass::kAmbiguous ||
+             ev.classification == AttemptClass::kInProgress)) {
+          may_have_applied = true;
+        }
+      }
+      if (!may_have_applied) v.push_back("UNKNOWN without an attempt that may have applied");
+      break;
+    }
+  }
+  if (verbose) {
+    std::vector<std::string> names;
+    for (OrderFault f : faults) names.emplace_back(FaultName(f));
+    report.text = absl::StrCat(
+        "seed ", seed, ": POST timeout_ms=",
+        std::chrono::duration_cast<milliseconds>(timeout).count(),
+        " processing_ms=", std::chrono::duration_cast<milliseconds>(processing).count(),
+        " faults=[", absl::StrJoin(names, ","), "]\n", trace.text.str(), "  => ",
+        std::string(OutcomeName(r.outcome)), " (", std::string(StopReasonName(r.stop_reason)),
+        "), attempts=", r.attempts, " status_queries=", r.status_queries,
+        " effects=", eventual, "\n");
+  }
+  return report;
+}
+
+TEST(PropertyTest, DefaultOptionsWithFaultsThatTakeTimeKeepTheInvariants) {
+  if (const char* one = std::getenv("SAFERETRY_PROPERTY_SEED"); one != nullptr && *one != '\0') {
+    const auto seed = static_cast<std::uint64_t>(std::strtoull(one, nullptr, 10));
+    const RunReport r = RunDefaultsOne(seed, /*verbose=*/true);
+    std::cout << r.text;
+    for (const std::string& s : r.violations) ADD_FAILURE() << "seed " << seed << ": " << s;
+    return;
+  }
+  const std::int64_t runs = RunsFromEnv();
+  int failures = 0;
+  std::map<Outcome, std::int64_t> outcomes;
+  std::map<StopReason, std::int64_t> reasons;
+  std::int64_t resolved = 0;
+  for (std::int64_t i = 0; i < runs && failures < 10; ++i) {
+    const auto seed = static_cast<std::uint64_t>(i + 1);
+    const RunReport r = RunDefaultsOne(seed, false);
+    ++outcomes[r.outcome];
+    ++reasons[r.stop_reason];
+    if (r.resolved_by_status_query) ++resolved;
+    for (const std::string& s : r.violations) {
+      ADD_FAILURE() << "seed " << seed << ": " << s
+                    << " (replay: SAFERETRY_PROPERTY_SEED=" << seed
+                    << " ./property_test --gtest_filter=*DefaultOptions*)";
+      ++failures;
+    }
+    if (i % 10 == 0 && RunDefaultsOne(seed, false).trace_hash != r.trace_hash) {
+      ADD_FAILURE() << "seed " << seed << ": a replay gave a different trace";
+      ++failures;
+    }
+  }
+  std::cout << runs << " runs with default options: " << outcomes[Outcome::kSucceeded]
+            << " SUCCEEDED, " << outcomes[Outcome::kFailed] << " FAILED, "
+            << outcomes[Outcome::kUnknown] << " UNKNOWN; " << resolved
+            << " resolved by a status query\n";
+  for (const auto& [reason, n] : reasons) std::cout << "  " << StopReasonName(reason) << ": " << n << "\n";
+  if (runs >= 1000) {
+    EXPECT_GT(outcomes[Outcome::kSucceeded], 0);
+    EXPECT_GT(outcomes[Outcome::kFailed], 0);
+    EXPECT_GT(resolved, 0);
+  }
+}
+
+TEST(PropertyTest, DefaultOptionsVerboseReplayDescribesTheRun) {
+  const RunReport r = RunDefaultsOne(777, /*verbose=*/true);
+  EXPECT_TRUE(absl::StrContains(r.text, "seed 777"));
+  EXPECT_TRUE(absl::StrContains(r.text, "=>"));
+  EXPECT_EQ(r.trace_hash, RunDefaultsOne(777, false).trace_hash);
 }
 
 }  // namespace
