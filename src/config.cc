@@ -58,6 +58,7 @@ bool operator==(const Policy& a, const Policy& b) {
          a.cost_quota.capacity == b.cost_quota.capacity &&
          a.cost_quota.retry_cost == b.cost_quota.retry_cost &&
          a.cost_quota.timeout_cost == b.cost_quota.timeout_cost &&
+         a.cost_quota.throttling_cost == b.cost_quota.throttling_cost &&
          a.cost_quota.success_increment == b.cost_quota.success_increment &&
          a.status_overrides == b.status_overrides && a.retryable_codes == b.retryable_codes &&
          a.retryable_http_statuses == b.retryable_http_statuses;

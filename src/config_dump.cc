@@ -80,6 +80,7 @@ std::string DumpPolicy(const Policy& p) {
       own["costQuota"] = {{"capacity", p.cost_quota.capacity},
                           {"retryCost", p.cost_quota.retry_cost},
                           {"timeoutCost", p.cost_quota.timeout_cost},
+                          {"throttlingCost", p.cost_quota.throttling_cost},
                           {"successIncrement", p.cost_quota.success_increment}};
       break;
     case BudgetKind::kNone:

@@ -291,7 +291,7 @@ absl::Status Loader::Ratio(const json& j, const std::string& path) {
   saw_ratio = true;
   RatioBudgetOptions& o = policy->ratio_budget;
   if (j.contains("percent")) {
-    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["percent"], Child(path, "percent"), 0, 1, false, &o.percent));
+    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["percent"], Child(path, "percent"), 0, 1000, false, &o.percent));
   }
   if (j.contains("minPerSecond")) {
     SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["minPerSecond"], Child(path, "minPerSecond"), 0, 1e9,
@@ -313,7 +313,7 @@ absl::Status Loader::Ratio(const json& j, const std::string& path) {
 absl::Status Loader::Quota(const json& j, const std::string& path) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
   SAFERETRY_RETURN_IF_ERROR(
-      CheckKeys(j, path, {"capacity", "retryCost", "timeoutCost", "successIncrement"}));
+      CheckKeys(j, path, {"capacity", "retryCost", "timeoutCost", "throttlingCost", "successIncrement"}));
   saw_quota = true;
   CostQuotaOptions& o = policy->cost_quota;
   constexpr std::int64_t kMax = std::int64_t{1} << 40;
@@ -322,8 +322,11 @@ absl::Status Loader::Quota(const json& j, const std::string& path) {
     std::int64_t min;
     std::int64_t* out;
   };
-  for (const Field& f : {Field{"capacity", 1, &o.capacity}, Field{"retryCost", 1, &o.retry_cost},
+  // A capacity of 0 is valid: "never retry". A throttling cost of 0 means
+  // "same as retryCost".
+  for (const Field& f : {Field{"capacity", 0, &o.capacity}, Field{"retryCost", 1, &o.retry_cost},
                          Field{"timeoutCost", 1, &o.timeout_cost},
+                         Field{"throttlingCost", 0, &o.throttling_cost},
                          Field{"successIncrement", 0, &o.success_increment}}) {
     if (j.contains(f.name)) {
       SAFERETRY_RETURN_IF_ERROR(ReadInt(j[std::string(f.name)], Child(path, f.name), f.min, kMax, f.out));

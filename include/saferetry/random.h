@@ -23,7 +23,8 @@ class Random {
 };
 
 /// A thread-safe generator seeded from the operating system's entropy
-/// (`absl::BitGen` behind a mutex). Suitable for jitter and UUIDv4 keys.
+/// (`absl::BitGen` behind a mutex). Suitable for jitter; not for secrets (idempotency keys
+/// come from the operating system, `MintIdempotencyKey`).
 std::shared_ptr<Random> DefaultRandom();
 
 }  // namespace saferetry
