@@ -141,4 +141,11 @@ bool ParseJitterKind(std::string_view name, JitterKind* out) {
   return false;
 }
 
+absl::StatusOr<std::shared_ptr<const ExponentialBackoff>> ExponentialBackoff::Create(
+    BackoffParams params) {
+  absl::Status s = ValidateBackoffParams(params);
+  if (!s.ok()) return s;
+  return std::shared_ptr<const ExponentialBackoff>(new ExponentialBackoff(params));
+}
+
 }  // namespace saferetry

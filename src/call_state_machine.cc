@@ -91,11 +91,10 @@ CallAction CallStateMachine::Start(TimePoint now) {
   result_.status = absl::OkStatus();
   // The call's setup that every driver shares: the poll cap and the time
   // plan follow from the deadline as it stands at the start.
-  const Duration total = policy_.deadline.Remaining(now);
-  if (policy_.max_status_queries <= 0) {
-    policy_.max_status_queries = DefaultMaxStatusQueries(total, policy_.poll_backoff);
-  }
-  policy_.plan = MakeTimePlan(ChooseTimePlanKind(policy_), total, policy_.deadline_options);
+  // The poll cap is derived only when a poll is first scheduled: most calls
+  // never poll, and the derivation walks the pacing.
+  total_ = policy_.deadline.Remaining(now);
+  policy_.plan = MakeTimePlan(ChooseTimePlanKind(policy_), total_, policy_.deadline_options);
   budget_->OnCallStart(now);
   if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
   pending_ = Next::kAttempt;
@@ -135,14 +134,18 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   }
   pending_charge_.reset();
   CallAction action;
+  action.attempt_id = ++next_id_;
   if (pending_ == Next::kAttempt) {
     action.kind = CallAction::Kind::kSendAttempt;
     action.number = ++result_.attempts;
     ++attempts_counted_;
     if (pending_poll_) ++polls_;  // provisionally a poll; settled by the answer
+    in_flight_[0] = InFlight{action.attempt_id, action.number, pending_poll_};
+    in_flight_count_ = 1;
   } else {
     action.kind = CallAction::Kind::kSendStatusQuery;
     action.number = ++result_.status_queries;
+    in_flight_count_ = 0;
     action.fence = pending_fence_;
     if (pending_fence_) fence_sent_ = true;
     ++polls_;
@@ -159,10 +162,57 @@ void CallStateMachine::RecordEvidence(AttemptEvidence evidence, TimePoint now) {
   result_.evidence.push_back(std::move(evidence));
 }
 
+CallAction CallStateMachine::StartHedge(TimePoint now) {
+  CallAction none;
+  none.kind = CallAction::Kind::kNone;
+  if (!policy_.hedging || finished_ || in_flight_count_ == 0 || in_flight_count_ >= kMaxInFlight ||
+      Cancelled() || attempts_counted_ >= policy_.max_attempts) {
+    return none;
+  }
+  const Duration timeout =
+      PlannedAttemptTimeout(policy_.plan, policy_.deadline, now, policy_.deadline_options);
+  if (!policy_.deadline.is_infinite() && timeout < policy_.deadline_options.min_useful_attempt) {
+    return none;
+  }
+  // Every hedge is paid for by the shared budget, as a retry is.
+  const BudgetDecision decision =
+      budget_->OnFailureTryRetry(AttemptClass::kRetryableTransient, false, now);
+  if (!decision.allowed) return none;
+  last_retry_cost_ = decision.cost;
+  CallAction action;
+  action.kind = CallAction::Kind::kSendAttempt;
+  action.attempt_id = ++next_id_;
+  action.number = ++result_.attempts;
+  ++attempts_counted_;
+  action.timeout = timeout;
+  action.remaining = policy_.deadline.Remaining(now);
+  in_flight_[static_cast<std::size_t>(in_flight_count_++)] =
+      InFlight{action.attempt_id, action.number, false};
+  return action;
+}
+
 CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
                                            std::optional<Response> response, TimePoint now) {
-  const bool was_poll = pending_poll_;
-  evidence.number = result_.attempts;
+  return OnAttemptDone(in_flight_count_ > 0 ? in_flight_[0].id : 0, std::move(evidence),
+                       std::move(response), now);
+}
+
+CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvidence evidence,
+                                           std::optional<Response> response, TimePoint now) {
+  if (finished_) return CallAction{};
+  // Which attempt this was; it is no longer in flight.
+  InFlight done{attempt_id, result_.attempts, pending_poll_};
+  for (int i = 0; i < in_flight_count_; ++i) {
+    if (in_flight_[static_cast<std::size_t>(i)].id == attempt_id) {
+      done = in_flight_[static_cast<std::size_t>(i)];
+      in_flight_[static_cast<std::size_t>(i)] =
+          in_flight_[static_cast<std::size_t>(in_flight_count_ - 1)];
+      --in_flight_count_;
+      break;
+    }
+  }
+  const bool was_poll = done.poll;
+  evidence.number = done.number;
   evidence.is_status_query = false;
   const Classification c = classifier_->Classify(evidence, policy_.traits);
   evidence.classification = c.cls;
@@ -178,18 +228,12 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
     }
   }
 
-  // History: could this attempt have taken effect? Asked of the classifier as
-  // if the request were not idempotent, because an idempotent request that
-  // may have applied is retried as transient but still leaves an effect to be
-  // unsure about. Safe methods have no effect at all.
-  if (!policy_.traits.safe) {
-    AttemptClass raw = c.cls;
-    if (policy_.traits.idempotent) {
-      RequestTraits as_unsafe = policy_.traits;
-      as_unsafe.idempotent = false;
-      raw = classifier_->Classify(evidence, as_unsafe).cls;
-    }
-    if (raw == AttemptClass::kAmbiguous || raw == AttemptClass::kInProgress) maybe_effect_ = true;
+  // History: could this attempt have taken effect? The classifier says what
+  // the evidence shows, whatever the request's idempotency; safe methods have
+  // no effect at all.
+  if (!policy_.traits.safe &&
+      (c.cls == AttemptClass::kAmbiguous || c.cls == AttemptClass::kInProgress)) {
+    maybe_effect_ = true;
   }
 
   const bool definite_replay = IsDefiniteReplay(evidence);
@@ -215,6 +259,13 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
     default:
       break;
   }
+  // Another attempt is still in flight (a hedge): its answer may still
+  // settle the call, so wait for it rather than retrying now.
+  if (in_flight_count_ > 0 && !Cancelled()) {
+    CallAction none;
+    none.kind = CallAction::Kind::kNone;
+    return none;
+  }
   // Cancelled while this attempt ran: stop before deciding how to go on. The
   // history (this attempt included) decides between FAILED and UNKNOWN.
   if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
@@ -222,6 +273,11 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
 
   switch (c.cls) {
     case AttemptClass::kAmbiguous:
+      // An idempotent request may simply be sent again (unless the
+      // classifier's policy forbids it); the history keeps the doubt.
+      if ((policy_.traits.idempotent || policy_.traits.safe) && !c.no_retry) {
+        return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
+      }
       if (policy_.traits.keyed && policy_.has_status_query) {
         return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
@@ -318,6 +374,9 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   // 1. Caps: a poll counts against the status-query cap, a send of the
   //    request against the attempts.
   if (poll) {
+    if (policy_.max_status_queries <= 0) {
+      policy_.max_status_queries = DefaultMaxStatusQueries(total_, policy_.poll_backoff);
+    }
     if (polls_ >= policy_.max_status_queries) {
       return FinishFailure(StopReason::kStatusQueriesExhausted, now);
     }
@@ -337,7 +396,12 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
                            random_->Uniform());
     previous_poll_delay_ = delay;
   } else {
-    delay = ComputeBackoff(policy_.backoff, ++retry_waits_, previous_delay_, random_->Uniform());
+    ++retry_waits_;
+    const double u = random_->Uniform();
+    delay = policy_.backoff_policy != nullptr
+                ? std::max(Duration::zero(),
+                           policy_.backoff_policy->Delay(retry_waits_, previous_delay_, u))
+                : ComputeBackoff(policy_.backoff, retry_waits_, previous_delay_, u);
     previous_delay_ = delay;
   }
 

@@ -5,11 +5,10 @@
 namespace saferetry {
 namespace {
 
-// An ambiguous attempt of an idempotent request is harmless to repeat, so it
-// is retried like a transient failure; the history still remembers that it
-// may have taken effect.
-Classification AmbiguousOr(const RequestTraits& traits, std::string_view reason) {
-  if (traits.idempotent) return {AttemptClass::kRetryableTransient, reason};
+// The evidence alone decides: an attempt that may have taken effect is
+// ambiguous whatever the request. Retrying it when the request is idempotent
+// is the state machine's decision.
+Classification AmbiguousOr(const RequestTraits& /*traits*/, std::string_view reason) {
   return {AttemptClass::kAmbiguous, reason};
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "saferetry/internal/call_setup.h"
 
 namespace saferetry {
 namespace {
@@ -16,33 +17,6 @@ namespace {
 absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
-}
-
-CallResult InvalidCall(absl::Status status) {
-  CallResult r;
-  r.outcome = Outcome::kFailed;
-  r.stop_reason = StopReason::kInvalidArgument;
-  r.status = std::move(status);
-  return r;
-}
-
-AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end,
-                           Clock& clock, const ClientOptions& options) {
-  AttemptEvidence ev;
-  ev.start = start;
-  ev.end = end;
-  ev.delivery = tr.delivery;
-  ev.transport_status = tr.status;
-  ev.timings = tr.timings;
-  if (tr.response.has_value()) {
-    ev.http_status = tr.response->status_code;
-    ev.hints = ExtractServerHints(tr.response->headers, clock.WallNow(), options.hints);
-    if (!options.request_id_header.empty()) {
-      auto id = FindHeader(tr.response->headers, options.request_id_header);
-      if (id.has_value()) ev.downstream_request_id = std::string(*id);
-    }
-  }
-  return ev;
 }
 
 }  // namespace
@@ -128,117 +102,31 @@ Client::Client(ClientOptions options)
 CallResult Client::Execute(const Request& request, const CallOptions& options) {
   Clock& clock = *options_.clock;
   const TimePoint start = clock.Now();
+  absl::StatusOr<internal::PreparedCall> prepared =
+      internal::PrepareCall(options_, fingerprints_, request, options, start);
+  if (!prepared.ok()) return internal::InvalidCall(prepared.status());
+  internal::PreparedCall& call = *prepared;
 
-  absl::Status s = ValidateRequest(request);
-  if (!s.ok()) return InvalidCall(std::move(s));
-  s = ValidateCallOptions(options);
-  if (!s.ok()) return InvalidCall(std::move(s));
-
-  // One key per logical call: supplied in the options, already present in
-  // the request's headers, or minted here.
-  const bool idempotent = IsIdempotent(request);
-  std::optional<std::string> key;
-  bool key_in_request = false;
-  bool key_minted = false;
-  if (options.key_mode != KeyMode::kNever) {
-    std::optional<std::string_view> header_key =
-        FindHeader(request.headers, options_.idempotency_header);
-    if (header_key.has_value()) {
-      std::string_view v = *header_key;
-      if (options_.key_form == KeyForm::kQuotedString && v.size() >= 2 && v.front() == '"' &&
-          v.back() == '"') {
-        v = v.substr(1, v.size() - 2);
-      }
-      if (!options.idempotency_key.empty() && options.idempotency_key != v) {
-        return InvalidCall(absl::InvalidArgumentError(
-            "call.idempotency_key: differs from the request's own idempotency header"));
-      }
-      s = ValidateIdempotencyKey(v);
-      if (!s.ok()) return InvalidCall(Prefixed("request.headers.", s));
-      key = std::string(v);
-      key_in_request = true;
-    } else if (!options.idempotency_key.empty()) {
-      key = options.idempotency_key;
-    } else if (options.key_mode == KeyMode::kAlways ||
-               (options.key_mode == KeyMode::kAuto && !idempotent)) {
-      if (options_.key_source == ClientOptions::KeySource::kRandomSeam) {
-        key = GenerateUuidV4(*options_.random);
-      } else {
-        absl::StatusOr<std::string> minted = MintIdempotencyKey();
-        // Could not even start: nothing is sent without a key.
-        if (!minted.ok()) return InvalidCall(Prefixed("idempotency key: ", minted.status()));
-        key = *std::move(minted);
-      }
-      key_minted = true;
-    }
-  }
-  // A freshly minted key cannot have been used before; only a caller's key
-  // can be reused for another request by mistake.
-  if (key.has_value() && !key_minted) {
-    s = fingerprints_.CheckAndRemember(*key, request.method, request.url, request.body);
-    if (!s.ok()) return InvalidCall(std::move(s));
-  }
-
-  const bool has_query =
-      static_cast<bool>(options.status_query.callback) || !options.status_query.url_template.empty();
-
-  CallPolicy policy;
-  policy.max_attempts = std::min(options.max_attempts, kMaxAttemptsHardCap);
-  policy.backoff = options.backoff;
-  policy.poll_backoff = options.poll_backoff;
-  policy.deadline_options = options.deadline_options;
-  policy.deadline = options.deadline.value_or(Deadline::After(start, options.timeout));
-  policy.traits.idempotent = idempotent;
-  policy.traits.safe = IsSafeMethod(request.method);
-  policy.traits.keyed = key.has_value();
-  policy.has_status_query = key.has_value() && has_query;
-  policy.fence_when_giving_up =
-      options.status_query.fence_when_giving_up && !options.status_query.callback;
-  policy.server_deduplicates = options.server_deduplicates;
-  policy.max_status_queries = std::min(options.max_status_queries, kMaxStatusQueriesHardCap);
-
-  CallStateMachine machine(policy, options_.budget.get(), options_.classifier.get(),
+  CallStateMachine machine(call.policy, options_.budget.get(), options_.classifier.get(),
                            options_.random.get(), options.cancellation,
                            options_.status_query_budget.get());
-
-  // Headers saferetry adds to every attempt: the key, the deadline, the
-  // attempt number. Status queries carry the key and the deadline only.
-  Headers extra;
-  extra.reserve(3);
-  if (key.has_value() && !key_in_request) {
-    extra.emplace_back(options_.idempotency_header, FormatIdempotencyKey(*key, options_.key_form));
-  }
-  const bool send_deadline = !options_.deadline_header.empty() && !policy.deadline.is_infinite();
-  const std::size_t deadline_index = extra.size();
-  if (send_deadline) extra.emplace_back(options_.deadline_header, std::string());
-  const bool send_attempt = !options_.attempt_header.empty();
-  const std::size_t attempt_index = extra.size();
-  if (send_attempt) extra.emplace_back(options_.attempt_header, std::string());
-
   std::optional<Request> query_request;
-  Headers query_extra;
   CallListener* listener = options.listener;
 
   CallAction action = machine.Start(start);
   while (action.kind != CallAction::Kind::kFinish) {
     switch (action.kind) {
       case CallAction::Kind::kSendAttempt: {
-        // The attempt's own timeout is what the server may spend: it is at
-        // most the remaining deadline less the margin.
-        if (send_deadline) extra[deadline_index].second = EncodeDeadlineHeader(action.timeout);
-        if (send_attempt) {
-          extra[attempt_index].second =
-              absl::StrCat("attempt=", action.number, "; max=", policy.max_attempts);
-        }
+        internal::StampAttemptHeaders(call, action);
         if (listener != nullptr) listener->OnAttemptStart(action.number, false);
         AttemptOptions ao;
         ao.timeout = action.timeout;
-        ao.extra_headers = &extra;
+        ao.extra_headers = &call.extra;
         ao.cancellation = options.cancellation;
         const TimePoint t0 = clock.Now();
         TransportResult tr = options_.transport->Send(request, ao);
         const TimePoint t1 = clock.Now();
-        AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, options_);
+        AttemptEvidence ev = internal::EvidenceOf(tr, t0, t1, clock.WallNow(), options_);
         action = machine.OnAttemptDone(std::move(ev), std::move(tr.response), t1);
         if (listener != nullptr) listener->OnAttemptEnd(machine.result().evidence.back());
         break;
@@ -248,18 +136,12 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
         StatusQueryReply reply;
         const TimePoint t0 = clock.Now();
         if (options.status_query.callback) {
-          reply = options.status_query.callback(*key, action.timeout);
+          reply = options.status_query.callback(*call.key, action.timeout);
         } else {
           if (!query_request.has_value()) {
-            query_request = BuildStatusQueryRequest(options.status_query, request, *key);
-            query_extra.assign(extra.begin(), extra.begin() + static_cast<std::ptrdiff_t>(attempt_index));
+            query_request = internal::StatusQueryRequest(call, options.status_query, request);
           }
-          if (send_deadline) {
-            query_extra[deadline_index].second = EncodeDeadlineHeader(action.timeout);
-          }
-          if (action.fence) {
-            query_extra.emplace_back(std::string(kFenceHeader), "true");
-          }
+          const Headers query_extra = internal::StatusQueryHeaders(call, action);
           AttemptOptions ao;
           ao.timeout = action.timeout;
           ao.extra_headers = &query_extra;
@@ -268,7 +150,7 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
           reply.answer = MapStatusAnswer(reply.result);
         }
         const TimePoint t1 = clock.Now();
-        AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock, options_);
+        AttemptEvidence ev = internal::EvidenceOf(reply.result, t0, t1, clock.WallNow(), options_);
         action = machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response),
                                         t1);
         if (listener != nullptr) listener->OnAttemptEnd(machine.result().evidence.back());
@@ -286,13 +168,15 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
         action = machine.OnWaitOver(clock.Now());
         break;
       }
+      case CallAction::Kind::kNone:
       case CallAction::Kind::kFinish:
+        // One attempt at a time: the machine never waits on another here.
         break;
     }
   }
 
   CallResult result = machine.TakeResult();
-  result.idempotency_key = std::move(key);
+  result.idempotency_key = std::move(call.key);
   if (listener != nullptr) listener->OnFinish(result);
   return result;
 }

@@ -101,25 +101,25 @@ GrpcCodesClassifier::GrpcCodesClassifier(GrpcCodesClassifierOptions options)
 
 // Rules (docs/configuration.md): explicit overrides win; a request that was
 // certainly not delivered is always retryable (gRPC's transparent retry); an
-// attempt that may have taken effect stays ambiguous for a non-idempotent
-// request whatever the list says, and is retried for an idempotent one only
-// when its code is listed; a status that proves the request was not processed
-// is retried only when listed.
+// attempt that may have taken effect is ambiguous, and may be resent (when
+// the request is idempotent) only when its code is listed; a status that
+// proves the request was not processed is retried only when listed.
 Classification GrpcCodesClassifier::Classify(const AttemptEvidence& evidence,
                                              const RequestTraits& traits) const {
   if (evidence.delivery == Delivery::kNotSent) return inner_.Classify(evidence, traits);
   const bool no_response = evidence.delivery == Delivery::kMaybeDelivered ||
                            !evidence.transport_status.ok() || !evidence.http_status.has_value();
   if (no_response) {
-    if (!traits.idempotent) return inner_.Classify(evidence, traits);
+    Classification c = inner_.Classify(evidence, traits);
+    if (c.cls != AttemptClass::kAmbiguous) return c;
     const bool timeout =
         evidence.transport_status.code() == absl::StatusCode::kDeadlineExceeded;
     if (timeout ? timeouts_listed_ : resets_listed_) {
-      return {AttemptClass::kRetryableTransient,
-              "retryableStatusCodes: idempotent request, no complete response"};
+      return {AttemptClass::kAmbiguous,
+              "retryableStatusCodes: no complete response, its code is listed"};
     }
     return {AttemptClass::kAmbiguous,
-            "no complete response; its code is not in retryableStatusCodes"};
+            "no complete response; its code is not in retryableStatusCodes", true};
   }
   const int status = *evidence.http_status;
   const bool listed = statuses_.count(status) > 0 || (unknown_listed_ && IsUnknownStatus(status));
@@ -127,18 +127,15 @@ Classification GrpcCodesClassifier::Classify(const AttemptEvidence& evidence,
       (!IsNamedStatus(status) && !IsUnknownStatus(status) && !listed)) {
     return inner_.Classify(evidence, traits);
   }
-  RequestTraits as_unsafe = traits;
-  as_unsafe.idempotent = false;
-  const Classification base = inner_.Classify(evidence, as_unsafe);
+  const Classification base = inner_.Classify(evidence, traits);
   switch (base.cls) {
     case AttemptClass::kAmbiguous:
-      if (!traits.idempotent) return base;
       if (listed) {
-        return {AttemptClass::kRetryableTransient,
-                "retryableStatusCodes: idempotent request, may have taken effect"};
+        return {AttemptClass::kAmbiguous,
+                "retryableStatusCodes: may have taken effect, its code is listed"};
       }
       return {AttemptClass::kAmbiguous,
-              "may have taken effect; its code is not in retryableStatusCodes"};
+              "may have taken effect; its code is not in retryableStatusCodes", true};
     case AttemptClass::kRetryableTransient:
       if (listed) return base;
       return {AttemptClass::kPermanent,

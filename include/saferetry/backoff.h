@@ -20,9 +20,11 @@
 #ifndef SAFERETRY_BACKOFF_H_
 #define SAFERETRY_BACKOFF_H_
 
+#include <memory>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "saferetry/clock.h"
 
 namespace saferetry {
@@ -63,6 +65,54 @@ absl::Status ValidateBackoffParams(const BackoffParams& params);
 /// cap <= 0 gives 0, base is clamped into [0, cap], a multiplier below 1 or
 /// NaN acts as 1.
 Duration ComputeBackoff(const BackoffParams& params, int retry, Duration previous, double u);
+
+/// Wait as a policy object: how long to sleep before a retry, for callers
+/// who want another curve than `ComputeBackoff` (a table, a per-host
+/// schedule, a server-driven one). Set per call with
+/// `CallOptions::backoff_policy`; the default is `ExponentialBackoff` over
+/// `CallOptions::backoff`.
+///
+/// Implementations must be thread-safe (the method is const and one policy
+/// may serve many calls at once), must not allocate, must not read a clock
+/// and must return a non-negative delay. The deadline check comes after the
+/// policy: a delay that does not fit is shortened by the state machine.
+///
+/// @code
+///   class FixedTable final : public saferetry::BackoffPolicy {
+///    public:
+///     saferetry::Duration Delay(int retry, saferetry::Duration, double) const override {
+///       static constexpr std::chrono::milliseconds kTable[] = {
+///           std::chrono::milliseconds(100), std::chrono::milliseconds(500),
+///           std::chrono::milliseconds(2000)};
+///       return kTable[std::min(retry, 3) - 1];
+///     }
+///   };
+///   call.backoff_policy = std::make_shared<FixedTable>();
+/// @endcode
+class BackoffPolicy {
+ public:
+  virtual ~BackoffPolicy() = default;
+  /// The delay before retry `retry` (1 = the first retry of this kind in the
+  /// call); `previous` is this policy's previous delay in the call (zero
+  /// before the first); `u` is a uniform sample in [0, 1) from the call's
+  /// `Random` seam.
+  virtual Duration Delay(int retry, Duration previous, double u) const = 0;
+};
+
+/// `ComputeBackoff` over fixed, validated parameters.
+class ExponentialBackoff final : public BackoffPolicy {
+ public:
+  /// InvalidArgument naming the field (see `ValidateBackoffParams`).
+  static absl::StatusOr<std::shared_ptr<const ExponentialBackoff>> Create(BackoffParams params);
+  Duration Delay(int retry, Duration previous, double u) const override {
+    return ComputeBackoff(params_, retry, previous, u);
+  }
+  const BackoffParams& params() const { return params_; }
+
+ private:
+  explicit ExponentialBackoff(BackoffParams params) : params_(params) {}
+  BackoffParams params_;
+};
 
 /// "none", "full", "equal", "decorrelated".
 std::string_view JitterKindName(JitterKind kind);

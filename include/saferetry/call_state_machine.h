@@ -37,6 +37,7 @@
 #ifndef SAFERETRY_CALL_STATE_MACHINE_H_
 #define SAFERETRY_CALL_STATE_MACHINE_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -74,6 +75,8 @@ struct CallPolicy {
   BackoffParams backoff;
   /// Waits before a poll (status query, or resend while in progress).
   BackoffParams poll_backoff = DefaultPollBackoff();
+  /// When set (non-owning; must outlive the call), replaces `backoff`.
+  const BackoffPolicy* backoff_policy = nullptr;
   DeadlineOptions deadline_options;
   Deadline deadline;
   /// Set by `Start` from the traits and the deadline (`ChooseTimePlanKind`,
@@ -86,6 +89,10 @@ struct CallPolicy {
   bool fence_when_giving_up = false;
   /// The caller declares that the server deduplicates keys.
   bool server_deduplicates = false;
+  /// More than one attempt may be in flight (`StartHedge`): only for
+  /// requests that are safe to send twice (idempotent, or keyed with a
+  /// deduplicating server). The driver checks; the machine trusts it.
+  bool hedging = false;
 };
 
 /// The default status-query allowance: 50 % of calls + 20 per second over a
@@ -107,10 +114,15 @@ int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff);
 
 /// What the driver must do next.
 struct CallAction {
-  enum class Kind { kSendAttempt, kWait, kSendStatusQuery, kFinish };
+  /// kNone: nothing to do until another attempt in flight ends (only with
+  /// more than one attempt in flight, i.e. after `StartHedge`).
+  enum class Kind { kSendAttempt, kWait, kSendStatusQuery, kFinish, kNone };
   Kind kind = Kind::kFinish;
   /// Attempt or status-query number, 1-based.
   int number = 0;
+  /// For sends: the id the driver passes back with the answer; unique within
+  /// the call across attempts and status queries (1, 2, ...).
+  std::uint32_t attempt_id = 0;
   /// For sends: the attempt timeout.
   Duration timeout{0};
   /// For sends: deadline remaining when the send starts (`Duration::max()`
@@ -138,16 +150,35 @@ class CallStateMachine {
   CallAction Start(TimePoint now);
   /// The attempt announced by the last kSendAttempt finished. `evidence`
   /// carries start/end, delivery, transport status, HTTP status and hints;
-  /// the machine fills number and classification.
+  /// the machine fills number and classification. With one attempt in
+  /// flight (the default) this is the same as passing its id.
   CallAction OnAttemptDone(AttemptEvidence evidence, std::optional<Response> response,
                            TimePoint now);
+  /// Attempt `attempt_id` finished. With other attempts still in flight a
+  /// retryable or ambiguous answer returns kNone (wait for them); a success
+  /// or a final answer finishes the call, and the driver cancels the others
+  /// (`in_flight()`) without reporting them.
+  CallAction OnAttemptDone(std::uint32_t attempt_id, AttemptEvidence evidence,
+                           std::optional<Response> response, TimePoint now);
+  /// Asks for one more attempt while others are in flight (a hedge). Allowed
+  /// only when `CallPolicy::hedging` is set, the call is not finished, an
+  /// attempt is in flight, fewer than `kMaxInFlight` are, the attempt cap is
+  /// not reached and the retry budget pays for it (charged now; hedges stop
+  /// when it is empty). Returns kSendAttempt, or kNone when refused.
+  CallAction StartHedge(TimePoint now);
+  /// Ids of the attempts in flight.
+  int in_flight_count() const { return in_flight_count_; }
+  std::uint32_t in_flight(int i) const { return in_flight_[static_cast<std::size_t>(i)].id; }
+  /// The most attempts in flight at once.
+  static constexpr int kMaxInFlight = 4;
   CallAction OnWaitOver(TimePoint now);
   CallAction OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
                             std::optional<Response> response, TimePoint now);
   CallAction OnCancelled(TimePoint now);
 
   bool finished() const { return finished_; }
-  /// The policy as completed by `Start` (poll cap, time plan).
+  /// The policy as completed by `Start` (the time plan) and by the first
+  /// poll (the derived poll cap).
   const CallPolicy& policy() const { return policy_; }
   /// The result; valid once an action of kind kFinish was returned.
   CallResult TakeResult() { return std::move(result_); }
@@ -176,6 +207,15 @@ class CallStateMachine {
 
   CallResult result_;
   TimePoint start_{};
+  Duration total_{0};  // the deadline's remaining time at Start
+  struct InFlight {
+    std::uint32_t id = 0;
+    int number = 0;   // its attempt number
+    bool poll = false;
+  };
+  std::array<InFlight, kMaxInFlight> in_flight_{};
+  int in_flight_count_ = 0;
+  std::uint32_t next_id_ = 0;
   bool finished_ = false;
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
   bool seen_in_progress_ = false;

@@ -1,23 +1,31 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
-// Classify: turn one attempt's evidence into an `AttemptClass`. The classifier
-// does not decide whether to retry; the call's state machine does, from the
-// class, the history, the budget and the deadline.
+// Classify: turn one attempt's evidence into an `AttemptClass`: what the
+// evidence says happened, nothing more. The classifier does not decide
+// whether to retry; the call's state machine does, from the class, the
+// request's idempotency, the history, the budget and the deadline. In
+// particular an attempt that may have taken effect is `kAmbiguous` for every
+// request; the machine retries it when the request is idempotent
+// (docs/adr/0008-pure-classifier.md).
 //
 // Default table (see docs/outcomes.md for the reasoning):
 //
-//   evidence                                   non-idempotent      idempotent
-//   ----------------------------------------   -----------------   ------------------
-//   not delivered (refused, DNS, TLS)          RetryableNotDeliv.  RetryableNotDeliv.
-//   maybe delivered (timeout/reset after send) Ambiguous           RetryableTransient
-//   2xx                                        Success             Success
-//   408, 425, 429, 503                         RetryableTransient  RetryableTransient
-//   409 with an idempotency key                InProgress          InProgress
-//   412, 428                                   PreconditionFailed  PreconditionFailed
-//   other 4xx (400, 401, 403, 404, 405, 413,   Permanent           Permanent
+//   evidence                                       class
+//   --------------------------------------------   ------------------
+//   TLS certificate rejected (not sent)            Permanent
+//   not delivered (refused, DNS, TLS setup)        RetryableNotDelivered
+//   maybe delivered (timeout/reset after send)     Ambiguous
+//   2xx                                            Success
+//   408, 425, 429, 503                             RetryableTransient
+//   Idempotency-Key-State: rejected + 408, 425,    RetryableTransient
+//     429, 503 (refused before any work; status
+//     overrides do not apply)
+//   Idempotency-Key-State: rejected, other         Permanent
+//   409 with an idempotency key                    InProgress
+//   412, 428                                       PreconditionFailed
+//   other 4xx (400, 401, 403, 404, 405, 413,       Permanent
 //     422, 409 without a key, ...)
-//   500, 502, 504                              Ambiguous           RetryableTransient
-//   other 5xx, 1xx, 3xx                        Ambiguous           RetryableTransient
+//   500, 502, 504, other 5xx, 1xx, 3xx             Ambiguous
 //
 // 503 is transient by default because RFC 9110 §15.6.4 says the server did
 // not process the request. Seed wisdom warns that "unavailable proves
@@ -41,6 +49,11 @@ namespace saferetry {
 struct Classification {
   AttemptClass cls = AttemptClass::kAmbiguous;
   std::string_view reason;
+  /// The classifier's configured policy forbids resending after this
+  /// attempt even for an idempotent request (e.g. a gRPC status code not
+  /// in `retryableStatusCodes`). Resolution by a status query is still
+  /// allowed. Default false.
+  bool no_retry = false;
 };
 
 /// What the classifier may know about the request besides the evidence.
@@ -65,7 +78,8 @@ class Classifier {
 /// Options of the default classifier.
 struct ClassifierOptions {
   /// Per-status overrides, applied before the table. An override of
-  /// `kAmbiguous` on an idempotent request is still retried as transient.
+  /// `kAmbiguous` on an idempotent request is still retried (by the state
+  /// machine: ambiguous attempts of idempotent requests are retried).
   std::map<int, AttemptClass> status_overrides;
 };
 

@@ -83,6 +83,9 @@ struct CallOptions {
   /// Backoff between retries of the request. Default: full jitter, 100 ms,
   /// x2, up to 10 s.
   BackoffParams backoff;
+  /// A user backoff policy for retries; when set it replaces `backoff`.
+  /// Shared, thread-safe; may be used by many calls at once.
+  std::shared_ptr<const BackoffPolicy> backoff_policy;
   /// Pacing of polls (status queries, resends while in progress). Default
   /// `DefaultPollBackoff()`: equal jitter from 50 ms, x1.5, up to 1 s.
   BackoffParams poll_backoff = DefaultPollBackoff();

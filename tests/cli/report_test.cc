@@ -88,12 +88,16 @@ TEST(SummaryTest, FailedWithNoResponseHasNulls) {
             R"("elapsed_ms":7,"body":null})");
 }
 
-TEST(SummaryTest, FailedNeverClaimsAStatusQuery) {
-  // Not produced by the library; the summary still never says so.
+TEST(SummaryTest, DefiniteStatusAnswerOfAFailedCallIsNamed) {
+  // The key's stored final error (404 `completed`) or a fenced "not found":
+  // a status answer decided the FAILED outcome.
   CallResult r = Result(Outcome::kFailed, StopReason::kPermanentError, 1, 1);
-  r.last_response = MakeResponse(400, "");
+  r.last_response = MakeResponse(404, "");
   r.resolved_by_status_query = true;
-  EXPECT_EQ(SummaryJson(r, milliseconds(0))["resolved_by"], "response");
+  r.resolved_by = ResolvedBy::kStatusQuery;
+  EXPECT_EQ(SummaryJson(r, milliseconds(0))["resolved_by"], "status_query");
+  r.stop_reason = StopReason::kFenced;
+  EXPECT_EQ(SummaryJson(r, milliseconds(0))["resolved_by"], "status_query");
 }
 
 TEST(SummaryTest, UnknownNeverHasResolvedByButKeepsTheLastResponse) {

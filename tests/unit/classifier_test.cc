@@ -73,12 +73,15 @@ TEST(ClassifierTest, TransientStatusesForEveryMethod) {
   }
 }
 
-TEST(ClassifierTest, ServerErrorsAreAmbiguousOnlyForNonIdempotent) {
+// The classifier says what the evidence shows, whatever the request: a 5xx
+// may have taken effect. Retrying it for an idempotent request is the state
+// machine's decision (docs/adr/0008-pure-classifier.md).
+TEST(ClassifierTest, ServerErrorsAreAmbiguousForEveryRequest) {
   for (int s : {500, 502, 504, 501, 505, 599}) {
     EXPECT_EQ(Classify(WithStatus(s), kPost), AttemptClass::kAmbiguous) << s;
     EXPECT_EQ(Classify(WithStatus(s), kPostNoKey), AttemptClass::kAmbiguous) << s;
-    EXPECT_EQ(Classify(WithStatus(s), kPut), AttemptClass::kRetryableTransient) << s;
-    EXPECT_EQ(Classify(WithStatus(s), kGet), AttemptClass::kRetryableTransient) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kPut), AttemptClass::kAmbiguous) << s;
+    EXPECT_EQ(Classify(WithStatus(s), kGet), AttemptClass::kAmbiguous) << s;
   }
 }
 
@@ -88,15 +91,15 @@ TEST(ClassifierTest, DeliveryStates) {
   }
   EXPECT_EQ(Classify(MaybeDelivered(), kPost), AttemptClass::kAmbiguous);
   EXPECT_EQ(Classify(MaybeDelivered(), kPostNoKey), AttemptClass::kAmbiguous);
-  EXPECT_EQ(Classify(MaybeDelivered(), kPut), AttemptClass::kRetryableTransient);
-  EXPECT_EQ(Classify(MaybeDelivered(), kGet), AttemptClass::kRetryableTransient);
+  EXPECT_EQ(Classify(MaybeDelivered(), kPut), AttemptClass::kAmbiguous);
+  EXPECT_EQ(Classify(MaybeDelivered(), kGet), AttemptClass::kAmbiguous);
 }
 
 TEST(ClassifierTest, ResponseWithBrokenBodyIsAmbiguous) {
   AttemptEvidence ev = WithStatus(201);
   ev.transport_status = absl::UnavailableError("reset mid-body");
   EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous);
-  EXPECT_EQ(Classify(ev, kGet), AttemptClass::kRetryableTransient);
+  EXPECT_EQ(Classify(ev, kGet), AttemptClass::kAmbiguous);
 }
 
 TEST(ClassifierTest, OverrideMakesGateway503Ambiguous) {
@@ -105,8 +108,9 @@ TEST(ClassifierTest, OverrideMakesGateway503Ambiguous) {
   options.status_overrides[404] = AttemptClass::kRetryableTransient;
   DefaultClassifier c(options);
   EXPECT_EQ(c.Classify(WithStatus(503), kPost).cls, AttemptClass::kAmbiguous);
-  // Idempotent requests stay retryable even when the override says ambiguous.
-  EXPECT_EQ(c.Classify(WithStatus(503), kGet).cls, AttemptClass::kRetryableTransient);
+  // The override applies to every request; an idempotent one is still
+  // retried, by the state machine.
+  EXPECT_EQ(c.Classify(WithStatus(503), kGet).cls, AttemptClass::kAmbiguous);
   EXPECT_EQ(c.Classify(WithStatus(404), kPost).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ(c.Classify(WithStatus(429), kPost).cls, AttemptClass::kRetryableTransient);
 }
@@ -150,7 +154,7 @@ TEST(ClassifierTest, CertificateFailureAfterAnEarlierSendStaysAmbiguous) {
   AttemptEvidence ev = CertificateRejected();
   ev.delivery = Delivery::kMaybeDelivered;
   EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous);
-  EXPECT_EQ(Classify(ev, kGet), AttemptClass::kRetryableTransient);
+  EXPECT_EQ(Classify(ev, kGet), AttemptClass::kAmbiguous);
 }
 
 TEST(ClassifierTest, RejectedBeforeWorkRetryableStatuses) {

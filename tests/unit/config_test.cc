@@ -235,8 +235,8 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
       {R"({"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}, "saferetry": {"ratioBudget": {}}})",
        "$.saferetry.budget: retryThrottling, saferetry.ratioBudget and saferetry.costQuota are "
        "alternatives; give at most one"},
-      {R"({"saferetry": {"ratioBudget": {"percent": 1.5}}})",
-       "$.saferetry.ratioBudget.percent: expected a number in [0, 1], got 1.5"},
+      {R"({"saferetry": {"ratioBudget": {"percent": 1000.5}}})",
+       "$.saferetry.ratioBudget.percent: expected a number in [0, 1000], got 1000.5"},
       {R"({"saferetry": {"ratioBudget": {"window": "0.5s"}}})",
        R"($.saferetry.ratioBudget.window: expected a duration in [1s, 86400s] like "10s", got "0.5s")"},
       {R"({"saferetry": {"costQuota": {"retryCost": 0}}})",
@@ -560,21 +560,26 @@ TEST_F(RetryableCodesTest, AListedCodeNeverMakesAnAmbiguousNonIdempotentAttemptR
   }
 }
 
+// The class is what the evidence says (ambiguous); whether an idempotent
+// request may be resent is the list's to say, through `no_retry`.
 TEST_F(RetryableCodesTest, IdempotentRequestsRetryAmbiguousStatusesOnlyWhenListed) {
-  EXPECT_EQ(Classify(kInternal, Status(500), true).cls, AttemptClass::kRetryableTransient);
-  EXPECT_EQ(Classify(kInternal, Status(504), true).cls, AttemptClass::kRetryableTransient);
-  EXPECT_EQ(Classify(kInternal, NoResponse(absl::DeadlineExceededError("t")), true).cls,
-            AttemptClass::kRetryableTransient);
+  for (const Classification& listed :
+       {Classify(kInternal, Status(500), true), Classify(kInternal, Status(504), true),
+        Classify(kInternal, NoResponse(absl::DeadlineExceededError("t")), true),
+        Classify(kUnavailableOnly, Status(502), true),
+        Classify(kUnavailableOnly, NoResponse(absl::UnavailableError("reset")), true)}) {
+    EXPECT_EQ(listed.cls, AttemptClass::kAmbiguous);
+    EXPECT_FALSE(listed.no_retry) << listed.reason;
+  }
   const Classification c = Classify(kInternal, NoResponse(absl::UnavailableError("reset")), true);
   EXPECT_EQ(c.cls, AttemptClass::kAmbiguous);
+  EXPECT_TRUE(c.no_retry);
   EXPECT_EQ(c.reason, "no complete response; its code is not in retryableStatusCodes");
 
-  EXPECT_EQ(Classify(kUnavailableOnly, Status(502), true).cls, AttemptClass::kRetryableTransient);
   const Classification d = Classify(kUnavailableOnly, Status(500), true);
   EXPECT_EQ(d.cls, AttemptClass::kAmbiguous);
+  EXPECT_TRUE(d.no_retry);
   EXPECT_EQ(d.reason, "may have taken effect; its code is not in retryableStatusCodes");
-  EXPECT_EQ(Classify(kUnavailableOnly, NoResponse(absl::UnavailableError("reset")), true).cls,
-            AttemptClass::kRetryableTransient);
 }
 
 TEST_F(RetryableCodesTest, NotProcessedStatusesAreRetriedOnlyWhenListed) {
@@ -601,7 +606,10 @@ TEST_F(RetryableCodesTest, NotDeliveredIsAlwaysRetryableAndOverridesWin) {
       R"({"retryPolicy": {"retryableStatusCodes": ["UNAVAILABLE", 418]},
           "saferetry": {"classification": {"503": "ambiguous"}}})";
   EXPECT_EQ(Classify(kWithOverride, Status(503), false).cls, AttemptClass::kAmbiguous);
-  EXPECT_EQ(Classify(kWithOverride, Status(503), true).cls, AttemptClass::kRetryableTransient);
+  // The override holds for every request; resending an idempotent one is the
+  // state machine's decision, allowed because 503's code is listed.
+  EXPECT_EQ(Classify(kWithOverride, Status(503), true).cls, AttemptClass::kAmbiguous);
+  EXPECT_FALSE(Classify(kWithOverride, Status(503), true).no_retry);
   EXPECT_EQ(Classify(kWithOverride, Status(418), false).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ(Classify(kWithOverride, Status(417), false).cls, AttemptClass::kPermanent);
 }
@@ -624,18 +632,20 @@ TEST(GrpcCodesClassifierTest, ClassifiesLikeTheJsonPolicy) {
   };
   EXPECT_EQ((*classifier)->Classify(status(503), unsafe).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ((*classifier)->Classify(status(502), unsafe).cls, AttemptClass::kAmbiguous);
-  EXPECT_EQ((*classifier)->Classify(status(502), idempotent).cls,
-            AttemptClass::kRetryableTransient);
+  EXPECT_EQ((*classifier)->Classify(status(502), idempotent).cls, AttemptClass::kAmbiguous);
+  EXPECT_FALSE((*classifier)->Classify(status(502), idempotent).no_retry);
   const Classification not_listed = (*classifier)->Classify(status(429), unsafe);
   EXPECT_EQ(not_listed.cls, AttemptClass::kPermanent);
   EXPECT_EQ(not_listed.reason, "not processed; its code is not in retryableStatusCodes");
   EXPECT_EQ((*classifier)->Classify(status(418), unsafe).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ((*classifier)->Classify(status(500), idempotent).cls, AttemptClass::kAmbiguous);
+  EXPECT_TRUE((*classifier)->Classify(status(500), idempotent).no_retry);
 
   AttemptEvidence reset;
   reset.delivery = Delivery::kMaybeDelivered;
   reset.transport_status = absl::UnavailableError("reset");
-  EXPECT_EQ((*classifier)->Classify(reset, idempotent).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ((*classifier)->Classify(reset, idempotent).cls, AttemptClass::kAmbiguous);
+  EXPECT_FALSE((*classifier)->Classify(reset, idempotent).no_retry);
   EXPECT_EQ((*classifier)->Classify(reset, unsafe).cls, AttemptClass::kAmbiguous);
 
   // Every (evidence, traits) pair classifies as the JSON policy's classifier does.

@@ -123,12 +123,12 @@ TEST_F(MetricsRunTest, CountsAfterAScriptedRunAreExact) {
   EXPECT_EQ(s.request_duration_by_status.at("503").count, 4);
   EXPECT_EQ(s.request_duration_by_status.at("UNAVAILABLE").count, 2);
 
-  // Whole calls: SUCCEEDED took 1 ms, 52 ms (1 + 50 ms backoff + 1) and
-  // 1002 ms (1 + 1 s Retry-After + 1).
+  // Whole calls: SUCCEEDED took 1 ms, 39.5 ms (1 + 37.5 ms poll pacing + 1)
+  // and 1002 ms (1 + 1 s Retry-After + 1).
   const HistogramSnapshot& succeeded = s.call_duration_by_outcome.at(Outcome::kSucceeded);
   EXPECT_EQ(succeeded.count, 3);
-  EXPECT_EQ(succeeded.sum_nanos, 1055000000);
-  EXPECT_THAT(succeeded.counts, ElementsAre(1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0));
+  EXPECT_EQ(succeeded.sum_nanos, 1042500000);
+  EXPECT_THAT(succeeded.counts, ElementsAre(1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0));
   const HistogramSnapshot& failed = s.call_duration_by_outcome.at(Outcome::kFailed);
   EXPECT_EQ(failed.count, 2);
   EXPECT_EQ(failed.sum_nanos, 53000000);  // 52 ms + 1 ms

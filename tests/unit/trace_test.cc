@@ -97,7 +97,7 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
     "attempts": 3,
     "status_queries": 1,
     "resolved_by_status_query": true,
-    "elapsed_ms": 2254,
+    "elapsed_ms": 2091.5,
     "final_http_status": 200,
     "request": {
       "method": "POST",
@@ -137,9 +137,9 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "classification": "ambiguous",
        "reason": "sent, then no complete response: may have taken effect",
        "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": null,
-       "budget_balance": 7.0, "deadline_remaining_ms": 27947,
-       "delay_after_ms": 200, "delay_source": "backoff"},
-      {"number": 1, "kind": "status_query", "start_ms": 2253, "end_ms": 2254,
+       "budget_balance": 8.0, "deadline_remaining_ms": 27947,
+       "delay_after_ms": 37.5, "delay_source": "backoff"},
+      {"number": 1, "kind": "status_query", "start_ms": 2090.5, "end_ms": 2091.5,
        "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
        "delivery": "response_received",
        "transport_status": {"code": "OK", "message": ""},
@@ -147,7 +147,7 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "classification": "success",
        "reason": "status query: found, the request took effect",
        "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": "down-2",
-       "budget_balance": 7.0, "deadline_remaining_ms": 27746,
+       "budget_balance": 8.0, "deadline_remaining_ms": 27908.5,
        "delay_after_ms": null, "delay_source": null}
     ]
   })");

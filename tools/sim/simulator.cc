@@ -371,6 +371,8 @@ void Engine::Perform(std::int32_t call, const CallAction& action, TimePoint now)
     case CallAction::Kind::kFinish:
       Finish(call, now);
       break;
+    case CallAction::Kind::kNone:
+      break;  // one attempt at a time: never returned here
   }
 }
 

@@ -1,0 +1,167 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "saferetry/internal/call_setup.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "saferetry/server_hints.h"
+
+namespace saferetry {
+namespace internal {
+namespace {
+
+absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
+}
+
+}  // namespace
+
+CallResult InvalidCall(absl::Status status) {
+  CallResult r;
+  r.outcome = Outcome::kFailed;
+  r.stop_reason = StopReason::kInvalidArgument;
+  r.status = std::move(status);
+  return r;
+}
+
+AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end,
+                           WallTime wall_now, const ClientOptions& options) {
+  AttemptEvidence ev;
+  ev.start = start;
+  ev.end = end;
+  ev.delivery = tr.delivery;
+  ev.transport_status = tr.status;
+  ev.timings = tr.timings;
+  if (tr.response.has_value()) {
+    ev.http_status = tr.response->status_code;
+    ev.hints = ExtractServerHints(tr.response->headers, wall_now, options.hints);
+    if (!options.request_id_header.empty()) {
+      auto id = FindHeader(tr.response->headers, options.request_id_header);
+      if (id.has_value()) ev.downstream_request_id = std::string(*id);
+    }
+  }
+  return ev;
+}
+
+absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
+                                         const Request& request, const CallOptions& options,
+                                         TimePoint start) {
+  absl::Status s = ValidateRequest(request);
+  if (!s.ok()) return s;
+  s = ValidateCallOptions(options);
+  if (!s.ok()) return s;
+
+  // One key per logical call: supplied in the options, already present in
+  // the request's headers, or minted here.
+  const bool idempotent = IsIdempotent(request);
+  PreparedCall call;
+  std::optional<std::string>& key = call.key;
+  bool key_in_request = false;
+  bool key_minted = false;
+  if (options.key_mode != KeyMode::kNever) {
+    std::optional<std::string_view> header_key =
+        FindHeader(request.headers, client.idempotency_header);
+    if (header_key.has_value()) {
+      std::string_view v = *header_key;
+      if (client.key_form == KeyForm::kQuotedString && v.size() >= 2 && v.front() == '"' &&
+          v.back() == '"') {
+        v = v.substr(1, v.size() - 2);
+      }
+      if (!options.idempotency_key.empty() && options.idempotency_key != v) {
+        return absl::InvalidArgumentError(
+            "call.idempotency_key: differs from the request's own idempotency header");
+      }
+      s = ValidateIdempotencyKey(v);
+      if (!s.ok()) return Prefixed("request.headers.", s);
+      key = std::string(v);
+      key_in_request = true;
+    } else if (!options.idempotency_key.empty()) {
+      key = options.idempotency_key;
+    } else if (options.key_mode == KeyMode::kAlways ||
+               (options.key_mode == KeyMode::kAuto && !idempotent)) {
+      if (client.key_source == ClientOptions::KeySource::kRandomSeam) {
+        key = GenerateUuidV4(*client.random);
+      } else {
+        absl::StatusOr<std::string> minted = MintIdempotencyKey();
+        // Could not even start: nothing is sent without a key.
+        if (!minted.ok()) return Prefixed("idempotency key: ", minted.status());
+        key = *std::move(minted);
+      }
+      key_minted = true;
+    }
+  }
+  // A freshly minted key cannot have been used before; only a caller's key
+  // can be reused for another request by mistake.
+  if (key.has_value() && !key_minted) {
+    s = fingerprints.CheckAndRemember(*key, request.method, request.url, request.body);
+    if (!s.ok()) return s;
+  }
+
+  const bool has_query =
+      static_cast<bool>(options.status_query.callback) || !options.status_query.url_template.empty();
+
+  CallPolicy& policy = call.policy;
+  policy.max_attempts = std::min(options.max_attempts, kMaxAttemptsHardCap);
+  policy.max_status_queries = std::min(options.max_status_queries, kMaxStatusQueriesHardCap);
+  policy.backoff = options.backoff;
+  policy.poll_backoff = options.poll_backoff;
+  policy.backoff_policy = options.backoff_policy.get();
+  policy.deadline_options = options.deadline_options;
+  policy.deadline = options.deadline.value_or(Deadline::After(start, options.timeout));
+  policy.traits.idempotent = idempotent;
+  policy.traits.safe = IsSafeMethod(request.method);
+  policy.traits.keyed = key.has_value();
+  policy.has_status_query = key.has_value() && has_query;
+  policy.fence_when_giving_up =
+      options.status_query.fence_when_giving_up && !options.status_query.callback;
+  policy.server_deduplicates = options.server_deduplicates;
+
+  // Headers saferetry adds to every attempt: the key, the deadline, the
+  // attempt number. Status queries carry the key and the deadline only.
+  call.extra.reserve(3);
+  if (key.has_value() && !key_in_request) {
+    call.extra.emplace_back(client.idempotency_header, FormatIdempotencyKey(*key, client.key_form));
+  }
+  if (!client.deadline_header.empty() && !policy.deadline.is_infinite()) {
+    call.deadline_index = call.extra.size();
+    call.extra.emplace_back(client.deadline_header, std::string());
+  }
+  call.query_header_count = call.extra.size();
+  if (!client.attempt_header.empty()) {
+    call.attempt_index = call.extra.size();
+    call.extra.emplace_back(client.attempt_header, std::string());
+  }
+  return call;
+}
+
+void StampAttemptHeaders(PreparedCall& call, const CallAction& action) {
+  // The attempt's own timeout is what the server may spend.
+  if (call.deadline_index.has_value()) {
+    call.extra[*call.deadline_index].second = EncodeDeadlineHeader(action.timeout);
+  }
+  if (call.attempt_index.has_value()) {
+    call.extra[*call.attempt_index].second =
+        absl::StrCat("attempt=", action.number, "; max=", call.policy.max_attempts);
+  }
+}
+
+Request StatusQueryRequest(const PreparedCall& call, const StatusQuery& query,
+                           const Request& original) {
+  return BuildStatusQueryRequest(query, original, *call.key);
+}
+
+Headers StatusQueryHeaders(const PreparedCall& call, const CallAction& action) {
+  Headers h(call.extra.begin(),
+            call.extra.begin() + static_cast<std::ptrdiff_t>(call.query_header_count));
+  if (call.deadline_index.has_value()) {
+    h[*call.deadline_index].second = EncodeDeadlineHeader(action.timeout);
+  }
+  if (action.fence) h.emplace_back(std::string(kFenceHeader), "true");
+  return h;
+}
+
+}  // namespace internal
+}  // namespace saferetry
