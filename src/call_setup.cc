@@ -118,6 +118,11 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.fence_when_giving_up =
       options.status_query.fence_when_giving_up && !options.status_query.callback;
   policy.server_deduplicates = options.server_deduplicates;
+  // Hedge only what is safe to send twice: a safe or idempotent request, or
+  // a keyed one whose server deduplicates the key.
+  policy.hedging = options.hedging.enabled && options.hedging.max_hedges > 0 &&
+                   (policy.traits.safe || policy.traits.idempotent ||
+                    (policy.traits.keyed && options.server_deduplicates));
 
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.

@@ -46,6 +46,8 @@ std::string_view StopReasonName(StopReason reason) {
       return "server_do_not_retry";
     case StopReason::kCircuitOpen:
       return "circuit_open";
+    case StopReason::kTooManyCalls:
+      return "too_many_calls";
     case StopReason::kInvalidArgument:
       return "invalid_argument";
   }

@@ -63,6 +63,28 @@ class CallListener {
   virtual void OnFinish(const CallResult& /*result*/) {}
 };
 
+/// Hedged requests: while an attempt is unanswered after `delay`, send
+/// another copy; the first final answer wins and the others are cancelled
+/// (docs/hedging.md). Only `AsyncClient` hedges; the blocking `Client`
+/// ignores these options. A call is hedged only when its request is safe
+/// to send twice: GET/HEAD (safe methods), a request declared idempotent
+/// (PUT/DELETE by default), or a keyed request with `server_deduplicates`.
+/// A POST without a deduplicating server is never hedged.
+struct HedgingOptions {
+  /// Default off.
+  bool enabled = false;
+  /// How long an attempt may stay unanswered before a hedge is sent, >= 0.
+  /// Default 50 ms; the fallback when `delay_from_p95` has too few samples.
+  Duration delay = std::chrono::milliseconds(50);
+  /// Use the client's observed p95 attempt latency (of the last 512
+  /// answered attempts; at least 20 needed) instead of `delay`.
+  bool delay_from_p95 = false;
+  /// Hedges per call, 0..3 (`CallStateMachine::kMaxInFlight` - 1). Each is
+  /// an attempt (it counts against `max_attempts`) paid for by the retry
+  /// budget; hedges stop when the budget is empty. Default 1.
+  int max_hedges = 1;
+};
+
 /// Per-call options. Plain struct; defaults documented per field.
 struct CallOptions {
   /// Total time for the call, measured from the start of `Execute`. Default
@@ -108,6 +130,8 @@ struct CallOptions {
   const CancellationToken* cancellation = nullptr;
   /// Optional; must outlive the call.
   CallListener* listener = nullptr;
+  /// Hedging (`AsyncClient` only). Default off.
+  HedgingOptions hedging;
 };
 
 /// Client-wide options. Plain struct; defaults documented per field.

@@ -54,6 +54,7 @@ enum class StopReason {
   kCancelled,                ///< The caller's cancellation token fired.
   kServerDoNotRetry,         ///< The server asked not to be retried.
   kCircuitOpen,              ///< Reserved for a circuit breaker.
+  kTooManyCalls,             ///< `AsyncClient`: over its cap of calls in flight; nothing was sent.
   kInvalidArgument,          ///< Bad input: nothing was sent (see `CallResult::status`).
 };
 

@@ -1,0 +1,480 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The event-loop driver: runs a CallStateMachine per call, performing its
+// actions with an AsyncTransport and the loop's timers. It does what the
+// blocking driver (client.cc) does for each action, from callbacks instead
+// of a loop: the same call setup (internal::PrepareCall), the same headers,
+// the same evidence, the same listener calls in the same order.
+
+#include "saferetry/async_client.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "saferetry/cancellation.h"
+#include "saferetry/internal/call_setup.h"
+
+namespace saferetry {
+namespace {
+
+// A transport that refuses: `Client::Create` needs one, the asynchronous
+// driver never sends through it.
+class NoTransport final : public Transport {
+ public:
+  TransportResult Send(const Request&, const AttemptOptions&) override {
+    TransportResult r;
+    r.status = absl::FailedPreconditionError("AsyncClient sends through its AsyncTransport");
+    return r;
+  }
+};
+
+CallResult Refused() {
+  CallResult r;
+  r.outcome = Outcome::kFailed;
+  r.stop_reason = StopReason::kTooManyCalls;
+  r.status = absl::ResourceExhaustedError(
+      "AsyncClient: max_in_flight calls already in flight; nothing sent");
+  return r;
+}
+
+absl::Status ValidateHedging(const HedgingOptions& h) {
+  if (!h.enabled) return absl::OkStatus();
+  if (h.delay < Duration::zero()) {
+    return absl::InvalidArgumentError("call.hedging.delay: must be >= 0");
+  }
+  if (h.max_hedges < 0 || h.max_hedges > CallStateMachine::kMaxInFlight - 1) {
+    return absl::InvalidArgumentError(absl::StrCat("call.hedging.max_hedges: must be in 0..",
+                                                   CallStateMachine::kMaxInFlight - 1, ", got ",
+                                                   h.max_hedges));
+  }
+  return absl::OkStatus();
+}
+
+// Recent attempt latencies, for a hedge delay at the observed p95. Loop
+// thread only.
+class LatencyWindow {
+ public:
+  static constexpr std::size_t kSize = 512;
+  static constexpr std::size_t kMinSamples = 20;
+
+  void Add(Duration d) {
+    samples_[next_ % kSize] = d;
+    ++next_;
+    stale_ = true;
+  }
+  std::optional<Duration> P95() {
+    const std::size_t n = std::min(next_, kSize);
+    if (n < kMinSamples) return std::nullopt;
+    if (stale_) {
+      std::array<Duration, kSize> copy = samples_;
+      const std::size_t k = (n * 95 + 99) / 100 - 1;  // nearest rank
+      std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(k),
+                       copy.begin() + static_cast<std::ptrdiff_t>(n));
+      p95_ = copy[k];
+      stale_ = false;
+    }
+    return p95_;
+  }
+
+ private:
+  std::array<Duration, kSize> samples_{};
+  std::size_t next_ = 0;
+  bool stale_ = false;
+  Duration p95_{0};
+};
+
+}  // namespace
+
+class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core> {
+ public:
+  explicit Core(AsyncClientOptions options)
+      : options_(std::move(options)),
+        loop_(options_.loop),
+        transport_(options_.transport),
+        fingerprints_(options_.client.fingerprint_capacity) {}
+
+  const AsyncClientOptions& options() const { return options_; }
+  std::size_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+
+  CallId Execute(Request request, CallOptions options, Callback done) {
+    // Back-pressure: refused at once, before anything is queued.
+    if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_in_flight) {
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      done(Refused());
+      return 0;
+    }
+    const CallId id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
+    auto call = std::make_shared<Call>();
+    call->id = id;
+    call->request = std::move(request);
+    call->options = std::move(options);
+    call->done = std::move(done);
+    std::weak_ptr<Core> weak = weak_from_this();
+    loop_->Post([weak, call]() mutable {
+      if (auto core = weak.lock()) core->Begin(std::move(call));
+    });
+    return id;
+  }
+
+  void Cancel(CallId id) {
+    std::weak_ptr<Core> weak = weak_from_this();
+    loop_->Post([weak, id] {
+      if (auto core = weak.lock()) core->CancelCall(id);
+    });
+  }
+
+  // Loop thread: cancels every call in flight; later calls are cancelled
+  // as they begin.
+  void Shutdown() {
+    shutting_down_ = true;
+    std::vector<CallId> ids;
+    ids.reserve(calls_.size());
+    for (const auto& entry : calls_) ids.push_back(entry.first);
+    for (CallId id : ids) CancelCall(id);
+  }
+
+ private:
+  struct Flight {
+    std::uint32_t attempt_id = 0;  // the machine's
+    AsyncTransport::AttemptId transport_id = 0;
+    TimePoint start{};
+    bool status_query = false;
+  };
+
+  struct Call {
+    CallId id = 0;
+    Request request;
+    CallOptions options;
+    Callback done;
+    std::optional<internal::PreparedCall> prepared;
+    std::optional<CallStateMachine> machine;
+    CancellationToken token;  // the machine's: Cancel() and the caller's token
+    std::optional<Request> query_request;
+    std::vector<Flight> flights;
+    EventLoop::TimerId wait_timer = 0;
+    EventLoop::TimerId hedge_timer = 0;
+    int hedges = 0;
+  };
+
+  Clock& clock() { return *options_.client.clock; }
+
+  // Mirrors the caller's token into the call's own; true when cancelled.
+  static bool SyncCancellation(Call& call) {
+    if (call.options.cancellation != nullptr && call.options.cancellation->IsCancelled() &&
+        !call.token.IsCancelled()) {
+      call.token.Cancel();
+    }
+    return call.token.IsCancelled();
+  }
+
+  void Begin(std::shared_ptr<Call> call) {
+    if (shutting_down_) call->token.Cancel();
+    const TimePoint start = clock().Now();
+    absl::Status valid = ValidateHedging(call->options.hedging);
+    absl::StatusOr<internal::PreparedCall> prepared =
+        valid.ok() ? internal::PrepareCall(options_.client, fingerprints_, call->request,
+                                           call->options, start)
+                   : absl::StatusOr<internal::PreparedCall>(valid);
+    if (!prepared.ok()) {
+      Deliver(*call, internal::InvalidCall(prepared.status()));
+      return;
+    }
+    call->prepared.emplace(*std::move(prepared));
+    SyncCancellation(*call);
+    call->machine.emplace(call->prepared->policy, options_.client.budget.get(),
+                          options_.client.classifier.get(), options_.client.random.get(),
+                          &call->token, options_.client.status_query_budget.get());
+    Call& c = *call;
+    calls_.emplace(c.id, std::move(call));
+    Drive(c, c.machine->Start(start));
+  }
+
+  // Performs `action` and what follows it, until the call waits for the
+  // transport or a timer, or finishes.
+  void Drive(Call& call, CallAction action) {
+    CallStateMachine& machine = *call.machine;
+    CallListener* listener = call.options.listener;
+    for (;;) {
+      switch (action.kind) {
+        case CallAction::Kind::kSendAttempt: {
+          internal::StampAttemptHeaders(*call.prepared, action);
+          if (listener != nullptr) listener->OnAttemptStart(action.number, false);
+          AttemptOptions ao;
+          ao.timeout = action.timeout;
+          ao.extra_headers = &call.prepared->extra;
+          StartFlight(call, call.request, ao, action.attempt_id, false);
+          ArmHedge(call);
+          return;
+        }
+        case CallAction::Kind::kSendStatusQuery: {
+          if (listener != nullptr) listener->OnAttemptStart(action.number, true);
+          if (call.options.status_query.callback) {
+            // A callback answers synchronously, on the loop thread.
+            const TimePoint t0 = clock().Now();
+            StatusQueryReply reply =
+                call.options.status_query.callback(*call.prepared->key, action.timeout);
+            const TimePoint t1 = clock().Now();
+            AttemptEvidence ev =
+                internal::EvidenceOf(reply.result, t0, t1, clock().WallNow(), options_.client);
+            action = machine.OnStatusAnswer(reply.answer, std::move(ev),
+                                            std::move(reply.result.response), t1);
+            if (listener != nullptr) listener->OnAttemptEnd(machine.result().evidence.back());
+            continue;
+          }
+          if (!call.query_request.has_value()) {
+            call.query_request =
+                internal::StatusQueryRequest(*call.prepared, call.options.status_query,
+                                             call.request);
+          }
+          const Headers query_extra = internal::StatusQueryHeaders(*call.prepared, action);
+          AttemptOptions ao;
+          ao.timeout = action.timeout;
+          ao.extra_headers = &query_extra;
+          StartFlight(call, *call.query_request, ao, action.attempt_id, true);
+          return;
+        }
+        case CallAction::Kind::kWait: {
+          if (listener != nullptr) {
+            listener->OnWaitScheduled(action.delay, action.delay_from_server_hint);
+          }
+          // A cancelled wait ends at once, as the blocking driver's
+          // cancellable sleep does.
+          if (SyncCancellation(call)) {
+            action = machine.OnWaitOver(clock().Now());
+            continue;
+          }
+          const CallId id = call.id;
+          call.wait_timer = loop_->AddTimer(action.delay, [this, id] { OnWaitTimer(id); });
+          return;
+        }
+        case CallAction::Kind::kNone:
+          return;  // Another attempt in flight will decide.
+        case CallAction::Kind::kFinish:
+          Finish(call);
+          return;
+      }
+    }
+  }
+
+  void StartFlight(Call& call, const Request& request, const AttemptOptions& ao,
+                   std::uint32_t attempt_id, bool status_query) {
+    Flight f;
+    f.attempt_id = attempt_id;
+    f.status_query = status_query;
+    f.start = clock().Now();
+    const CallId id = call.id;
+    f.transport_id = transport_->Start(request, ao, [this, id, attempt_id](TransportResult r) {
+      OnTransportResult(id, attempt_id, std::move(r));
+    });
+    call.flights.push_back(f);
+  }
+
+  void ArmHedge(Call& call) {
+    const HedgingOptions& h = call.options.hedging;
+    if (!call.prepared->policy.hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
+      return;
+    }
+    Duration delay = h.delay;
+    if (h.delay_from_p95) {
+      if (std::optional<Duration> p95 = latencies_.P95(); p95.has_value()) delay = *p95;
+    }
+    const CallId id = call.id;
+    call.hedge_timer = loop_->AddTimer(delay, [this, id] { OnHedgeTimer(id); });
+  }
+
+  Call* Find(CallId id) {
+    auto it = calls_.find(id);
+    return it == calls_.end() ? nullptr : it->second.get();
+  }
+
+  void OnTransportResult(CallId id, std::uint32_t attempt_id, TransportResult result) {
+    Call* call = Find(id);
+    if (call == nullptr) return;
+    auto it = std::find_if(call->flights.begin(), call->flights.end(),
+                           [&](const Flight& f) { return f.attempt_id == attempt_id; });
+    if (it == call->flights.end()) return;
+    const Flight flight = *it;
+    call->flights.erase(it);
+    if (result.delivery == Delivery::kResponseReceived && !flight.status_query) {
+      latencies_.Add(clock().Now() - flight.start);
+    }
+    Drive(*call, Feed(*call, flight, std::move(result)));
+  }
+
+  // Hands one finished attempt or query to the machine, as client.cc does.
+  CallAction Feed(Call& call, const Flight& flight, TransportResult result) {
+    CallStateMachine& machine = *call.machine;
+    SyncCancellation(call);
+    const TimePoint t1 = clock().Now();
+    AttemptEvidence ev =
+        internal::EvidenceOf(result, flight.start, t1, clock().WallNow(), options_.client);
+    CallAction action;
+    if (flight.status_query) {
+      const StatusAnswer answer = MapStatusAnswer(result);
+      action = machine.OnStatusAnswer(answer, std::move(ev), std::move(result.response), t1);
+    } else {
+      action = machine.OnAttemptDone(flight.attempt_id, std::move(ev), std::move(result.response),
+                                     t1);
+    }
+    if (call.options.listener != nullptr && !machine.result().evidence.empty()) {
+      call.options.listener->OnAttemptEnd(machine.result().evidence.back());
+    }
+    if (call.flights.empty() && call.hedge_timer != 0) {
+      loop_->CancelTimer(call.hedge_timer);
+      call.hedge_timer = 0;
+    }
+    return action;
+  }
+
+  void OnWaitTimer(CallId id) {
+    Call* call = Find(id);
+    if (call == nullptr) return;
+    call->wait_timer = 0;
+    SyncCancellation(*call);
+    Drive(*call, call->machine->OnWaitOver(clock().Now()));
+  }
+
+  void OnHedgeTimer(CallId id) {
+    Call* call = Find(id);
+    if (call == nullptr) return;
+    call->hedge_timer = 0;
+    if (call->flights.empty() || call->flights.front().status_query) return;
+    if (SyncCancellation(*call)) return;
+    CallAction action = call->machine->StartHedge(clock().Now());
+    if (action.kind != CallAction::Kind::kSendAttempt) return;  // refused: no more hedges
+    ++call->hedges;
+    Drive(*call, action);
+  }
+
+  void CancelCall(CallId id) {
+    Call* call = Find(id);
+    if (call == nullptr) return;
+    call->token.Cancel();
+    if (call->wait_timer != 0) {
+      loop_->CancelTimer(call->wait_timer);
+      call->wait_timer = 0;
+      Drive(*call, call->machine->OnWaitOver(clock().Now()));
+      return;
+    }
+    if (call->hedge_timer != 0) {
+      loop_->CancelTimer(call->hedge_timer);
+      call->hedge_timer = 0;
+    }
+    // The first attempt aborted is reported (the history counts it); the
+    // machine then finishes, and Finish cancels the others unreported.
+    while (!call->flights.empty()) {
+      const Flight flight = call->flights.front();
+      call->flights.erase(call->flights.begin());
+      std::optional<TransportResult> r = transport_->Cancel(flight.transport_id);
+      if (!r.has_value()) continue;
+      Drive(*call, Feed(*call, flight, *std::move(r)));
+      return;
+    }
+    Drive(*call, call->machine->OnCancelled(clock().Now()));
+  }
+
+  void Finish(Call& call) {
+    if (call.hedge_timer != 0) loop_->CancelTimer(call.hedge_timer);
+    if (call.wait_timer != 0) loop_->CancelTimer(call.wait_timer);
+    // The losers: cancelled, their connections closed, never reported.
+    for (const Flight& f : call.flights) transport_->Cancel(f.transport_id);
+    call.flights.clear();
+    CallResult result = call.machine->TakeResult();
+    result.idempotency_key = std::move(call.prepared->key);
+    if (call.options.listener != nullptr) call.options.listener->OnFinish(result);
+    auto it = calls_.find(call.id);
+    std::shared_ptr<Call> keep = std::move(it->second);
+    calls_.erase(it);
+    Deliver(*keep, std::move(result));
+  }
+
+  void Deliver(Call& call, CallResult result) {
+    Callback done = std::move(call.done);
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    done(std::move(result));
+  }
+
+  const AsyncClientOptions options_;
+  const std::shared_ptr<EventLoop> loop_;
+  const std::shared_ptr<AsyncTransport> transport_;
+  std::atomic<std::size_t> in_flight_{0};
+  std::atomic<CallId> next_id_{0};
+  // Loop thread only.
+  KeyFingerprints fingerprints_;
+  std::unordered_map<CallId, std::shared_ptr<Call>> calls_;
+  LatencyWindow latencies_;
+  bool shutting_down_ = false;
+};
+
+absl::StatusOr<std::unique_ptr<AsyncClient>> AsyncClient::Create(AsyncClientOptions options) {
+  if (options.loop == nullptr) return absl::InvalidArgumentError("loop: required");
+  if (options.transport == nullptr) return absl::InvalidArgumentError("transport: required");
+  if (options.max_in_flight < 1) {
+    return absl::InvalidArgumentError("max_in_flight: must be >= 1, got 0");
+  }
+  RunnableEventLoop* runnable = nullptr;
+  if (options.run_loop_thread) {
+    runnable = dynamic_cast<RunnableEventLoop*>(options.loop.get());
+    if (runnable == nullptr) {
+      return absl::InvalidArgumentError(
+          "run_loop_thread: the loop is not a RunnableEventLoop; run it yourself and set "
+          "run_loop_thread = false");
+    }
+  }
+  // The blocking client's validation and defaults, in one place: a client
+  // is made only to complete the options.
+  if (options.client.transport == nullptr) options.client.transport = std::make_shared<NoTransport>();
+  absl::StatusOr<std::unique_ptr<Client>> completed = Client::Create(std::move(options.client));
+  if (!completed.ok()) return completed.status();
+  options.client = (*completed)->options();
+  auto core = std::make_shared<Core>(std::move(options));
+  std::unique_ptr<AsyncClient> client(new AsyncClient(std::move(core)));
+  if (runnable != nullptr) {
+    client->thread_ = std::thread([runnable] { runnable->Run(); });
+  }
+  return client;
+}
+
+AsyncClient::AsyncClient(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+AsyncClient::~AsyncClient() {
+  if (thread_.joinable()) {
+    auto* runnable = static_cast<RunnableEventLoop*>(core_->options().loop.get());
+    std::shared_ptr<Core> core = core_;
+    runnable->Post([core, runnable] {
+      core->Shutdown();
+      runnable->Stop();
+    });
+    thread_.join();
+  } else {
+    core_->Shutdown();
+  }
+}
+
+AsyncClient::CallId AsyncClient::Execute(Request request, CallOptions options, Callback done) {
+  return core_->Execute(std::move(request), std::move(options), std::move(done));
+}
+
+std::future<CallResult> AsyncClient::Execute(Request request, CallOptions options, CallId* id) {
+  auto promise = std::make_shared<std::promise<CallResult>>();
+  std::future<CallResult> future = promise->get_future();
+  const CallId call_id =
+      core_->Execute(std::move(request), std::move(options),
+                     [promise](CallResult r) { promise->set_value(std::move(r)); });
+  if (id != nullptr) *id = call_id;
+  return future;
+}
+
+void AsyncClient::Cancel(CallId id) { core_->Cancel(id); }
+
+std::size_t AsyncClient::in_flight() const { return core_->in_flight(); }
+
+const AsyncClientOptions& AsyncClient::options() const { return core_->options(); }
+
+}  // namespace saferetry

@@ -1,0 +1,220 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The built-in event loop: epoll for file descriptors, an eventfd to wake the
+// loop when another thread posts a task, and timers ordered by due time.
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "saferetry/async_transport.h"
+
+namespace saferetry {
+namespace {
+
+class EpollEventLoop final : public RunnableEventLoop {
+ public:
+  EpollEventLoop(std::shared_ptr<Clock> clock, int epfd, int wakefd)
+      : clock_(std::move(clock)), epfd_(epfd), wakefd_(wakefd) {}
+  ~EpollEventLoop() override {
+    close(wakefd_);
+    close(epfd_);
+  }
+
+  void Post(Task task) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      posted_.push_back(std::move(task));
+    }
+    Wake();
+  }
+
+  TimerId AddTimer(Duration delay, Task task) override {
+    const TimerId id = ++next_timer_;
+    const TimePoint due = clock_->Now() + std::max(delay, Duration::zero());
+    timers_.emplace(std::make_pair(due, id), std::move(task));
+    timer_due_.emplace(id, due);
+    return id;
+  }
+
+  void CancelTimer(TimerId id) override {
+    auto it = timer_due_.find(id);
+    if (it == timer_due_.end()) return;
+    timers_.erase(std::make_pair(it->second, id));
+    timer_due_.erase(it);
+  }
+
+  absl::Status WatchFd(int fd, int events, FdCallback callback) override {
+    auto it = watches_.find(fd);
+    if (events == 0) {
+      if (it != watches_.end()) {
+        epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+        watches_.erase(it);
+      }
+      return absl::OkStatus();
+    }
+    epoll_event ev{};
+    ev.events = ((events & kReadable) != 0 ? EPOLLIN : 0u) |
+                ((events & kWritable) != 0 ? EPOLLOUT : 0u);
+    // The generation tells a stale event (for an fd closed and reopened
+    // within one epoll_wait batch) from a current one.
+    const std::uint32_t generation = ++next_generation_;
+    ev.data.u64 = (static_cast<std::uint64_t>(generation) << 32) | static_cast<std::uint32_t>(fd);
+    const int op = it == watches_.end() ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (epoll_ctl(epfd_, op, fd, &ev) != 0) {
+      return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+    }
+    Watch& w = watches_[fd];
+    w.generation = generation;
+    w.callback = std::make_shared<FdCallback>(std::move(callback));
+    return absl::OkStatus();
+  }
+
+  void Run() override {
+    std::vector<epoll_event> events(256);
+    std::deque<Task> batch;
+    while (!stopping_.load(std::memory_order_acquire)) {
+      int timeout_ms = -1;
+      if (!timers_.empty()) {
+        const Duration left = timers_.begin()->first.first - clock_->Now();
+        timeout_ms = left <= Duration::zero()
+                         ? 0
+                         : static_cast<int>(std::min<std::int64_t>(
+                               std::chrono::ceil<std::chrono::milliseconds>(left).count(),
+                               1 << 30));
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!posted_.empty()) timeout_ms = 0;
+      }
+      const int n = epoll_wait(epfd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+      for (int i = 0; i < n && !stopping_.load(std::memory_order_acquire); ++i) {
+        const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+        const int fd = static_cast<int>(data & 0xffffffffu);
+        if (fd == wakefd_) {
+          std::uint64_t count = 0;
+          [[maybe_unused]] ssize_t r = read(wakefd_, &count, sizeof(count));
+          continue;
+        }
+        auto it = watches_.find(fd);
+        if (it == watches_.end() || it->second.generation != static_cast<std::uint32_t>(data >> 32)) {
+          continue;  // Unwatched since the batch was read.
+        }
+        const std::uint32_t e = events[static_cast<std::size_t>(i)].events;
+        int ready = 0;
+        if ((e & EPOLLIN) != 0) ready |= kReadable;
+        if ((e & EPOLLOUT) != 0) ready |= kWritable;
+        if ((e & (EPOLLERR | EPOLLHUP)) != 0) ready |= kError;
+        // Held while it runs: the callback may unwatch (and so destroy) it.
+        std::shared_ptr<FdCallback> callback = it->second.callback;
+        (*callback)(ready);
+      }
+      if (n == static_cast<int>(events.size())) events.resize(events.size() * 2);
+      // Posted tasks, then due timers; tasks posted meanwhile wait a turn.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        batch.swap(posted_);
+      }
+      while (!batch.empty() && !stopping_.load(std::memory_order_acquire)) {
+        Task task = std::move(batch.front());
+        batch.pop_front();
+        task();
+      }
+      if (!batch.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        while (!batch.empty()) {
+          posted_.push_front(std::move(batch.back()));
+          batch.pop_back();
+        }
+      }
+      // Timers added by these callbacks wait a turn, so a zero-delay timer
+      // that re-arms itself cannot starve the descriptors.
+      const TimePoint now = clock_->Now();
+      const TimerId newest = next_timer_;
+      while (!timers_.empty() && timers_.begin()->first.first <= now &&
+             !stopping_.load(std::memory_order_acquire)) {
+        auto first = timers_.begin();
+        if (first->first.second > newest) {
+          auto older = std::find_if(timers_.begin(), timers_.end(), [&](const auto& t) {
+            return t.first.first > now || t.first.second <= newest;
+          });
+          if (older == timers_.end() || older->first.first > now) break;
+          first = older;
+        }
+        Task task = std::move(first->second);
+        timer_due_.erase(first->first.second);
+        timers_.erase(first);
+        task();
+      }
+    }
+  }
+
+  void Stop() override {
+    stopping_.store(true, std::memory_order_release);
+    Wake();
+  }
+
+ private:
+  struct Watch {
+    std::uint32_t generation = 0;
+    std::shared_ptr<FdCallback> callback;
+  };
+
+  void Wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = write(wakefd_, &one, sizeof(one));
+  }
+
+  std::shared_ptr<Clock> clock_;
+  const int epfd_;
+  const int wakefd_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::deque<Task> posted_;  // Guarded by mu_.
+  // Loop thread only.
+  std::map<std::pair<TimePoint, TimerId>, Task> timers_;
+  std::unordered_map<TimerId, TimePoint> timer_due_;
+  TimerId next_timer_ = 0;
+  std::unordered_map<int, Watch> watches_;
+  std::uint32_t next_generation_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<RunnableEventLoop>> MakeEpollEventLoop(std::shared_ptr<Clock> clock) {
+  if (clock == nullptr) clock = SystemClock();
+  const int epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (epfd < 0) return absl::InternalError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
+  const int wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wakefd < 0) {
+    const int err = errno;
+    close(epfd);
+    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(err)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = static_cast<std::uint32_t>(wakefd);
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev) != 0) {
+    const int err = errno;
+    close(wakefd);
+    close(epfd);
+    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(err)));
+  }
+  return std::shared_ptr<RunnableEventLoop>(
+      std::make_shared<EpollEventLoop>(std::move(clock), epfd, wakefd));
+}
+
+}  // namespace saferetry

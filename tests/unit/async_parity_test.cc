@@ -1,0 +1,370 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// One behaviour, two drivers: every case runs against the blocking `Client`
+// (FakeTransport / SimulatedOrderServer on a FakeClock) and the `AsyncClient`
+// (AsyncFakeTransport on a FakeEventLoop over the same kind of clock), with
+// the same expectations: outcome, stop reason, attempts, queries, exact
+// waits, exact times and effects per key.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "saferetry/async_client.h"
+#include "saferetry/client.h"
+#include "saferetry/testing/async_fake_transport.h"
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
+#include "saferetry/testing/simulated_order_server.h"
+
+namespace saferetry {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using testing::AsyncFakeTransport;
+using testing::FakeClock;
+using testing::FakeEventLoop;
+using testing::FakeTransport;
+using testing::OrderFault;
+using testing::ScriptedRandom;
+using testing::SimulatedOrderServer;
+using testing::Step;
+
+constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
+constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
+
+enum class Driver { kBlocking, kAsync };
+
+std::string DriverName(Driver d) { return d == Driver::kBlocking ? "Blocking" : "Async"; }
+
+Request Post() {
+  return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
+                 R"({"sku":"sku-42","quantity":1})"};
+}
+
+Request Get() {
+  Request r;
+  r.url = "http://127.0.0.1:8080/orders/1";
+  return r;
+}
+
+// The waits a call scheduled, from its evidence (the same for both drivers;
+// the blocking one also records them as sleeps on the fake clock).
+std::vector<Duration> Waits(const CallResult& r) {
+  std::vector<Duration> waits;
+  for (const auto& e : r.evidence) {
+    if (e.delay_after.has_value()) waits.push_back(*e.delay_after);
+  }
+  return waits;
+}
+
+// Runs calls through either driver with the same seams.
+class Harness {
+ public:
+  explicit Harness(Driver driver) : driver_(driver) {}
+
+  // Scripted steps for the next attempts.
+  void Push(Step step) {
+    if (driver_ == Driver::kBlocking) {
+      fake_->Push(std::move(step));
+    } else {
+      async_->Push(std::move(step));
+    }
+  }
+  // The simulated order server answers every attempt.
+  void UseServer(std::shared_ptr<SimulatedOrderServer> server) { server_ = std::move(server); }
+  // Client-wide seams. `defaults`: only the clock is set (what a new user
+  // gets); else the scripted random (u = 0.5) and unlimited budgets.
+  void SetBudget(std::shared_ptr<RetryBudget> budget) { budget_ = std::move(budget); }
+  void UseDefaults() { defaults_ = true; }
+
+  CallResult Run(const Request& request, const CallOptions& call) {
+    ClientOptions o;
+    o.clock = clock_;
+    if (!defaults_) {
+      o.random = random_;
+      o.budget = budget_ ? budget_ : std::make_shared<UnlimitedBudget>();
+      o.status_query_budget = std::make_shared<UnlimitedBudget>();
+    }
+    if (driver_ == Driver::kBlocking) {
+      o.transport = server_ ? std::shared_ptr<Transport>(server_) : fake_;
+      auto c = Client::Create(std::move(o));
+      EXPECT_TRUE(c.ok()) << c.status();
+      return (*c)->Execute(request, call);
+    }
+    if (server_) async_->SetBackend(server_);
+    AsyncClientOptions ao;
+    ao.client = std::move(o);
+    ao.loop = loop_;
+    ao.transport = async_;
+    ao.run_loop_thread = false;
+    auto c = AsyncClient::Create(std::move(ao));
+    EXPECT_TRUE(c.ok()) << c.status();
+    std::future<CallResult> f = (*c)->Execute(request, call);
+    loop_->RunUntilIdle();
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    return f.get();
+  }
+
+  int sends() const {
+    if (server_) return -1;
+    return driver_ == Driver::kBlocking ? fake_->send_count() : async_->send_count();
+  }
+  FakeClock& clock() { return *clock_; }
+  std::shared_ptr<FakeClock> shared_clock() { return clock_; }
+
+ private:
+  Driver driver_;
+  bool defaults_ = false;
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<ScriptedRandom> random_ = std::make_shared<ScriptedRandom>();  // u = 0.5
+  std::shared_ptr<RetryBudget> budget_;
+  std::shared_ptr<SimulatedOrderServer> server_;
+  std::shared_ptr<FakeTransport> fake_ = std::make_shared<FakeTransport>(clock_);
+  std::shared_ptr<FakeEventLoop> loop_ = std::make_shared<FakeEventLoop>(clock_);
+  std::shared_ptr<AsyncFakeTransport> async_ =
+      std::make_shared<AsyncFakeTransport>(loop_, clock_);
+};
+
+class ParityTest : public ::testing::TestWithParam<Driver> {
+ protected:
+  Harness h_{GetParam()};
+};
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ParityTest,
+                         ::testing::Values(Driver::kBlocking, Driver::kAsync),
+                         [](const auto& p) { return DriverName(p.param); });
+
+TEST_P(ParityTest, Success) {
+  h_.Push(Step::Respond(200, {}, "order 1").After(milliseconds(7)));
+  const TimePoint start = h_.clock().Now();
+  CallResult r = h_.Run(Get(), CallOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
+  EXPECT_EQ(r.attempts, 1);
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->body, "order 1");
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].start, start);
+  EXPECT_EQ(r.evidence[0].end, start + milliseconds(7));
+  EXPECT_EQ(r.elapsed, milliseconds(7));
+}
+
+// Full jitter on a 100 ms ceiling, x2, u = 0.5: 50 ms then 100 ms.
+TEST_P(ParityTest, UnavailableThenSuccessWaitsExactly) {
+  h_.Push(Step::Respond(503));
+  h_.Push(Step::Respond(503));
+  h_.Push(Step::Respond(200));
+  CallResult r = h_.Run(Get(), CallOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_THAT(Waits(r), ElementsAre(milliseconds(50), milliseconds(100)));
+  EXPECT_EQ(r.elapsed, milliseconds(153));
+  EXPECT_EQ(h_.sends(), 3);
+}
+
+TEST_P(ParityTest, CommitThenLostIsResolvedByStatusQuery) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kCommitThenLoseResponse});
+  h_.UseServer(server);
+  CallOptions call;
+  call.status_query.url_template = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 1);
+  ASSERT_TRUE(r.idempotency_key.has_value());
+  EXPECT_EQ(server->effects(*r.idempotency_key), 1);
+  EXPECT_EQ(server->total_effects(), 1);
+  EXPECT_THAT(Waits(r), ElementsAre(microseconds(37500)));
+}
+
+TEST_P(ParityTest, InProgressPollsWithTheSameKey) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kInProgressThenCommit});
+  h_.UseServer(server);
+  CallResult r = h_.Run(Post(), CallOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.status_queries, 0);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kInProgress);
+  EXPECT_EQ(server->effects(*r.idempotency_key), 1);
+  EXPECT_THAT(Waits(r), ElementsAre(microseconds(37500)));
+}
+
+TEST_P(ParityTest, InProgressPollsByStatusQueryWhenConfigured) {
+  h_.Push(Step::Respond(409));
+  h_.Push(Step::Respond(409));
+  h_.Push(Step::Respond(200, {}, "done"));
+  CallOptions call;
+  call.status_query.url_template = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_TRUE(r.resolved_by_status_query);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 2);
+  EXPECT_THAT(Waits(r), ElementsAre(microseconds(37500), microseconds(56250)));
+}
+
+// The key's stored final error (404 `completed`) is definite: FAILED.
+TEST_P(ParityTest, StoredFinalErrorFoundByStatusQueryIsFailed) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kStoredFinalErrorThenLose});
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallOptions call;
+  call.timeout = seconds(5);
+  call.status_query.url_template = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->status_code, 404);
+  EXPECT_EQ(server->total_effects(), 0);
+}
+
+TEST_P(ParityTest, BudgetRefusalStops) {
+  auto throttle = TokenThrottle::Create({/*max_tokens=*/2, /*token_ratio=*/0.1});
+  ASSERT_TRUE(throttle.ok());
+  h_.SetBudget(*throttle);
+  h_.Push(Step::Respond(503));
+  h_.Push(Step::Respond(503));
+  CallResult r = h_.Run(Get(), CallOptions{});
+  EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(h_.sends(), 1);
+}
+
+// Hung attempts of a GET: each gets half of the call, the next one fits,
+// and the call stops by the deadline, never past it.
+TEST_P(ParityTest, DeadlineStopsHungGets) {
+  for (int i = 0; i < 5; ++i) h_.Push(Step::TimeoutAfterSend());
+  CallOptions call;
+  call.timeout = seconds(1);
+  call.max_attempts = 5;
+  const TimePoint start = h_.clock().Now();
+  CallResult r = h_.Run(Get(), call);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_TRUE(r.stop_reason == StopReason::kDeadlineExceeded ||
+              r.stop_reason == StopReason::kNoTimeForUsefulAttempt)
+      << StopReasonName(r.stop_reason);
+  EXPECT_LE(h_.clock().Now(), start + seconds(1));
+  EXPECT_GE(r.attempts, 2);
+}
+
+TEST_P(ParityTest, CancelledDuringAWaitStopsBeforeTheNextAttempt) {
+  CancellationToken token;
+  struct CancelOnWait : CallListener {
+    CancellationToken* token = nullptr;
+    void OnWaitScheduled(Duration, bool) override { token->Cancel(); }
+  } listener;
+  listener.token = &token;
+  h_.Push(Step::Respond(503));
+  h_.Push(Step::Respond(201));
+  CallOptions call;
+  call.cancellation = &token;
+  call.listener = &listener;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(h_.sends(), 1);
+  EXPECT_EQ(r.elapsed, milliseconds(1));
+}
+
+TEST_P(ParityTest, CancelledBeforeStartSendsNothing) {
+  CancellationToken token;
+  token.Cancel();
+  CallOptions call;
+  call.cancellation = &token;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(h_.sends(), 0);
+}
+
+TEST_P(ParityTest, BadInputNamesTheField) {
+  CallOptions call;
+  call.max_attempts = 0;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("call.max_attempts"));
+  EXPECT_EQ(h_.sends(), 0);
+}
+
+TEST_P(ParityTest, ListenerSeesEveryStepInOrder) {
+  struct Recorder : CallListener {
+    std::vector<std::string> events;
+    void OnAttemptStart(int n, bool q) override {
+      events.push_back(absl_like("start", n, q));
+    }
+    void OnAttemptEnd(const AttemptEvidence& e) override {
+      events.push_back(absl_like("end", e.number, e.is_status_query));
+    }
+    void OnWaitScheduled(Duration, bool) override { events.push_back("wait"); }
+    void OnFinish(const CallResult&) override { events.push_back("finish"); }
+    static std::string absl_like(const char* what, int n, bool q) {
+      return std::string(what) + (q ? " query " : " attempt ") + std::to_string(n);
+    }
+  } listener;
+  h_.Push(Step::CommitThenLost());
+  h_.Push(Step::Respond(200, {}, "found"));
+  CallOptions call;
+  call.status_query.url_template = kStatus;
+  call.listener = &listener;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_THAT(listener.events, ElementsAre("start attempt 1", "end attempt 1", "wait",
+                                           "start query 1", "end query 1", "finish"));
+}
+
+// The defaults on a couple of deadlines: the server commits, then hangs;
+// the planned attempt timeout leaves time for a status query that finds
+// the order.
+class ParityDeadlineGrid : public ::testing::TestWithParam<std::tuple<Driver, Duration>> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    DriversAndDeadlines, ParityDeadlineGrid,
+    ::testing::Combine(::testing::Values(Driver::kBlocking, Driver::kAsync),
+                       ::testing::Values(Duration(seconds(1)), Duration(seconds(5)))),
+    [](const auto& p) {
+      return DriverName(std::get<0>(p.param)) + "_" +
+             std::to_string(
+                 std::chrono::duration_cast<milliseconds>(std::get<1>(p.param)).count()) +
+             "ms";
+    });
+
+TEST_P(ParityDeadlineGrid, CommitThenHangSucceedsThroughAStatusQuery) {
+  Harness h(std::get<0>(GetParam()));
+  const Duration t = std::get<1>(GetParam());
+  auto server = std::make_shared<SimulatedOrderServer>(h.shared_clock());
+  server->ScriptFaults({OrderFault::kCommitThenHang});
+  h.UseServer(server);
+  h.UseDefaults();
+  CallOptions call;
+  call.timeout = t;
+  call.status_query.url_template = kStatus;
+  const TimePoint start = h.clock().Now();
+  CallResult r = h.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(server->posts_received(), 1);
+  EXPECT_EQ(server->total_effects(), 1);
+  // T - 30 % of T - 10 ms margin.
+  const Duration planned = t - t / 10 * 3 - milliseconds(10);
+  ASSERT_GE(r.evidence.size(), 2u);
+  EXPECT_EQ(r.evidence[0].end - r.evidence[0].start, planned);
+  EXPECT_LE(h.clock().Now(), start + t);
+}
+
+}  // namespace
+}  // namespace saferetry
