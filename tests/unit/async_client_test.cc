@@ -1,0 +1,398 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// What only the event-loop driver does: back-pressure, cancellation by id
+// (on the fake loop, and from other threads on the real one), hedging.
+
+#include "saferetry/async_client.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "saferetry/testing/async_fake_transport.h"
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+
+namespace saferetry {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::AsyncFakeTransport;
+using testing::FakeClock;
+using testing::FakeEventLoop;
+using testing::ScriptedRandom;
+using testing::Step;
+
+constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
+constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
+
+Request Post() {
+  return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
+                 R"({"sku":"sku-42","quantity":1})"};
+}
+
+Request Get() {
+  Request r;
+  r.url = "http://127.0.0.1:8080/orders/1";
+  return r;
+}
+
+// Counts the budget's charges and allows `allowed` of them.
+class CountingBudget final : public RetryBudget {
+ public:
+  explicit CountingBudget(int allowed) : allowed_(allowed) {}
+  void OnCallStart(TimePoint) override {}
+  void OnSuccess(std::int64_t, TimePoint) override {}
+  BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override {
+    BudgetDecision d;
+    d.allowed = charges_ < allowed_;
+    if (d.allowed) ++charges_;
+    return d;
+  }
+  double Balance(TimePoint) const override { return allowed_ - charges_; }
+  int charges() const { return charges_; }
+
+ private:
+  int allowed_;
+  int charges_ = 0;
+};
+
+class AsyncClientTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<AsyncClient> Make(std::shared_ptr<RetryBudget> budget = nullptr,
+                                    std::size_t max_in_flight = 10000) {
+    AsyncClientOptions o;
+    o.client.clock = clock_;
+    o.client.random = random_;
+    o.client.budget = budget ? budget : std::make_shared<UnlimitedBudget>();
+    o.client.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.loop = loop_;
+    o.transport = transport_;
+    o.run_loop_thread = false;
+    o.max_in_flight = max_in_flight;
+    auto c = AsyncClient::Create(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *std::move(c);
+  }
+
+  static CallOptions Hedged(Duration delay, int max_hedges = 1) {
+    CallOptions call;
+    call.hedging.enabled = true;
+    call.hedging.delay = delay;
+    call.hedging.max_hedges = max_hedges;
+    return call;
+  }
+
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<ScriptedRandom> random_ = std::make_shared<ScriptedRandom>();
+  std::shared_ptr<FakeEventLoop> loop_ = std::make_shared<FakeEventLoop>(clock_);
+  std::shared_ptr<AsyncFakeTransport> transport_ =
+      std::make_shared<AsyncFakeTransport>(loop_, clock_);
+};
+
+TEST_F(AsyncClientTest, CreateNamesTheMissingField) {
+  AsyncClientOptions o;
+  o.transport = transport_;
+  EXPECT_THAT(std::string(AsyncClient::Create(o).status().message()),
+              ::testing::HasSubstr("loop"));
+  o.loop = loop_;
+  // The fake loop cannot run on the client's own thread.
+  EXPECT_THAT(std::string(AsyncClient::Create(o).status().message()),
+              ::testing::HasSubstr("run_loop_thread"));
+  o.run_loop_thread = false;
+  o.max_in_flight = 0;
+  EXPECT_THAT(std::string(AsyncClient::Create(o).status().message()),
+              ::testing::HasSubstr("max_in_flight"));
+}
+
+TEST_F(AsyncClientTest, OverTheCapIsRefusedAtOnce) {
+  auto client = Make(nullptr, /*max_in_flight=*/2);
+  transport_->Push(Step::Respond(200)).Push(Step::Respond(200)).Push(Step::Respond(200));
+  auto a = client->Execute(Get(), CallOptions{});
+  auto b = client->Execute(Get(), CallOptions{});
+  AsyncClient::CallId id = 7;
+  auto c = client->Execute(Get(), CallOptions{}, &id);
+  // Refused before Execute returned, nothing queued or sent.
+  EXPECT_EQ(id, 0u);
+  ASSERT_EQ(c.wait_for(seconds(0)), std::future_status::ready);
+  CallResult refused = c.get();
+  EXPECT_EQ(refused.outcome, Outcome::kFailed);
+  EXPECT_EQ(refused.stop_reason, StopReason::kTooManyCalls);
+  EXPECT_EQ(refused.attempts, 0);
+  EXPECT_EQ(client->in_flight(), 2u);
+  loop_->RunUntilIdle();
+  EXPECT_EQ(a.get().outcome, Outcome::kSucceeded);
+  EXPECT_EQ(b.get().outcome, Outcome::kSucceeded);
+  EXPECT_EQ(transport_->send_count(), 2);
+  EXPECT_EQ(client->in_flight(), 0u);
+  // Room again.
+  auto d = client->Execute(Get(), CallOptions{});
+  loop_->RunUntilIdle();
+  EXPECT_EQ(d.get().outcome, Outcome::kSucceeded);
+}
+
+TEST_F(AsyncClientTest, BackoffIsATimerNotASleep) {
+  auto client = Make();
+  transport_->Push(Step::Respond(503)).Push(Step::Respond(200));
+  auto f = client->Execute(Get(), CallOptions{});
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.elapsed, milliseconds(52));
+  EXPECT_TRUE(clock_->sleeps().empty());  // nothing slept; the loop's clock moved
+}
+
+TEST_F(AsyncClientTest, CancelDuringAnAttemptThatMayHaveBeenDeliveredIsUnknown) {
+  auto client = Make();
+  transport_->Push(Step::Respond(201).After(seconds(10)));
+  CallOptions call;
+  call.status_query.url_template = kStatus;
+  AsyncClient::CallId id = 0;
+  auto f = client->Execute(Post(), call, &id);
+  loop_->RunUntil(clock_->Now() + milliseconds(5));
+  client->Cancel(id);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 0);
+  EXPECT_EQ(transport_->cancelled_count(), 1);
+  EXPECT_EQ(r.elapsed, milliseconds(5));
+}
+
+TEST_F(AsyncClientTest, CancelDuringAWaitEndsTheWaitAtOnce) {
+  auto client = Make();
+  transport_->Push(Step::Respond(503)).Push(Step::Respond(200));
+  AsyncClient::CallId id = 0;
+  auto f = client->Execute(Get(), CallOptions{}, &id);
+  loop_->RunUntil(clock_->Now() + milliseconds(2));  // the attempt ended at 1 ms; waiting 50 ms
+  client->Cancel(id);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.elapsed, milliseconds(2));
+  EXPECT_EQ(transport_->send_count(), 1);
+}
+
+// Hedging.
+
+TEST_F(AsyncClientTest, HedgeFirstAnswerWinsAndTheLoserIsCancelled) {
+  auto budget = std::make_shared<CountingBudget>(10);
+  auto client = Make(budget);
+  transport_->Push(Step::Respond(200, {}, "slow").After(milliseconds(100)));
+  transport_->Push(Step::Respond(200, {}, "hedge").After(milliseconds(5)));
+  auto f = client->Execute(Get(), Hedged(milliseconds(10)));
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->body, "hedge");
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.elapsed, milliseconds(15));
+  EXPECT_EQ(transport_->send_count(), 2);
+  EXPECT_EQ(transport_->cancelled_count(), 1);
+  EXPECT_EQ(transport_->in_flight(), 0);
+  EXPECT_EQ(budget->charges(), 1);  // the hedge was paid for
+  auto sent = transport_->sent();
+  EXPECT_EQ(sent[1].at - sent[0].at, milliseconds(10));
+  EXPECT_EQ(FindHeader(sent[1].request.headers, "X-Retry-Attempt"), "attempt=2; max=3");
+}
+
+TEST_F(AsyncClientTest, HedgeNotSentWhenTheFirstAnswersInTime) {
+  auto client = Make();
+  transport_->Push(Step::Respond(200).After(milliseconds(9)));
+  auto f = client->Execute(Get(), Hedged(milliseconds(10)));
+  loop_->RunUntilIdle();
+  EXPECT_EQ(f.get().attempts, 1);
+  EXPECT_EQ(transport_->send_count(), 1);
+  EXPECT_EQ(loop_->pending_timers(), 0u);
+}
+
+TEST_F(AsyncClientTest, EveryHedgeIsChargedAndHedgesStopWhenTheBudgetIsEmpty) {
+  auto budget = std::make_shared<CountingBudget>(1);
+  auto client = Make(budget);
+  transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
+  transport_->Push(Step::Respond(200, {}, "hedge 1").After(milliseconds(100)));
+  CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/3);
+  call.max_attempts = 4;
+  auto f = client->Execute(Get(), call);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.last_response->body, "first");
+  EXPECT_EQ(budget->charges(), 1);
+  EXPECT_EQ(transport_->send_count(), 2);  // the second hedge was refused by the budget
+  EXPECT_EQ(transport_->cancelled_count(), 1);
+}
+
+TEST_F(AsyncClientTest, HedgesCountAgainstMaxAttempts) {
+  auto client = Make();
+  for (int i = 0; i < 4; ++i) transport_->Push(Step::Respond(200).After(milliseconds(100)));
+  CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/3);
+  call.max_attempts = 2;
+  auto f = client->Execute(Get(), call);
+  loop_->RunUntilIdle();
+  EXPECT_EQ(f.get().attempts, 2);
+  EXPECT_EQ(transport_->send_count(), 2);
+}
+
+TEST_F(AsyncClientTest, NonDeduplicatedPostIsNeverHedged) {
+  auto client = Make();
+  transport_->Push(Step::Respond(201).After(seconds(1)));
+  CallOptions call = Hedged(milliseconds(10), 3);
+  call.status_query.url_template = kStatus;  // keyed, but the server does not deduplicate
+  auto f = client->Execute(Post(), call);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(transport_->send_count(), 1);
+}
+
+TEST_F(AsyncClientTest, UndeclaredPutIsHedgedOnlyWhenIdempotent) {
+  auto client = Make();
+  transport_->Push(Step::Respond(200).After(milliseconds(100)));
+  transport_->Push(Step::Respond(200).After(milliseconds(100)));
+  Request put{"PUT", "http://127.0.0.1:8080/orders/1", {}, "{}"};
+  put.idempotency = Idempotency::kNonIdempotent;
+  auto f = client->Execute(put, Hedged(milliseconds(10)));
+  loop_->RunUntilIdle();
+  EXPECT_EQ(f.get().attempts, 1);
+  EXPECT_EQ(transport_->send_count(), 1);
+}
+
+// A hedged keyed POST answered 409 (the first is still being processed):
+// the hedge cannot help; the call waits for the first.
+TEST_F(AsyncClientTest, HedgedKeyedPostAnswered409WaitsForTheFirst) {
+  auto client = Make();
+  transport_->Push(Step::Respond(201, {}, "order 1").After(milliseconds(50)));
+  transport_->Push(Step::Respond(409).After(milliseconds(5)));
+  CallOptions call = Hedged(milliseconds(10));
+  call.server_deduplicates = true;
+  auto f = client->Execute(Post(), call);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.last_response->body, "order 1");
+  EXPECT_EQ(r.elapsed, milliseconds(50));
+  EXPECT_EQ(transport_->send_count(), 2);
+  auto sent = transport_->sent();
+  // The same key on both copies.
+  EXPECT_EQ(FindHeader(sent[0].request.headers, "Idempotency-Key"),
+            FindHeader(sent[1].request.headers, "Idempotency-Key"));
+  ASSERT_EQ(r.evidence.size(), 2u);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kInProgress);
+}
+
+TEST_F(AsyncClientTest, HedgeDelayFromTheObservedP95) {
+  auto client = Make();
+  // 20 answered calls of 1..20 ms: the p95 (nearest rank) is 19 ms.
+  for (int i = 1; i <= 20; ++i) transport_->Push(Step::Respond(200).After(milliseconds(i)));
+  for (int i = 0; i < 20; ++i) {
+    auto f = client->Execute(Get(), CallOptions{});
+    loop_->RunUntilIdle();
+    ASSERT_EQ(f.get().outcome, Outcome::kSucceeded);
+  }
+  transport_->Push(Step::Respond(200).After(milliseconds(100)));
+  transport_->Push(Step::Respond(200).After(milliseconds(1)));
+  CallOptions call = Hedged(milliseconds(500));
+  call.hedging.delay_from_p95 = true;
+  auto f = client->Execute(Get(), call);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.elapsed, milliseconds(20));  // hedge at 19 ms, answered 1 ms later
+}
+
+TEST_F(AsyncClientTest, BadHedgingOptionsNameTheField) {
+  auto client = Make();
+  CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/9);
+  auto f = client->Execute(Get(), call);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("call.hedging.max_hedges"));
+  EXPECT_EQ(transport_->send_count(), 0);
+}
+
+// On the real loop, from other threads (the ThreadSanitizer stage runs
+// these).
+
+std::unique_ptr<AsyncClient> RealLoopClient(std::shared_ptr<AsyncFakeTransport>* transport) {
+  auto loop = MakeEpollEventLoop();
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  *transport = std::make_shared<AsyncFakeTransport>(*loop, SystemClock());
+  AsyncClientOptions o;
+  o.client.budget = std::make_shared<UnlimitedBudget>();
+  o.loop = *loop;
+  o.transport = *transport;
+  auto c = AsyncClient::Create(std::move(o));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *std::move(c);
+}
+
+TEST(AsyncClientThreadTest, ConcurrentExecuteFromManyThreads) {
+  std::shared_ptr<AsyncFakeTransport> transport;
+  auto client = RealLoopClient(&transport);
+  transport->SetHandler([](const Request&, const AttemptOptions&) {
+    return Step::Respond(200).After(milliseconds(1));
+  });
+  std::atomic<int> succeeded{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      std::vector<std::future<CallResult>> futures;
+      for (int i = 0; i < 50; ++i) futures.push_back(client->Execute(Get(), CallOptions{}));
+      for (auto& f : futures) {
+        if (f.get().outcome == Outcome::kSucceeded) ++succeeded;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(succeeded.load(), 200);
+  EXPECT_EQ(transport->send_count(), 200);
+  EXPECT_EQ(client->in_flight(), 0u);
+}
+
+TEST(AsyncClientThreadTest, ConcurrentCancelFromAnotherThread) {
+  std::shared_ptr<AsyncFakeTransport> transport;
+  auto client = RealLoopClient(&transport);
+  transport->SetHandler([](const Request&, const AttemptOptions&) {
+    return Step::Respond(200).After(seconds(20));  // never in time
+  });
+  AsyncClient::CallId id = 0;
+  CallOptions call;
+  call.timeout = seconds(30);
+  auto f = client->Execute(Get(), call, &id);
+  std::thread canceller([&] { client->Cancel(id); });
+  canceller.join();
+  ASSERT_EQ(f.wait_for(seconds(10)), std::future_status::ready);
+  CallResult r = f.get();
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);  // a GET has no effect
+}
+
+TEST(AsyncClientThreadTest, DestructionCancelsCallsInFlight) {
+  std::shared_ptr<AsyncFakeTransport> transport;
+  auto client = RealLoopClient(&transport);
+  transport->SetHandler([](const Request&, const AttemptOptions&) {
+    return Step::Respond(200).After(seconds(20));
+  });
+  std::vector<std::future<CallResult>> futures;
+  for (int i = 0; i < 10; ++i) futures.push_back(client->Execute(Get(), CallOptions{}));
+  while (transport->send_count() < 10) std::this_thread::sleep_for(milliseconds(1));
+  client.reset();
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(seconds(0)), std::future_status::ready);
+    EXPECT_EQ(f.get().stop_reason, StopReason::kCancelled);
+  }
+}
+
+}  // namespace
+}  // namespace saferetry
