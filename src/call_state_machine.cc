@@ -54,18 +54,20 @@ int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff) {
   constexpr int kWithoutDeadline = 20;
   constexpr int kMinimum = 5;
   constexpr int kSlack = 2;
+  constexpr Duration kShortestCounted = std::chrono::milliseconds(1);
   if (total == Duration::max()) return kWithoutDeadline;
+  // Counted at the pacing's shortest waits (the jitter's lower bound, u = 0),
+  // so that however the samples fall the cap is not reached before the
+  // deadline: polls are paced until the deadline, the cap only bounds them.
   int count = 0;
   Duration spent{0};
+  Duration previous{0};
   while (count < kMaxStatusQueriesHardCap) {
-    // The ceiling is the jitter-free nominal delay (u just below 1 with no
-    // jitter gives the ceiling itself).
-    BackoffParams nominal = poll_backoff;
-    nominal.jitter = JitterKind::kNone;
-    const Duration d = std::max(ComputeBackoff(nominal, count + 1, Duration{0}, 0.0),
-                                Duration(std::chrono::milliseconds(1)));
+    const Duration d =
+        std::max(ComputeBackoff(poll_backoff, count + 1, previous, 0.0), kShortestCounted);
     if (spent + d > total) break;
     spent += d;
+    previous = d;
     ++count;
   }
   return std::clamp(count + kSlack, kMinimum, kMaxStatusQueriesHardCap);
@@ -132,6 +134,20 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
     }
     return OutOfTime(now);
   }
+  // The breaker is asked last, right before the send: a half-open breaker
+  // hands out a probe slot with each permit, so a permit must lead to a send.
+  CircuitBreaker* breaker = pending_ == Next::kAttempt ? policy_.circuit_breaker : QueryBreaker();
+  CircuitBreaker::Permit permit;
+  if (breaker != nullptr) {
+    permit = breaker->Allow(now);
+    if (!permit.allowed) {
+      if (pending_charge_.has_value()) {
+        pending_charge_budget_->Refund(*pending_charge_, now);
+        pending_charge_.reset();
+      }
+      return FinishFailure(StopReason::kCircuitOpen, now);
+    }
+  }
   pending_charge_.reset();
   CallAction action;
   action.attempt_id = ++next_id_;
@@ -140,12 +156,13 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
     action.number = ++result_.attempts;
     ++attempts_counted_;
     if (pending_poll_) ++polls_;  // provisionally a poll; settled by the answer
-    in_flight_[0] = InFlight{action.attempt_id, action.number, pending_poll_};
+    in_flight_[0] = InFlight{action.attempt_id, action.number, pending_poll_, permit};
     in_flight_count_ = 1;
   } else {
     action.kind = CallAction::Kind::kSendStatusQuery;
     action.number = ++result_.status_queries;
     in_flight_count_ = 0;
+    query_permit_ = permit;
     action.fence = pending_fence_;
     if (pending_fence_) fence_sent_ = true;
     ++polls_;
@@ -178,6 +195,16 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   const BudgetDecision decision =
       budget_->OnFailureTryRetry(AttemptClass::kRetryableTransient, false, now);
   if (!decision.allowed) return none;
+  // A refused hedge is not sent and does not end the call: the attempt in
+  // flight may still answer.
+  CircuitBreaker::Permit permit;
+  if (policy_.circuit_breaker != nullptr) {
+    permit = policy_.circuit_breaker->Allow(now);
+    if (!permit.allowed) {
+      budget_->Refund(decision, now);
+      return none;
+    }
+  }
   last_retry_cost_ = decision.cost;
   CallAction action;
   action.kind = CallAction::Kind::kSendAttempt;
@@ -187,7 +214,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   action.timeout = timeout;
   action.remaining = policy_.deadline.Remaining(now);
   in_flight_[static_cast<std::size_t>(in_flight_count_++)] =
-      InFlight{action.attempt_id, action.number, false};
+      InFlight{action.attempt_id, action.number, false, permit};
   return action;
 }
 
@@ -201,7 +228,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
                                            std::optional<Response> response, TimePoint now) {
   if (finished_) return CallAction{};
   // Which attempt this was; it is no longer in flight.
-  InFlight done{attempt_id, result_.attempts, pending_poll_};
+  InFlight done{attempt_id, result_.attempts, pending_poll_, CircuitBreaker::Permit{}};
   for (int i = 0; i < in_flight_count_; ++i) {
     if (in_flight_[static_cast<std::size_t>(i)].id == attempt_id) {
       done = in_flight_[static_cast<std::size_t>(i)];
@@ -217,6 +244,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   const Classification c = classifier_->Classify(evidence, policy_.traits);
   evidence.classification = c.cls;
   evidence.reason = c.reason;
+  ReportToBreaker(policy_.circuit_breaker, done.permit, c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
@@ -323,6 +351,23 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       evidence.classification = AttemptClass::kPermanent;
       evidence.reason = "status query: fenced not found, no effect ever";
       break;
+  }
+  if (query_permit_.allowed) {
+    // The host's health from the query's own exchange: an HTTP answer is
+    // classified as a GET's would be (5xx, 408, 429: failure; any other
+    // answer: the host is up); without one, a transport failure or "no
+    // usable answer" is a failure.
+    AttemptClass health = AttemptClass::kSuccess;
+    if (evidence.http_status.has_value()) {
+      RequestTraits get;
+      get.safe = true;
+      get.idempotent = true;
+      health = classifier_->Classify(evidence, get).cls;
+    } else if (answer == StatusAnswer::kStillUnknown) {
+      health = AttemptClass::kAmbiguous;
+    }
+    ReportToBreaker(QueryBreaker(), query_permit_, health, evidence.transport_status, now);
+    query_permit_ = CircuitBreaker::Permit{};
   }
   const ServerHints hints = evidence.hints;
   RecordEvidence(std::move(evidence), now);
@@ -459,7 +504,35 @@ CallAction CallStateMachine::FinishFailure(StopReason reason, TimePoint now) {
   return Finish(maybe_effect_ ? Outcome::kUnknown : Outcome::kFailed, reason, now);
 }
 
+CircuitBreaker* CallStateMachine::QueryBreaker() const {
+  return policy_.status_query_circuit_breaker != nullptr ? policy_.status_query_circuit_breaker
+                                                         : policy_.circuit_breaker;
+}
+
+void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
+                                       const CircuitBreaker::Permit& permit, AttemptClass cls,
+                                       const absl::Status& transport_status, TimePoint now) {
+  if (breaker == nullptr || !permit.allowed) return;
+  if (absl::IsCancelled(transport_status)) {
+    breaker->OnAbandoned(permit, now);  // the caller's doing, not the host's
+    return;
+  }
+  breaker->Report(permit, IsHostFailure(cls, transport_status), now);
+}
+
 CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoint now) {
+  // Sends still in flight (losing hedges, a send cut short by a
+  // cancellation) will not be reported: free their half-open probe slots.
+  for (int i = 0; i < in_flight_count_; ++i) {
+    const InFlight& f = in_flight_[static_cast<std::size_t>(i)];
+    if (f.permit.allowed && policy_.circuit_breaker != nullptr) {
+      policy_.circuit_breaker->OnAbandoned(f.permit, now);
+    }
+  }
+  if (query_permit_.allowed && QueryBreaker() != nullptr) {
+    QueryBreaker()->OnAbandoned(query_permit_, now);
+  }
+  query_permit_ = CircuitBreaker::Permit{};
   finished_ = true;
   result_.outcome = outcome;
   result_.stop_reason = reason;

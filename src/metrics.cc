@@ -7,6 +7,12 @@
 
 namespace saferetry {
 
+// The arrays indexed by enums are sized from the enums; these fail the build
+// if an enum gains a value its array does not cover.
+static_assert(static_cast<int>(StopReason::kInvalidArgument) + 1 == kStopReasonCount,
+              "kStopReasonCount must follow the last StopReason");
+static_assert(static_cast<int>(Outcome::kUnknown) == 2, "three outcomes");
+
 namespace {
 
 // The bucket bounds in nanoseconds, so an observation exactly on a bound falls

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "strings_internal.h"
 
 namespace saferetry {
 namespace {
@@ -15,13 +16,7 @@ namespace {
 constexpr std::string_view kBuiltInSecrets[] = {"Authorization", "Proxy-Authorization", "Cookie",
                                                 "Set-Cookie"};
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return absl::ascii_tolower(static_cast<unsigned char>(x)) ==
-                  absl::ascii_tolower(static_cast<unsigned char>(y));
-         });
-}
+using internal::EqualsIgnoreCase;
 
 // Where the authority that starts at `auth` ends. In a lone URL only the
 // RFC 3986 delimiters end it; in free text whitespace and quotes do too, so

@@ -19,6 +19,7 @@
 #include "saferetry/request.h"
 
 #include "saturating.h"
+#include "strings_internal.h"
 
 namespace saferetry {
 namespace {
@@ -71,10 +72,7 @@ Duration ParseDeltaMillis(std::string_view digits) {
   return std::chrono::milliseconds(millis);
 }
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return absl::EqualsIgnoreCase(absl::string_view(a.data(), a.size()),
-                                absl::string_view(b.data(), b.size()));
-}
+using internal::EqualsIgnoreCase;
 
 // Some servers write the zone of an IMF-fixdate or RFC 850 date as "UTC".
 // It names the same instant as "GMT", so it is rewritten before parsing; the

@@ -30,6 +30,11 @@
 //      budget (retries) or status-query allowance (polls) is charged only
 //      now, when the next send is certain -> Wait(delay).
 //   7. after the wait: cancelled? (refund) -> send with the planned timeout.
+// Before every send (the first attempt, a retry, a status query, a hedge)
+// the circuit breaker, when the policy has one, is asked last, right before
+// the send: a refusal ends the call with kCircuitOpen (refunding the wait's
+// charge), outcome by history; a refused hedge is simply not sent. Every
+// finished send is reported to it (docs/circuit-breaker.md).
 // History decides the outcome: once any attempt may have taken effect, only a
 // success, a "found" status answer or a definite answer (a stored final
 // error, a fenced "not found") avoids kUnknown.
@@ -43,6 +48,7 @@
 #include <vector>
 
 #include "saferetry/backoff.h"
+#include "saferetry/circuit_breaker.h"
 #include "saferetry/classifier.h"
 #include "saferetry/deadline.h"
 #include "saferetry/random.h"
@@ -69,7 +75,7 @@ struct CallPolicy {
   int max_attempts = 3;
   /// Status queries and resends answered 409 (polls),
   /// 1..kMaxStatusQueriesHardCap; 0 = `DefaultMaxStatusQueries` of the
-  /// deadline, decided at `Start`.
+  /// deadline at `Start`, derived when the first poll is scheduled.
   int max_status_queries = 0;
   /// Waits before a retry of the request.
   BackoffParams backoff;
@@ -93,6 +99,13 @@ struct CallPolicy {
   /// requests that are safe to send twice (idempotent, or keyed with a
   /// deduplicating server). The driver checks; the machine trusts it.
   bool hedging = false;
+  /// The breaker of the request's host (non-owning; must outlive the call),
+  /// asked before every send of the request and told how it ended. Null
+  /// (the default): no breaker.
+  CircuitBreaker* circuit_breaker = nullptr;
+  /// The breaker of the status query's host when it differs from the
+  /// request's; null: status queries use `circuit_breaker`.
+  CircuitBreaker* status_query_circuit_breaker = nullptr;
 };
 
 /// The default status-query allowance: 50 % of calls + 20 per second over a
@@ -106,10 +119,12 @@ RatioBudgetOptions DefaultStatusQueryAllowance();
 TimePlanKind ChooseTimePlanKind(const CallPolicy& policy);
 
 /// The default status-query cap for a call of `total` (`Duration::max()`
-/// when there is no deadline): how many polls fit at the pacing's nominal
-/// delays (the jitter-free ceilings), plus 2, at least 5, at most
-/// `kMaxStatusQueriesHardCap`; 20 without a deadline. A 5 s call gets 10,
-/// a 60 s call 66.
+/// when there is no deadline): how many polls fit at the pacing's shortest
+/// waits (the jitter's lower bound), plus 2, at least 5, at most
+/// `kMaxStatusQueriesHardCap`; 20 without a deadline. So the cap is never
+/// reached before the deadline by an unlucky draw: a 1 s call gets 9, a 5 s
+/// call 17, a 60 s call 127 (with the default pacing about 60 are sent in
+/// 60 s). Derived when the call's first poll is scheduled.
 int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff);
 
 /// What the driver must do next.
@@ -212,7 +227,12 @@ class CallStateMachine {
     std::uint32_t id = 0;
     int number = 0;   // its attempt number
     bool poll = false;
+    CircuitBreaker::Permit permit;  // allowed = false without a breaker
   };
+  CircuitBreaker* QueryBreaker() const;
+  // Reports a finished send to `breaker` (if any): a host failure or not.
+  void ReportToBreaker(CircuitBreaker* breaker, const CircuitBreaker::Permit& permit,
+                       AttemptClass cls, const absl::Status& transport_status, TimePoint now);
   std::array<InFlight, kMaxInFlight> in_flight_{};
   int in_flight_count_ = 0;
   std::uint32_t next_id_ = 0;
@@ -233,6 +253,8 @@ class CallStateMachine {
   std::optional<BudgetDecision> pending_charge_;
   RetryBudget* pending_charge_budget_ = nullptr;
   std::int64_t last_retry_cost_ = 0;
+  // The permit of the status query in flight (allowed = false: none).
+  CircuitBreaker::Permit query_permit_;
 };
 
 }  // namespace saferetry

@@ -34,6 +34,7 @@
 #include "saferetry/backoff.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/cancellation.h"
+#include "saferetry/circuit_breaker.h"
 #include "saferetry/classifier.h"
 #include "saferetry/clock.h"
 #include "saferetry/deadline.h"
@@ -99,7 +100,7 @@ struct CallOptions {
   /// Polls per call: status queries, and resends answered 409 "in progress"
   /// (these count as polls, not as attempts). >= 0; 0 (the default) derives
   /// the cap from the deadline and the poll pacing
-  /// (`DefaultMaxStatusQueries`: 10 for 5 s, 66 for 60 s, 20 without a
+  /// (`DefaultMaxStatusQueries`: 17 for 5 s, 127 for 60 s, 20 without a
   /// deadline). Values above `kMaxStatusQueriesHardCap` are clamped.
   int max_status_queries = 0;
   /// Backoff between retries of the request. Default: full jitter, 100 ms,
@@ -169,14 +170,21 @@ struct ClientOptions {
   /// server can see that an outer layer is already retrying and stand down
   /// its own retries (docs/operations.md). Default "X-Retry-Attempt"; empty
   /// disables it.
-  std::string attempt_header = "X-Retry-Attempt";
+  std::string attempt_header = std::string(kDefaultAttemptHeader);
   /// A response header holding the server's request id, copied into the
   /// evidence. Default "X-Request-Id"; empty disables it.
-  std::string request_id_header = "X-Request-Id";
+  std::string request_id_header = std::string(kDefaultRequestIdHeader);
   /// Retry-After clamp and do-not-retry header.
   HintOptions hints;
   /// How many keys the body-fingerprint guard remembers. Default 10000.
   std::size_t fingerprint_capacity = 10000;
+  /// Per-host circuit breakers, shared by every call (and by clients given
+  /// the same registry). Default none: no breaker. Each call uses the
+  /// breaker of its URL's scheme://host:port; status queries use the breaker
+  /// of the status URL's host (the request's, for a status-query callback).
+  /// A call refused before any send ends kFailed / kCircuitOpen with nothing
+  /// sent (docs/circuit-breaker.md).
+  std::shared_ptr<CircuitBreakerRegistry> circuit_breakers;
 };
 
 /// InvalidArgument naming the field ("call.max_attempts: must be >= 1").

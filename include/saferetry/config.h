@@ -108,9 +108,9 @@ struct Policy {
   /// `saferetry.deadlineHeader`; empty disables. Default "X-Request-Timeout-Ms".
   std::string deadline_header = std::string(kDefaultDeadlineHeader);
   /// `saferetry.attemptHeader`; empty disables. Default "X-Retry-Attempt".
-  std::string attempt_header = "X-Retry-Attempt";
+  std::string attempt_header = std::string(kDefaultAttemptHeader);
   /// `saferetry.requestIdHeader`; empty disables. Default "X-Request-Id".
-  std::string request_id_header = "X-Request-Id";
+  std::string request_id_header = std::string(kDefaultRequestIdHeader);
   /// `saferetry.maxRetryAfter` and `saferetry.doNotRetryHeader`.
   HintOptions hints;
 

@@ -114,7 +114,7 @@ class Metrics {
 
  private:
   struct Histogram;
-  static constexpr int kOutcomes = 3;
+  static constexpr int kOutcomes = static_cast<int>(Outcome::kUnknown) + 1;
   static constexpr int kStopReasons = kStopReasonCount;
   static constexpr int kStatusSlots = 600;  // HTTP status codes 0..599
   static constexpr int kErrorSlots = 17;    // absl status codes 0..16

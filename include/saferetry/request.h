@@ -23,6 +23,12 @@
 
 namespace saferetry {
 
+/// Default names of the headers saferetry adds or reads (one place; the
+/// client, the JSON policies and the CLI use these). The idempotency and
+/// deadline headers are in idempotency.h and deadline.h.
+inline constexpr std::string_view kDefaultAttemptHeader = "X-Retry-Attempt";
+inline constexpr std::string_view kDefaultRequestIdHeader = "X-Request-Id";
+
 /// One header line. Names compare case-insensitively.
 using Header = std::pair<std::string, std::string>;
 /// Header lines in sending order; a name may repeat.

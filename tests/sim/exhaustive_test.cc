@@ -34,7 +34,7 @@
 // it; the call and every send stay inside the deadline. A GET (safe) is run
 // the same way and must never end UNKNOWN.
 //
-// SAFERETRY_EXHAUSTIVE_DEPTH sets the depth (default 6).
+// SAFERETRY_EXHAUSTIVE_DEPTH sets the depth (default 12: every behaviour of the model, about 4 000 sequences in 0.15 s).
 
 #include <gtest/gtest.h>
 
@@ -541,9 +541,9 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
 
 int DepthFromEnv() {
   const char* env = std::getenv("SAFERETRY_EXHAUSTIVE_DEPTH");
-  if (env == nullptr || *env == '\0') return 6;
+  if (env == nullptr || *env == '\0') return 12;
   const int n = std::atoi(env);
-  return n >= 0 ? n : 6;
+  return n >= 0 ? n : 12;
 }
 
 // SAFERETRY_EXHAUSTIVE_LIST=1 prints every sequence with its outcome.

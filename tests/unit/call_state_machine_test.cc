@@ -207,6 +207,8 @@ const char* KindName(Kind k) {
       return "SendStatusQuery";
     case Kind::kFinish:
       return "Finish";
+    case Kind::kNone:
+      return "None";
   }
   return "?";
 }
@@ -369,35 +371,32 @@ TEST_F(CallStateMachineTest, SingleAttemptOrUnresolvableWriteGetsTheWholeCall) {
   EXPECT_EQ(d.policy().plan.kind, TimePlanKind::kResolve);
 }
 
-// The rule: how many polls fit at the pacing's nominal delays (50, 75,
-// 112.5, 168.75, 253.1, 379.7, 569.5, 854.3 ms, then 1 s each), plus 2.
-//   1 s: 5 fit (659.4 ms; a sixth ends at 1039.1 ms)          -> 7
-//   5 s: 10 fit (4462.9 ms; an eleventh ends at 5462.9 ms)     -> 12
-//   60 s: 65 fit (59462.9 ms)                                  -> 67
+// The rule: how many polls fit at the pacing's shortest waits (equal jitter
+// with u = 0: 25, 37.5, 56.25, 84.4, 126.6, 189.8, 284.8, 427.1 ms, then
+// 500 ms each), plus 2, at least 5; 20 without a deadline.
+//   1 s: 7 fit (804.7 ms; an eighth ends at 1231.9 ms)          -> 9
+//   5 s: 15 fit (4731.9 ms)                                       -> 17
+//   60 s: 125 fit (59731.9 ms)                                    -> 127
+// Derived when the first poll is scheduled (most calls never poll).
 TEST_F(CallStateMachineTest, StatusQueryCapDefaultsFromTheDeadline) {
-  CallStateMachine& one = Make(KeyedPost(seconds(1)));
-  one.Start(kT0);
-  EXPECT_EQ(one.policy().max_status_queries, 7);
+  const BackoffParams pacing = DefaultPollBackoff();
+  EXPECT_EQ(DefaultMaxStatusQueries(seconds(1), pacing), 9);
+  EXPECT_EQ(DefaultMaxStatusQueries(seconds(5), pacing), 17);
+  EXPECT_EQ(DefaultMaxStatusQueries(seconds(60), pacing), 127);
+  EXPECT_EQ(DefaultMaxStatusQueries(milliseconds(100), pacing), 5);  // 2 fit + 2, raised
+  EXPECT_EQ(DefaultMaxStatusQueries(Duration::max(), pacing), 20);
+
   CallStateMachine& five = Make(KeyedPost(seconds(5)));
   five.Start(kT0);
-  EXPECT_EQ(five.policy().max_status_queries, 12);
-  CallStateMachine& sixty = Make(KeyedPost(seconds(60)));
-  sixty.Start(kT0);
-  EXPECT_EQ(sixty.policy().max_status_queries, 67);
-  CallStateMachine& tiny = Make(KeyedPost(milliseconds(100)));
-  tiny.Start(kT0);
-  EXPECT_EQ(tiny.policy().max_status_queries,
-            5);  // 1 fits + 2, raised to the minimum
-  CallPolicy none = KeyedPost(seconds(1));
-  none.deadline = Deadline::Infinite();
-  CallStateMachine& infinite = Make(none);
-  infinite.Start(kT0);
-  EXPECT_EQ(infinite.policy().max_status_queries, 20);
+  EXPECT_EQ(five.policy().max_status_queries, 0);  // not yet needed
+  five.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));  // ambiguous: a poll
+  EXPECT_EQ(five.policy().max_status_queries, 17);
   // A caller's cap is kept.
   CallPolicy three = KeyedPost(seconds(60));
   three.max_status_queries = 3;
   CallStateMachine& capped = Make(three);
   capped.Start(kT0);
+  capped.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
   EXPECT_EQ(capped.policy().max_status_queries, 3);
 }
 
@@ -988,9 +987,10 @@ TEST_F(CallStateMachineTest, BudgetChargedOncePerWaitWithTheFailureClass) {
              milliseconds(100)));
   EXPECT_TRUE(
       IsSend(m.OnWaitOver(At(milliseconds(170))), 3, milliseconds(2495)));
+  // The second is the ambiguous kind (a timeout-like failure, priced as
+  // such by a cost quota), whatever the request's idempotency.
   EXPECT_THAT(budget_.charged_classes(),
-              ElementsAre(AttemptClass::kRetryableTransient,
-                          AttemptClass::kRetryableTransient));
+              ElementsAre(AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous));
   EXPECT_THAT(budget_.throttled(), ElementsAre(false, false));
   EXPECT_TRUE(budget_.refunds().empty());
 }
@@ -1293,8 +1293,7 @@ TEST_F(CallStateMachineTest, HistoryIdempotentAmbiguousIsRetriedAndRemembered) {
   EXPECT_TRUE(
       IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10))),
              milliseconds(50)));
-  EXPECT_THAT(budget_.charged_classes(),
-              ElementsAre(AttemptClass::kRetryableTransient));
+  EXPECT_THAT(budget_.charged_classes(), ElementsAre(AttemptClass::kAmbiguous));
   m.OnWaitOver(At(milliseconds(60)));
   EXPECT_TRUE(IsFinish(
       m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70)))));

@@ -381,7 +381,7 @@ int Run(int argc, char** argv) {
   CLI::Option* max_status_queries = app.add_option(
       "--max-status-queries", flags.max_status_queries,
       "Polls: status queries and resends answered 409 (default 0: derived from the deadline, "
-      "e.g. 10 for 5s, 66 for 60s; at most 1000)");
+      "e.g. 17 for 5s, 127 for 60s; at most 1000)");
   CLI::Option* resolution_window = app.add_option(
       "--resolution-window", flags.resolution_window,
       "Time kept after an attempt to resolve it (default 30% of the deadline; 0s: none)");
