@@ -123,6 +123,20 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.hedging = options.hedging.enabled && options.hedging.max_hedges > 0 &&
                    (policy.traits.safe || policy.traits.idempotent ||
                     (policy.traits.keyed && options.server_deduplicates));
+  if (client.circuit_breakers != nullptr) {
+    policy.circuit_breaker = client.circuit_breakers->ForUrl(request.url);
+    if (policy.has_status_query && !options.status_query.callback) {
+      // A template whose host holds the placeholder has no fixed host: its
+      // queries count against the request's host.
+      const std::string query_key = CircuitBreakerKey(options.status_query.url_template);
+      if (!query_key.empty() && query_key.find('{') == std::string::npos) {
+        CircuitBreaker* query_breaker = client.circuit_breakers->ForKey(query_key);
+        if (query_breaker != policy.circuit_breaker) {
+          policy.status_query_circuit_breaker = query_breaker;
+        }
+      }
+    }
+  }
 
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.

@@ -35,7 +35,8 @@ struct PreparedCall {
 };
 
 /// Validates `request` and `options`, chooses the key and checks it against
-/// `fingerprints`, and builds the policy and the headers. An error (naming
+/// `fingerprints`, and builds the policy (with the hosts' circuit breakers
+/// from `client.circuit_breakers`, if any) and the headers. An error (naming
 /// the field) means nothing may be sent.
 absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                                          const Request& request, const CallOptions& options,
