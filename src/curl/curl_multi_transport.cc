@@ -1,0 +1,339 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The libcurl multi transport: easy handles set up exactly as the blocking
+// transport's (curl_handle.cc, curl_exchange.cc), run by one multi handle
+// through the socket API. libcurl tells the loop which descriptors to watch
+// (CURLMOPT_SOCKETFUNCTION) and when to call it back (CURLMOPT_TIMERFUNCTION);
+// the loop's readiness and timer callbacks call curl_multi_socket_action,
+// and finished transfers are collected from curl_multi_info_read. Chosen
+// over curl_multi_poll so that one loop thread can carry thousands of
+// transfers next to the rest of the caller's loop, with no thread blocked in
+// libcurl.
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "curl_errors.h"
+#include "curl_exchange.h"
+#include "curl_handle.h"
+#include "saferetry/curl_async_transport.h"
+
+namespace saferetry {
+namespace internal {
+namespace {
+
+constexpr char kDefaultUserAgent[] = "saferetry/0.1.0";
+
+absl::Status GlobalInitOnce() {
+  // libcurl 7.84+ makes curl_global_init thread-safe; the once keeps this
+  // transport from calling it more than once in any case.
+  static std::once_flag once;
+  static CURLcode code = CURLE_OK;
+  std::call_once(once, [] { code = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (code != CURLE_OK) {
+    return absl::InternalError(absl::StrCat("curl_global_init failed: ", curl_easy_strerror(code)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Failure(absl::StatusCode code, CURLcode curl_code, const char* detail,
+                     std::string_view note) {
+  std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
+  if (detail != nullptr && detail[0] != '\0') absl::StrAppend(&msg, " (", detail, ")");
+  msg.append("; ");
+  msg.append(note.data(), note.size());
+  return absl::Status(code, msg);
+}
+
+// Did any byte of the request possibly leave? The same evidence the
+// blocking transport reads.
+bool RequestStarted(PooledHandle& h) {
+  curl_off_t request_size = 0;
+  curl_easy_getinfo(h.curl, CURLINFO_REQUEST_SIZE, &request_size);
+  return h.exchange.prereq_calls > 0 || request_size > 0 || h.exchange.body_offset > 0;
+}
+
+// The delivery decision of the blocking transport (curl_transport.cc), for
+// one hop (no redirects here).
+TransportResult Decide(PooledHandle& h, CURLcode code) {
+  TransportResult result;
+  Exchange& ex = h.exchange;
+  result.timings = ReadTimings(h.curl, Duration::zero());
+  const CurlCodeInfo info = DescribeCurlCode(code);
+  if (code == CURLE_OK || ex.final_headers_done) {
+    result.delivery = Delivery::kResponseReceived;
+    if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && ex.truncated)) {
+      result.status = absl::OkStatus();
+    } else {
+      result.status =
+          Failure(info.status_code, code, h.error, "the response broke after its headers");
+    }
+    result.response = TakeResponse(ex);
+    return result;
+  }
+  const bool started = RequestStarted(h);
+  if (ex.resend_blocked || code == CURLE_SEND_FAIL_REWIND) {
+    result.delivery = Delivery::kMaybeDelivered;
+    result.status = Failure(absl::StatusCode::kUnavailable, code, h.error,
+                            "the connection closed before any response; libcurl's resend of an "
+                            "unsafe request was refused, the first copy may have been delivered");
+    return result;
+  }
+  const bool maybe =
+      started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
+  result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
+  result.status = Failure(info.status_code, code, h.error,
+                          maybe ? "the request may have been delivered" : "nothing was sent");
+  return result;
+}
+
+class CurlMultiTransport final : public AsyncTransport {
+ public:
+  CurlMultiTransport(std::shared_ptr<EventLoop> loop, CurlTransportOptions options, CURLM* multi)
+      : loop_(std::move(loop)), options_(std::move(options)), multi_(multi) {
+    if (options_.user_agent.empty()) options_.user_agent = kDefaultUserAgent;
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlMultiTransport::OnSocket);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlMultiTransport::OnTimer);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  }
+
+  ~CurlMultiTransport() override {
+    if (timer_ != 0) loop_->CancelTimer(timer_);
+    for (auto& entry : active_) curl_multi_remove_handle(multi_, entry.second->handle->curl);
+    active_.clear();
+    idle_.clear();
+    for (int fd : watched_) loop_->WatchFd(fd, 0, nullptr).IgnoreError();
+    curl_multi_cleanup(multi_);
+  }
+
+  AttemptId Start(const Request& request, const AttemptOptions& options, Callback done) override;
+  std::optional<TransportResult> Cancel(AttemptId id) override;
+
+ private:
+  struct Transfer {
+    AttemptId id = 0;
+    std::unique_ptr<PooledHandle> handle;
+    Callback done;
+  };
+
+  static int OnSocket(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
+  static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
+  void Act(curl_socket_t fd, int flags);
+  void CollectDone();
+  void FailLater(TransportResult result, Callback done, AttemptId id);
+
+  std::shared_ptr<EventLoop> loop_;
+  CurlTransportOptions options_;
+  CURLM* multi_;
+  // Loop thread only.
+  std::unordered_map<AttemptId, std::unique_ptr<Transfer>> active_;
+  std::unordered_map<CURL*, AttemptId> by_handle_;
+  std::vector<std::unique_ptr<PooledHandle>> idle_;
+  std::vector<int> watched_;
+  EventLoop::TimerId timer_ = 0;
+  AttemptId next_id_ = 0;
+};
+
+int CurlMultiTransport::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
+  auto* self = static_cast<CurlMultiTransport*>(userp);
+  if (what == CURL_POLL_REMOVE) {
+    self->loop_->WatchFd(fd, 0, nullptr).IgnoreError();
+    auto& w = self->watched_;
+    w.erase(std::remove(w.begin(), w.end(), fd), w.end());
+    return 0;
+  }
+  int events = 0;
+  if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= EventLoop::kReadable;
+  if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= EventLoop::kWritable;
+  absl::Status s = self->loop_->WatchFd(fd, events, [self, fd](int ready) {
+    int flags = 0;
+    if ((ready & EventLoop::kReadable) != 0) flags |= CURL_CSELECT_IN;
+    if ((ready & EventLoop::kWritable) != 0) flags |= CURL_CSELECT_OUT;
+    if ((ready & EventLoop::kError) != 0) flags |= CURL_CSELECT_ERR;
+    self->Act(fd, flags);
+  });
+  if (!s.ok()) return -1;  // libcurl fails the transfers on this socket
+  if (std::find(self->watched_.begin(), self->watched_.end(), fd) == self->watched_.end()) {
+    self->watched_.push_back(fd);
+  }
+  return 0;
+}
+
+int CurlMultiTransport::OnTimer(CURLM*, long timeout_ms, void* userp) {
+  auto* self = static_cast<CurlMultiTransport*>(userp);
+  if (self->timer_ != 0) {
+    self->loop_->CancelTimer(self->timer_);
+    self->timer_ = 0;
+  }
+  if (timeout_ms < 0) return 0;
+  // Never inline: libcurl must not be re-entered from its own callback.
+  self->timer_ = self->loop_->AddTimer(std::chrono::milliseconds(timeout_ms), [self] {
+    self->timer_ = 0;
+    self->Act(CURL_SOCKET_TIMEOUT, 0);
+  });
+  return 0;
+}
+
+void CurlMultiTransport::Act(curl_socket_t fd, int flags) {
+  int running = 0;
+  curl_multi_socket_action(multi_, fd, flags, &running);
+  CollectDone();
+}
+
+void CurlMultiTransport::CollectDone() {
+  // Collected first, then reported: a callback may start or cancel others.
+  std::vector<std::pair<CURL*, CURLcode>> done;
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg == CURLMSG_DONE) done.emplace_back(msg->easy_handle, msg->data.result);
+  }
+  for (const auto& [easy, code] : done) {
+    auto h = by_handle_.find(easy);
+    if (h == by_handle_.end()) continue;  // cancelled by an earlier callback
+    auto it = active_.find(h->second);
+    by_handle_.erase(h);
+    std::unique_ptr<Transfer> t = std::move(it->second);
+    active_.erase(it);
+    curl_multi_remove_handle(multi_, t->handle->curl);
+    TransportResult result = Decide(*t->handle, code);
+    // A finished transfer leaves its connection in the multi's cache in a
+    // clean state; the handle is pooled.
+    if (idle_.size() < options_.max_idle_handles) idle_.push_back(std::move(t->handle));
+    Callback cb = std::move(t->done);
+    cb(std::move(result));
+  }
+}
+
+void CurlMultiTransport::FailLater(TransportResult result, Callback done, AttemptId) {
+  loop_->Post([result = std::move(result), done = std::move(done)]() mutable {
+    done(std::move(result));
+  });
+}
+
+AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
+                                                    const AttemptOptions& options,
+                                                    Callback done) {
+  const AttemptId id = ++next_id_;
+  TransportResult refused;
+  refused.delivery = Delivery::kNotSent;
+  if (absl::Status s = ValidateRequest(request); !s.ok()) {
+    refused.status = std::move(s);
+    FailLater(std::move(refused), std::move(done), id);
+    return id;
+  }
+  if (options.extra_headers != nullptr) {
+    for (std::size_t i = 0; i < options.extra_headers->size(); ++i) {
+      if (!ValidateHeader((*options.extra_headers)[i], "extra_headers").ok()) {
+        refused.status = ValidateHeader((*options.extra_headers)[i],
+                                        absl::StrCat("extra_headers[", i, "]"));
+        FailLater(std::move(refused), std::move(done), id);
+        return id;
+      }
+    }
+  }
+  if (options.timeout <= Duration::zero()) {
+    refused.status = absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");
+    FailLater(std::move(refused), std::move(done), id);
+    return id;
+  }
+  std::unique_ptr<PooledHandle> handle;
+  if (!idle_.empty()) {
+    handle = std::move(idle_.back());
+    idle_.pop_back();
+  } else {
+    handle = NewPooledHandle(options_);
+  }
+  if (handle == nullptr) {
+    refused.status = absl::InternalError("curl_easy_init failed; nothing sent");
+    FailLater(std::move(refused), std::move(done), id);
+    return id;
+  }
+  Hop hop;
+  hop.method = request.method;
+  hop.url = &request.url;
+  hop.body = &request.body;
+  hop.unsafe = !IsIdempotent(request);
+  AttemptOptions ao = options;
+  ao.cancellation = nullptr;  // cancelled through Cancel()
+  PrepareHop(*handle, request, ao, hop, options.timeout, options_.max_response_body);
+  CURL* easy = handle->curl;
+  auto t = std::make_unique<Transfer>();
+  t->id = id;
+  t->handle = std::move(handle);
+  t->done = std::move(done);
+  const CURLMcode mc = curl_multi_add_handle(multi_, easy);
+  if (mc != CURLM_OK) {
+    refused.status = absl::InternalError(
+        absl::StrCat("curl_multi_add_handle: ", curl_multi_strerror(mc), "; nothing sent"));
+    FailLater(std::move(refused), std::move(t->done), id);
+    return id;
+  }
+  by_handle_.emplace(easy, id);
+  active_.emplace(id, std::move(t));
+  return id;
+}
+
+std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return std::nullopt;
+  std::unique_ptr<Transfer> t = std::move(it->second);
+  active_.erase(it);
+  by_handle_.erase(t->handle->curl);
+  TransportResult r;
+  const bool started = RequestStarted(*t->handle) || t->handle->exchange.any_response_byte;
+  r.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
+  r.status = absl::CancelledError(started
+                                      ? "cancelled during the attempt; the request may have been "
+                                        "delivered"
+                                      : "cancelled before the request was sent");
+  // Removed mid-transfer: libcurl closes the connection (it cannot be
+  // reused with a response half read), and the handle is destroyed rather
+  // than pooled.
+  curl_multi_remove_handle(multi_, t->handle->curl);
+  t->handle.reset();
+  return r;
+}
+
+}  // namespace
+}  // namespace internal
+
+absl::StatusOr<std::shared_ptr<AsyncTransport>> MakeCurlMultiTransport(
+    std::shared_ptr<EventLoop> loop, CurlTransportOptions options) {
+  if (loop == nullptr) return absl::InvalidArgumentError("loop: required");
+  if (options.max_response_body == 0) {
+    return absl::InvalidArgumentError("max_response_body: must be > 0, got 0");
+  }
+  if (options.follow_redirects) {
+    return absl::InvalidArgumentError(
+        "follow_redirects: not supported by the multi transport; the 3xx is the answer");
+  }
+  if (options.max_idle_handles < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_idle_handles: must be >= 1, got ", options.max_idle_handles));
+  }
+  for (char c : options.user_agent) {
+    if (c == '\r' || c == '\n' || c == '\0') {
+      return absl::InvalidArgumentError("user_agent: must not contain CR, LF or NUL");
+    }
+  }
+  if (options.ca_file.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("ca_file: must not contain NUL");
+  }
+  if (absl::Status s = internal::GlobalInitOnce(); !s.ok()) return s;
+  CURLM* multi = curl_multi_init();
+  if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
+  return std::shared_ptr<AsyncTransport>(
+      std::make_shared<internal::CurlMultiTransport>(std::move(loop), std::move(options), multi));
+}
+
+}  // namespace saferetry

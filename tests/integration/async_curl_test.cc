@@ -1,0 +1,186 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// AsyncClient on the libcurl multi transport against the loopback server:
+// real sockets, the client's own epoll loop thread, bounded timeouts.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "loopback_server.h"
+#include "saferetry/async_client.h"
+#include "saferetry/curl_async_transport.h"
+
+namespace saferetry {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::AfterRequest;
+using testing::LoopbackConnection;
+using testing::LoopbackServer;
+using testing::ReceivedRequest;
+
+std::unique_ptr<AsyncClient> CurlAsyncClient(std::size_t max_in_flight = 10000) {
+  auto loop = MakeEpollEventLoop();
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  auto transport = MakeCurlMultiTransport(*loop);
+  EXPECT_TRUE(transport.ok()) << transport.status();
+  AsyncClientOptions o;
+  o.client.budget = std::make_shared<UnlimitedBudget>();
+  o.client.status_query_budget = std::make_shared<UnlimitedBudget>();
+  o.loop = *loop;
+  o.transport = *transport;
+  o.max_in_flight = max_in_flight;
+  auto c = AsyncClient::Create(std::move(o));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *std::move(c);
+}
+
+Request Get(const LoopbackServer& server, std::string_view path = "/orders/1") {
+  Request r;
+  r.url = server.Url(path);
+  return r;
+}
+
+CallOptions Bounded() {
+  CallOptions call;
+  call.timeout = seconds(5);
+  return call;
+}
+
+CallResult Await(std::future<CallResult> f) {
+  EXPECT_EQ(f.wait_for(seconds(20)), std::future_status::ready);
+  return f.get();
+}
+
+TEST(AsyncCurlTest, GetSucceeds) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(200, {{"X-Request-Id", "r-1"}}, "order 1"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  CallResult r = Await(client->Execute(Get(server), Bounded()));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->status_code, 200);
+  EXPECT_EQ(r.last_response->body, "order 1");
+  EXPECT_EQ(r.evidence[0].downstream_request_id, "r-1");
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_TRUE(server.requests()[0].Header("X-Request-Timeout-Ms").has_value());
+}
+
+TEST(AsyncCurlTest, UnavailableThenSuccessRetriesOnTheLoop) {
+  std::atomic<int> seen{0};
+  LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(seen++ == 0 ? LoopbackServer::Reply(503, {}, "busy")
+                           : LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  CallResult r = Await(client->Execute(Get(server), Bounded()));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(server.requests()[1].Header("X-Retry-Attempt"), "attempt=2; max=3");
+}
+
+// The server commits the POST and closes without answering; a status query
+// with the same key finds the order. Exactly one POST arrives.
+TEST(AsyncCurlTest, CommitThenLostIsResolvedByStatusQuery) {
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.method == "POST") return AfterRequest::kClose;
+    conn.Write(LoopbackServer::Reply(200, {}, R"({"order_id":1})"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  Request post{"POST", server.Url("/orders"), {{"Content-Type", "application/json"}}, "{}"};
+  CallOptions call = Bounded();
+  call.status_query.url_template = server.Url("/orders/by-key/{key}");
+  CallResult r = Await(client->Execute(post, call));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.evidence[0].delivery, Delivery::kMaybeDelivered);
+  int posts = 0;
+  for (const auto& q : server.requests()) posts += q.method == "POST";
+  EXPECT_EQ(posts, 1);
+}
+
+TEST(AsyncCurlTest, ManyCallsInFlightOnOneLoop) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  std::vector<std::future<CallResult>> futures;
+  for (int i = 0; i < 64; ++i) futures.push_back(client->Execute(Get(server), Bounded()));
+  int ok = 0;
+  for (auto& f : futures) ok += Await(std::move(f)).outcome == Outcome::kSucceeded;
+  EXPECT_EQ(ok, 64);
+  EXPECT_EQ(server.requests().size(), 64u);
+}
+
+// The first copy hangs; the hedge is answered; the loser's transfer is
+// removed mid-response and its connection closed (the server sees the
+// close), never returned to the pool.
+TEST(AsyncCurlTest, HedgeWinsAndTheLosersConnectionIsClosed) {
+  std::atomic<int> seen{0};
+  std::atomic<bool> loser_closed{false};
+  LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
+    if (seen++ == 0) {
+      loser_closed = conn.WaitForPeerClose(milliseconds(5000));
+      return AfterRequest::kClose;
+    }
+    conn.Write(LoopbackServer::Reply(200, {}, "hedge"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  CallOptions call = Bounded();
+  call.hedging.enabled = true;
+  call.hedging.delay = milliseconds(50);
+  CallResult r = Await(client->Execute(Get(server), call));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.last_response->body, "hedge");
+  EXPECT_EQ(r.attempts, 2);
+  for (int i = 0; i < 500 && !loser_closed; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(loser_closed);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(AsyncCurlTest, ConcurrentCancelAbortsTheTransfer) {
+  std::atomic<bool> closed{false};
+  LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
+    closed = conn.WaitForPeerClose(milliseconds(5000));
+    return AfterRequest::kClose;
+  });
+  auto client = CurlAsyncClient();
+  AsyncClient::CallId id = 0;
+  auto f = client->Execute(Get(server), Bounded(), &id);
+  while (server.requests().empty()) std::this_thread::sleep_for(milliseconds(1));
+  std::thread canceller([&] { client->Cancel(id); });
+  canceller.join();
+  CallResult r = Await(std::move(f));
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);  // a GET: no effect
+  for (int i = 0; i < 500 && !closed; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(closed);
+}
+
+TEST(AsyncCurlTest, ConnectionRefusedIsNotSent) {
+  auto client = CurlAsyncClient();
+  Request r;
+  r.url = "http://127.0.0.1:" + std::to_string(testing::UnusedLoopbackPort()) + "/x";
+  CallOptions call = Bounded();
+  call.max_attempts = 1;
+  CallResult result = Await(client->Execute(r, call));
+  EXPECT_EQ(result.outcome, Outcome::kFailed);
+  ASSERT_EQ(result.evidence.size(), 1u);
+  EXPECT_EQ(result.evidence[0].delivery, Delivery::kNotSent);
+}
+
+}  // namespace
+}  // namespace saferetry
