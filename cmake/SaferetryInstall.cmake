@@ -25,6 +25,13 @@ if(TARGET saferetry_server_postgres)
   install(EXPORT saferetryServerPostgresTargets NAMESPACE saferetry::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
 endif()
+# Component journal: saferetry::journal (the SQLite intent journal), its own export set for the same reason.
+install(TARGETS saferetry_journal EXPORT saferetryJournalTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT saferetryJournalTargets NAMESPACE saferetry::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/saferetryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/saferetryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
@@ -35,7 +42,7 @@ install(FILES ${PROJECT_BINARY_DIR}/saferetryConfig.cmake ${PROJECT_BINARY_DIR}/
 file(RELATIVE_PATH SAFERETRY_PC_PREFIX_REL "/r/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/r")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/saferetry.pc.in ${PROJECT_BINARY_DIR}/saferetry.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/saferetry.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-foreach(pc saferetry-server saferetry-server-postgres)
+foreach(pc saferetry-server saferetry-server-postgres saferetry-journal)
   if(pc STREQUAL "saferetry-server-postgres" AND NOT TARGET saferetry_server_postgres)
     continue()
   endif()
