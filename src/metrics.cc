@@ -237,6 +237,14 @@ void ListenerChain::OnFinish(const CallResult& result) {
   }
 }
 
+void AddCircuitBreakers(const CircuitBreakerRegistry& registry, TimePoint now,
+                        MetricsSnapshot* snapshot) {
+  if (snapshot == nullptr) return;
+  for (auto& [host, breaker] : registry.Snapshot(now)) {
+    snapshot->circuit_breakers[host] = breaker;
+  }
+}
+
 std::string ToPrometheusText(const MetricsSnapshot& s) {
   std::ostringstream out;
   if (!s.calls_by_outcome_and_stop.empty()) {
@@ -307,6 +315,30 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
     for (const auto& [o, h] : s.call_duration_by_outcome) {
       WriteHistogram(out, name, "saferetry_outcome=\"" + std::string(OutcomeName(o)) + "\"", h);
     }
+  }
+  if (!s.circuit_breakers.empty()) {
+    // The state is a gauge written for every host, closed included: a
+    // missing series would read as "no data", not "closed".
+    std::string name = "saferetry_circuit_state";
+    MetricHeader(out, name, "gauge",
+                 "Circuit breaker state by host: 0 closed, 1 half-open, 2 open.");
+    for (const auto& [host, b] : s.circuit_breakers) {
+      out << name << "{host=\"" << Label(host) << "\"} " << static_cast<int>(b.state) << "\n";
+    }
+    const auto per_host = [&out, &s](const char* counter_name, const char* help,
+                                     std::int64_t CircuitBreakerSnapshot::*field) {
+      bool header = false;
+      for (const auto& [host, b] : s.circuit_breakers) {
+        if (b.*field == 0) continue;
+        if (!header) MetricHeader(out, counter_name, "counter", help);
+        header = true;
+        out << counter_name << "{host=\"" << Label(host) << "\"} " << b.*field << "\n";
+      }
+    };
+    per_host("saferetry_circuit_refusals_total", "Sends refused by the host's circuit breaker.",
+             &CircuitBreakerSnapshot::refusals);
+    per_host("saferetry_circuit_opened_total", "Times the host's circuit breaker opened.",
+             &CircuitBreakerSnapshot::opened);
   }
   return out.str();
 }

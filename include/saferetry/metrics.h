@@ -94,6 +94,13 @@ struct MetricsSnapshot {
   std::int64_t unknown_outcomes = 0;
   std::map<StopReason, std::int64_t> stops_by_reason;
   std::map<Outcome, std::int64_t> calls_by_outcome;
+
+  // --- Circuit breakers --------------------------------------------------------
+  /// Each host's breaker (`saferetry.circuit.state`, `.refusals`,
+  /// `.opened`), by key ("http://orders.internal:80"). Not filled by
+  /// `Metrics::Snapshot`: the breakers live in their registry, so add them
+  /// with `AddCircuitBreakers`. Empty without a registry.
+  std::map<std::string, CircuitBreakerSnapshot> circuit_breakers;
 };
 
 /// Thread-safe metrics. Recording is lock-free (relaxed atomics); a series
@@ -163,11 +170,28 @@ class ListenerChain final : public CallListener {
   std::vector<CallListener*> listeners_;
 };
 
+/// Copies every breaker of `registry`, as of `now` (read it from the
+/// client's clock), into `snapshot->circuit_breakers`: a direct read of the
+/// registry, not a listener, so the state is current even for a host no call
+/// has reached lately (an open breaker turns half-open by time alone).
+/// Thread-safe.
+///
+/// @code
+///   saferetry::MetricsSnapshot s = metrics->Snapshot();
+///   saferetry::AddCircuitBreakers(*options.circuit_breakers, clock->Now(), &s);
+///   std::string text = saferetry::ToPrometheusText(s);
+/// @endcode
+void AddCircuitBreakers(const CircuitBreakerRegistry& registry, TimePoint now,
+                        MetricsSnapshot* snapshot);
+
 /// The snapshot in the Prometheus text exposition format, version 0.0.4:
 /// `# HELP` and `# TYPE` lines, dots in names and labels become
 /// underscores, counters end in `_total`, histograms in `_seconds` with
 /// cumulative `_bucket{le="..."}`, `_sum` and `_count`. Only non-zero series
-/// are written, in a fixed order.
+/// are written, in a fixed order. Circuit breakers: the gauge
+/// `saferetry_circuit_state{host="..."}` (0 closed, 1 half-open, 2 open) for
+/// every host, and the counters `saferetry_circuit_refusals_total` and
+/// `saferetry_circuit_opened_total` by host when non-zero.
 std::string ToPrometheusText(const MetricsSnapshot& snapshot);
 
 }  // namespace saferetry

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "saferetry/client.h"
+#include "saferetry/metrics.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
@@ -399,6 +400,45 @@ TEST_F(CircuitBreakerClientTest, WithoutARegistryNothingChanges) {
   CallResult r = client->Execute(Get(), CallOptions{});
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.attempts, 3);
+}
+
+// --- Metrics ---------------------------------------------------------------------
+
+TEST_F(CircuitBreakerClientTest, StatePerHostInTheMetrics) {
+  CircuitBreakerOptions o = Options();
+  o.minimum_calls = 1;
+  auto client = Make(o);
+  (void)registry_->ForUrl("https://other.internal/x");  // a closed breaker
+  fake_->Push(Step::Respond(503));
+  auto metrics = std::make_shared<Metrics>();
+  MetricsListener listener(metrics);
+  CallOptions call;
+  call.listener = &listener;
+  EXPECT_EQ(client->Execute(Get(), call).stop_reason, StopReason::kCircuitOpen);
+  EXPECT_EQ(client->Execute(Get(), call).stop_reason, StopReason::kCircuitOpen);
+
+  MetricsSnapshot s = metrics->Snapshot();
+  EXPECT_TRUE(s.circuit_breakers.empty());
+  AddCircuitBreakers(*registry_, clock_->Now(), &s);
+  ASSERT_EQ(s.circuit_breakers.size(), 2u);
+  const CircuitBreakerSnapshot& b = s.circuit_breakers.at(kHost);
+  EXPECT_EQ(b.state, CircuitState::kOpen);
+  EXPECT_EQ(b.refusals, 2);  // the first call's retry, the second call
+  EXPECT_EQ(b.opened, 1);
+  EXPECT_EQ(s.stops_by_reason[StopReason::kCircuitOpen], 2);
+  const std::string text = ToPrometheusText(s);
+  EXPECT_THAT(text, HasSubstr("# TYPE saferetry_circuit_state gauge\n"
+                              "saferetry_circuit_state{host=\"http://127.0.0.1:8080\"} 2\n"
+                              "saferetry_circuit_state{host=\"https://other.internal:443\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE saferetry_circuit_refusals_total counter\n"
+                              "saferetry_circuit_refusals_total{host=\"http://127.0.0.1:8080\"} 2\n"
+                              "# HELP saferetry_circuit_opened_total"));
+  EXPECT_THAT(text, HasSubstr("saferetry_circuit_opened_total{host=\"http://127.0.0.1:8080\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_stop_reason=\"circuit_open\"} 2\n"));
+  // An open breaker reads half-open once its open duration has passed.
+  MetricsSnapshot later;
+  AddCircuitBreakers(*registry_, clock_->Now() + seconds(5), &later);
+  EXPECT_EQ(later.circuit_breakers.at(kHost).state, CircuitState::kHalfOpen);
 }
 
 // --- Threads ---------------------------------------------------------------------
