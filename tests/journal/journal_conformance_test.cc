@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,9 @@ struct JournalFactory {
                                                                const std::string& dir)>
       open;
 };
+
+// gtest prints the parameter in test listings: the journal's name, not its bytes.
+void PrintTo(const JournalFactory& factory, std::ostream* os) { *os << factory.name; }
 
 class JournalConformance : public ::testing::TestWithParam<JournalFactory> {
  protected:
