@@ -186,6 +186,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       return;
     }
     call->prepared.emplace(*std::move(prepared));
+    if (std::optional<CallResult> early = internal::JournalBegin(
+            options_.client, *call->prepared, call->request, call->options, start)) {
+      Deliver(*call, *std::move(early));
+      return;
+    }
     SyncCancellation(*call);
     call->machine.emplace(call->prepared->policy, options_.client.budget.get(),
                           options_.client.classifier.get(), options_.client.random.get(),
@@ -208,6 +213,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
           AttemptOptions ao;
           ao.timeout = action.timeout;
           ao.extra_headers = &call.prepared->extra;
+          if (std::optional<TransportResult> unmarked =
+                  internal::JournalBeforeSend(*call.prepared, action.number)) {
+            // Not journaled, not sent: the machine sees an attempt that
+            // never left.
+            Flight never_sent;
+            never_sent.attempt_id = action.attempt_id;
+            never_sent.start = clock().Now();
+            action = Feed(call, never_sent, *std::move(unmarked));
+            continue;
+          }
           StartFlight(call, call.request, ao, action.attempt_id, false);
           ArmHedge(call);
           return;
@@ -301,6 +316,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (it == call->flights.end()) return;
     const Flight flight = *it;
     call->flights.erase(it);
+    if (!flight.status_query) internal::JournalAfterSend(*call->prepared);
     if (result.delivery == Delivery::kResponseReceived && !flight.status_query) {
       latencies_.Add(clock().Now() - flight.start);
     }
@@ -386,6 +402,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     for (const Flight& f : call.flights) transport_->Cancel(f.transport_id);
     call.flights.clear();
     CallResult result = call.machine->TakeResult();
+    internal::JournalFinish(*call.prepared, result);
     result.idempotency_key = std::move(call.prepared->key);
     if (call.options.listener != nullptr) call.options.listener->OnFinish(result);
     auto it = calls_.find(call.id);

@@ -2,9 +2,15 @@
 
 #include "saferetry/internal/call_setup.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "saferetry/server_hints.h"
 
@@ -17,7 +23,187 @@ absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
 }
 
+// The test-only crash switch, read once. `point` empty: off (the normal
+// case: the environment variable is not set).
+struct CrashSwitch {
+  std::string point;
+  int call_index = 1;
+};
+
+const CrashSwitch& TestCrashSwitch() {
+  static const CrashSwitch* const kSwitch = [] {
+    auto* sw = new CrashSwitch;
+    if (const char* at = std::getenv("SAFERETRY_TEST_CRASH_AT"); at != nullptr) {
+      sw->point = at;
+      if (const char* n = std::getenv("SAFERETRY_TEST_CRASH_CALL"); n != nullptr) {
+        if (!absl::SimpleAtoi(n, &sw->call_index)) sw->call_index = 1;
+      }
+    }
+    return sw;
+  }();
+  return *kSwitch;
+}
+
+std::atomic<int> journaled_calls{0};
+
+// Unbounded calls hold their claim for a day at most: a killed process must
+// not keep its intents from reconciliation for longer.
+constexpr Duration kMaxJournalDeadline = std::chrono::hours(24);
+constexpr std::chrono::seconds kContinueClaimGrace{2};
+
+CallResult JournalFailure(Outcome outcome, StopReason reason, absl::Status status) {
+  CallResult r;
+  r.outcome = outcome;
+  r.stop_reason = reason;
+  r.status = std::move(status);
+  return r;
+}
+
+absl::Status JournalError(const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("journal: ", s.message()));
+}
+
 }  // namespace
+
+CallResult StoredOutcome(const Intent& intent) {
+  CallResult r;
+  r.outcome = intent.state == IntentState::kSucceeded ? Outcome::kSucceeded : Outcome::kFailed;
+  r.stop_reason =
+      intent.state == IntentState::kSucceeded ? StopReason::kSuccess : StopReason::kPermanentError;
+  for (int i = 0; i < kStopReasonCount; ++i) {
+    if (StopReasonName(static_cast<StopReason>(i)) == intent.summary.stop_reason) {
+      r.stop_reason = static_cast<StopReason>(i);
+    }
+  }
+  if (intent.summary.resolved_by == ResolvedByName(ResolvedBy::kStatusQuery)) {
+    r.resolved_by = ResolvedBy::kStatusQuery;
+    r.resolved_by_status_query = true;
+  } else if (intent.summary.resolved_by == ResolvedByName(ResolvedBy::kResponse)) {
+    r.resolved_by = ResolvedBy::kResponse;
+  }
+  r.idempotency_key = intent.key;
+  return r;
+}
+
+void MaybeCrashForTest(std::string_view point, int call_index) {
+  const CrashSwitch& sw = TestCrashSwitch();
+  if (sw.point.empty() || sw.point != point || sw.call_index != call_index) return;
+  ::kill(::getpid(), SIGKILL);
+}
+
+IntentSummary SummaryOf(const CallResult& result) {
+  IntentSummary summary;
+  if (result.last_response.has_value()) {
+    summary.http_status = result.last_response->status_code;
+  } else if (!result.evidence.empty() && result.evidence.back().http_status.has_value()) {
+    // Unresolved: the last answer seen, for people.
+    summary.http_status = *result.evidence.back().http_status;
+  }
+  summary.stop_reason = std::string(StopReasonName(result.stop_reason));
+  summary.resolved_by = std::string(ResolvedByName(result.resolved_by));
+  if (!result.status.ok()) {
+    summary.last_error = result.status.ToString();
+  } else if (!result.last_transport_status.ok()) {
+    summary.last_error = result.last_transport_status.ToString();
+  }
+  return summary;
+}
+
+std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
+                                       const Request& request, const CallOptions& options,
+                                       TimePoint start) {
+  if (client.journal == nullptr || !call.key.has_value()) return std::nullopt;
+  IntentJournal& journal = *client.journal;
+  const WallTime now = client.clock->WallNow();
+  const Duration remaining =
+      std::min<Duration>(call.policy.deadline.Remaining(start), kMaxJournalDeadline);
+  const WallTime deadline = now + remaining;
+  const std::string query_template =
+      options.status_query.callback ? std::string() : options.status_query.url_template;
+  Intent intent = MakeIntent(request, *call.key, query_template, now, deadline);
+  absl::StatusOr<RecordResult> recorded = journal.Record(intent);
+  if (!recorded.ok()) {
+    const absl::Status& s = recorded.status();
+    if (s.code() == absl::StatusCode::kAlreadyExists) {
+      // The durable "same key, other body" guard.
+      return InvalidCall(absl::InvalidArgumentError(s.message()));
+    }
+    if (s.code() == absl::StatusCode::kInvalidArgument) return InvalidCall(s);
+    return JournalFailure(Outcome::kFailed, StopReason::kJournalUnavailable, JournalError(s));
+  }
+  const Intent& stored = recorded->intent;
+  if (IsResolved(stored.state)) return StoredOutcome(stored);
+  if (!recorded->created) {
+    // An intent an earlier call (perhaps in a process since killed) left
+    // unresolved. If an attempt may have left, only a status query or a
+    // deduplicated same-key resend may follow, never a plain resend.
+    if (stored.attempt > 0 && !options.server_deduplicates) {
+      CallResult r = JournalFailure(
+          Outcome::kUnknown, StopReason::kAmbiguousUnresolved,
+          absl::FailedPreconditionError(absl::StrCat(
+              "idempotency_key: an earlier attempt of this intent may have taken effect (state ",
+              std::string(IntentStateName(stored.state)),
+              "); resolve it with Client::Resolve")));
+      r.idempotency_key = stored.key;
+      return r;
+    }
+    const std::string owner = JournalOwner(JournalOptions{});
+    absl::StatusOr<bool> claimed = journal.Claim(stored.key, owner, deadline + kContinueClaimGrace);
+    if (!claimed.ok() || !*claimed) {
+      const bool maybe_sent = stored.attempt > 0;
+      CallResult r = JournalFailure(
+          maybe_sent ? Outcome::kUnknown : Outcome::kFailed,
+          claimed.ok() ? StopReason::kAmbiguousUnresolved : StopReason::kJournalUnavailable,
+          claimed.ok() ? absl::FailedPreconditionError(
+                             "idempotency_key: another process is working on this intent")
+                       : JournalError(claimed.status()));
+      if (claimed.ok() && !maybe_sent) r.outcome = Outcome::kUnknown;
+      r.idempotency_key = stored.key;
+      return r;
+    }
+    call.journal_owner = owner;
+  } else {
+    call.journal_owner = stored.claim_owner;
+  }
+  call.journal = &journal;
+  call.attempt_offset = stored.attempt;
+  if (!TestCrashSwitch().point.empty()) {
+    call.journal_call_index = journaled_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
+  if (call.journal == nullptr) return std::nullopt;
+  absl::Status s = call.journal->MarkSent(*call.key, call.attempt_offset + number);
+  if (!s.ok()) {
+    // Not marked, not sent: PENDING must keep proving that nothing left.
+    TransportResult tr;
+    tr.delivery = Delivery::kNotSent;
+    tr.status = absl::UnavailableError(absl::StrCat("journal: ", s.message()));
+    return tr;
+  }
+  MaybeCrashForTest("before_send", call.journal_call_index);
+  return std::nullopt;
+}
+
+void JournalAfterSend(const PreparedCall& call) {
+  if (call.journal == nullptr) return;
+  MaybeCrashForTest("after_send", call.journal_call_index);
+}
+
+void JournalFinish(PreparedCall& call, const CallResult& result) {
+  if (call.journal == nullptr) return;
+  MaybeCrashForTest("after_answer", call.journal_call_index);
+  const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
+                            : result.outcome == Outcome::kFailed  ? IntentState::kFailed
+                                                                  : IntentState::kUnknown;
+  // Either may fail (storage gone): the intent then stays unresolved and the
+  // reconciler settles it; the caller's result stands.
+  (void)call.journal->Finish(*call.key, state, SummaryOf(result));
+  (void)call.journal->Release(*call.key, call.journal_owner);
+  call.journal = nullptr;
+}
 
 CallResult InvalidCall(absl::Status status) {
   CallResult r;

@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     s = ValidateHeader({options.hints.do_not_retry_header, "x"}, "hints.do_not_retry_header");
     if (!s.ok()) return s;
   }
-  return std::make_unique<Client>(std::move(options));
+  return std::unique_ptr<Client>(new Client(std::move(options)));
 }
 
 Client::Client(ClientOptions options)
@@ -106,6 +106,11 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
       internal::PrepareCall(options_, fingerprints_, request, options, start);
   if (!prepared.ok()) return internal::InvalidCall(prepared.status());
   internal::PreparedCall& call = *prepared;
+  if (std::optional<CallResult> early =
+          internal::JournalBegin(options_, call, request, options, start)) {
+    if (options.listener != nullptr) options.listener->OnFinish(*early);
+    return *std::move(early);
+  }
 
   CallStateMachine machine(call.policy, options_.budget.get(), options_.classifier.get(),
                            options_.random.get(), options.cancellation,
@@ -124,7 +129,10 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
         ao.extra_headers = &call.extra;
         ao.cancellation = options.cancellation;
         const TimePoint t0 = clock.Now();
-        TransportResult tr = options_.transport->Send(request, ao);
+        std::optional<TransportResult> unmarked = internal::JournalBeforeSend(call, action.number);
+        TransportResult tr =
+            unmarked.has_value() ? *std::move(unmarked) : options_.transport->Send(request, ao);
+        internal::JournalAfterSend(call);
         const TimePoint t1 = clock.Now();
         AttemptEvidence ev = internal::EvidenceOf(tr, t0, t1, clock.WallNow(), options_);
         action = machine.OnAttemptDone(std::move(ev), std::move(tr.response), t1);
@@ -176,9 +184,253 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
   }
 
   CallResult result = machine.TakeResult();
+  internal::JournalFinish(call, result);
   result.idempotency_key = std::move(call.key);
   if (listener != nullptr) listener->OnFinish(result);
   return result;
+}
+
+}  // namespace saferetry
+
+namespace saferetry {
+namespace {
+
+// How long past its timeout a resolve keeps its claim: a killed reconciler
+// blocks the intent for about this long.
+constexpr std::chrono::seconds kResolveClaimGrace{2};
+
+CallResult Unresolved(std::string_view key, StopReason reason, absl::Status status) {
+  CallResult r;
+  r.outcome = Outcome::kUnknown;
+  r.stop_reason = reason;
+  r.status = std::move(status);
+  r.idempotency_key = std::string(key);
+  return r;
+}
+
+bool IsDefiniteRefusal(int status) {
+  return status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 &&
+         status != 429;
+}
+
+}  // namespace
+
+absl::Status ValidateResolveOptions(const ResolveOptions& options) {
+  if (options.timeout <= Duration::zero()) {
+    return absl::InvalidArgumentError("resolve.timeout: must be > 0");
+  }
+  if (options.max_status_queries < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resolve.max_status_queries: must be >= 1, got ", options.max_status_queries));
+  }
+  absl::Status s = ValidateBackoffParams(options.poll_backoff);
+  if (!s.ok()) return Prefixed("resolve.poll_backoff.", s);
+  for (const Header& h : options.headers) {
+    s = ValidateHeader(h, "resolve.headers");
+    if (!s.ok()) return s;
+  }
+  if (!options.status_url_template.empty()) {
+    StatusQuery q;
+    q.url_template = options.status_url_template;
+    s = ValidateStatusQuery(q);
+    if (!s.ok()) return Prefixed("resolve.", s);
+  }
+  return absl::OkStatus();
+}
+
+CallResult Client::Resolve(std::string_view key, const ResolveOptions& options) {
+  if (options_.journal == nullptr) {
+    return Unresolved(key, StopReason::kInvalidArgument,
+                      absl::InvalidArgumentError("journal: the client has none"));
+  }
+  if (absl::Status s = ValidateResolveOptions(options); !s.ok()) {
+    return Unresolved(key, StopReason::kInvalidArgument, s);
+  }
+  IntentJournal& journal = *options_.journal;
+  Clock& clock = *options_.clock;
+  const TimePoint start = clock.Now();
+
+  absl::StatusOr<Intent> intent = journal.Get(key);
+  if (!intent.ok()) {
+    const bool missing = intent.status().code() == absl::StatusCode::kNotFound ||
+                         intent.status().code() == absl::StatusCode::kInvalidArgument;
+    return Unresolved(key, missing ? StopReason::kInvalidArgument : StopReason::kJournalUnavailable,
+                      intent.status());
+  }
+  if (IsResolved(intent->state)) return internal::StoredOutcome(*intent);
+
+  StatusQuery query_spec;
+  query_spec.url_template = options.status_url_template.empty() ? intent->status_url_template
+                                                                : options.status_url_template;
+  if (query_spec.url_template.empty()) {
+    return Unresolved(key, StopReason::kInvalidArgument,
+                      absl::InvalidArgumentError(
+                          "resolve.status_url_template: the intent has none; give one"));
+  }
+  if (absl::Status s = ValidateStatusQuery(query_spec); !s.ok()) {
+    return Unresolved(key, StopReason::kInvalidArgument, Prefixed("resolve.", s));
+  }
+
+  const std::string owner =
+      options.owner.empty() ? "reconciler:" + internal::JournalOwner(JournalOptions{})
+                            : options.owner;
+  absl::StatusOr<bool> claimed =
+      journal.Claim(key, owner, clock.WallNow() + options.timeout + kResolveClaimGrace);
+  if (!claimed.ok()) {
+    return Unresolved(key, StopReason::kJournalUnavailable, claimed.status());
+  }
+  if (!*claimed) {
+    return Unresolved(key, StopReason::kAmbiguousUnresolved,
+                      absl::FailedPreconditionError(
+                          "idempotency_key: another owner holds the intent, or it was resolved"));
+  }
+
+  Request original{intent->method, intent->url, intent->headers, ""};
+  original.headers.insert(original.headers.end(), options.headers.begin(), options.headers.end());
+  const Request query = BuildStatusQueryRequest(query_spec, original, key);
+  Headers key_header;
+  if (!FindHeader(original.headers, options_.idempotency_header).has_value()) {
+    key_header.emplace_back(options_.idempotency_header,
+                            FormatIdempotencyKey(key, options_.key_form));
+  }
+
+  CallResult r = Unresolved(key, StopReason::kStatusQueriesExhausted, absl::OkStatus());
+  const Deadline deadline = Deadline::After(start, options.timeout);
+  RetryBudget& allowance = *options_.status_query_budget;
+  allowance.OnCallStart(start);
+  bool fence_next = false;
+  bool resent = false;
+  int polls = 0;
+  Duration delay{0};
+  for (bool done = false; !done;) {
+    TimePoint now = clock.Now();
+    if (!fence_next) {
+      // The fence query follows a "not found" at once; every other query
+      // is paced, counted and paid for.
+      if (polls >= options.max_status_queries) {
+        r.stop_reason = StopReason::kStatusQueriesExhausted;
+        break;
+      }
+      if (polls > 0) {
+        if (!allowance.OnFailureTryRetry(AttemptClass::kInProgress, now).allowed) {
+          r.stop_reason = StopReason::kBudgetExhausted;
+          break;
+        }
+        delay = ComputeBackoff(options.poll_backoff, polls, delay, options_.random->Uniform());
+        if (deadline.Remaining(now) <= delay) {
+          r.stop_reason = StopReason::kDeadlineExceeded;
+          break;
+        }
+        clock.SleepFor(delay);
+        now = clock.Now();
+      }
+      ++polls;
+    }
+    const Duration left = deadline.Remaining(now);
+    if (left <= Duration::zero()) {
+      r.stop_reason = StopReason::kDeadlineExceeded;
+      break;
+    }
+    Headers extra = key_header;
+    const bool fenced_query = fence_next;
+    if (fenced_query) extra.emplace_back(std::string(kFenceHeader), "true");
+    fence_next = false;
+    AttemptOptions ao;
+    ao.timeout = left;
+    ao.extra_headers = &extra;
+    TransportResult tr = options_.transport->Send(query, ao);
+    const TimePoint t1 = clock.Now();
+    AttemptEvidence ev = internal::EvidenceOf(tr, now, t1, clock.WallNow(), options_);
+    ev.number = ++r.status_queries;
+    ev.is_status_query = true;
+    r.evidence.push_back(std::move(ev));
+    r.last_transport_status = tr.status;
+    switch (MapStatusAnswer(tr)) {
+      case StatusAnswer::kFound:
+        r.outcome = Outcome::kSucceeded;
+        r.stop_reason = StopReason::kSuccess;
+        done = true;
+        break;
+      case StatusAnswer::kCompletedWithError:
+        r.outcome = Outcome::kFailed;
+        r.stop_reason = StopReason::kPermanentError;
+        done = true;
+        break;
+      case StatusAnswer::kFenced:
+        r.outcome = Outcome::kFailed;
+        r.stop_reason = StopReason::kFenced;
+        done = true;
+        break;
+      case StatusAnswer::kNotFound:
+        if (options.fence && !fenced_query) {
+          fence_next = true;
+          break;
+        }
+        if (options.resend_if_server_deduplicates && intent->body.has_value() && !resent) {
+          resent = true;
+          if (!journal.MarkSent(key, intent->attempt + 1).ok()) break;
+          Request again{intent->method, intent->url, original.headers, *intent->body};
+          Headers resend_extra = key_header;
+          AttemptOptions rao;
+          rao.timeout = deadline.Remaining(clock.Now());
+          rao.extra_headers = &resend_extra;
+          if (rao.timeout <= Duration::zero()) break;
+          const TimePoint s0 = clock.Now();
+          TransportResult rr = options_.transport->Send(again, rao);
+          AttemptEvidence rev = internal::EvidenceOf(rr, s0, clock.Now(), clock.WallNow(), options_);
+          rev.number = ++r.attempts;
+          r.evidence.push_back(std::move(rev));
+          r.last_transport_status = rr.status;
+          if (rr.response.has_value()) {
+            const int code = rr.response->status_code;
+            if (code >= 200 && code < 300) {
+              r.outcome = Outcome::kSucceeded;
+              r.stop_reason = StopReason::kSuccess;
+            } else if (IsDefiniteRefusal(code)) {
+              r.outcome = Outcome::kFailed;
+              r.stop_reason = StopReason::kPermanentError;
+            }
+            if (r.outcome != Outcome::kUnknown) {
+              r.resolved_by = ResolvedBy::kResponse;
+              r.last_response = std::move(rr.response);
+              done = true;
+            }
+          }
+          break;
+        }
+        // An unfenced "not found" proves nothing: it stays UNKNOWN.
+        r.stop_reason = StopReason::kNotFoundNoAttemptsLeft;
+        done = true;
+        break;
+      case StatusAnswer::kProcessing:
+      case StatusAnswer::kStillUnknown:
+        break;
+    }
+    if (done && r.outcome != Outcome::kUnknown && r.resolved_by == ResolvedBy::kNone) {
+      r.resolved_by = ResolvedBy::kStatusQuery;
+      r.resolved_by_status_query = true;
+      r.last_response = std::move(tr.response);
+    }
+  }
+  r.elapsed = clock.Now() - start;
+
+  const IntentState state = r.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
+                            : r.outcome == Outcome::kFailed  ? IntentState::kFailed
+                                                             : IntentState::kUnknown;
+  absl::Status written = journal.Finish(key, state, internal::SummaryOf(r));
+  if (written.code() == absl::StatusCode::kFailedPrecondition) {
+    // Resolved meanwhile by the call itself: the first resolution stands.
+    absl::StatusOr<Intent> now_stored = journal.Get(key);
+    if (now_stored.ok() && IsResolved(now_stored->state)) {
+      (void)journal.Release(key, owner);
+      return internal::StoredOutcome(*now_stored);
+    }
+  }
+  if (!written.ok()) {
+    r.status = absl::Status(written.code(), absl::StrCat("journal: ", written.message()));
+  }
+  (void)journal.Release(key, owner);
+  return r;
 }
 
 }  // namespace saferetry

@@ -48,6 +48,8 @@ std::string_view StopReasonName(StopReason reason) {
       return "circuit_open";
     case StopReason::kTooManyCalls:
       return "too_many_calls";
+    case StopReason::kJournalUnavailable:
+      return "journal_unavailable";
     case StopReason::kInvalidArgument:
       return "invalid_argument";
   }

@@ -39,6 +39,7 @@
 #include "saferetry/clock.h"
 #include "saferetry/deadline.h"
 #include "saferetry/idempotency.h"
+#include "saferetry/journal.h"
 #include "saferetry/random.h"
 #include "saferetry/request.h"
 #include "saferetry/result.h"
@@ -185,7 +186,57 @@ struct ClientOptions {
   /// A call refused before any send ends kFailed / kCircuitOpen with nothing
   /// sent (docs/circuit-breaker.md).
   std::shared_ptr<CircuitBreakerRegistry> circuit_breakers;
+  /// The intent journal (docs/reconciliation.md). Default null: off. When
+  /// set, every keyed call is part of it: the intent (key, method, URL, body
+  /// digest, status-query template, non-secret headers, wall-clock created
+  /// time and deadline) is recorded before the first byte is sent — if that
+  /// fails nothing is sent and the call ends kFailed /
+  /// kJournalUnavailable —, each attempt is marked before it is sent, and the
+  /// outcome is written at the end. A key reused with another request is
+  /// refused (kInvalidArgument naming idempotency_key) for as long as the
+  /// journal keeps the first intent, across restarts. A key whose intent is
+  /// already resolved returns the stored outcome without sending; one left
+  /// unresolved with an attempt possibly sent ends kUnknown /
+  /// kAmbiguousUnresolved unless `server_deduplicates` (resolve it with
+  /// `Client::Resolve`). Shared, thread-safe.
+  ///
+  /// @code
+  ///   saferetry::SqliteJournalOptions journal;
+  ///   journal.path = "/var/lib/orders/intents.db";
+  ///   options.journal = saferetry::OpenSqliteJournal(journal).value();
+  /// @endcode
+  std::shared_ptr<IntentJournal> journal;
 };
+
+/// How `Client::Resolve` settles one journaled intent.
+struct ResolveOptions {
+  /// The status-query URL template with `{key}`. Empty (the default): the
+  /// template recorded with the intent.
+  std::string status_url_template;
+  /// Headers added to every status query (and resend), e.g. the credentials
+  /// the journal never stores ("Authorization: Bearer ...").
+  Headers headers;
+  /// When a status query answers "not found", send one more carrying
+  /// `Idempotency-Key-Fence: true`; a fenced "not found" ends FAILED /
+  /// kFenced. Needs a server implementing the fence (docs/server-contract.md).
+  /// Off by default: the key becomes unusable for good.
+  bool fence = false;
+  /// Allows one same-key resend of the request after a "not found" answer.
+  /// Used only when the journal stored the body (`JournalOptions::body_cap`)
+  /// and the caller declares that the server deduplicates keys. Default off.
+  bool resend_if_server_deduplicates = false;
+  /// Time for this intent's queries. Default 10 s.
+  Duration timeout = std::chrono::seconds(10);
+  /// Status queries at most, >= 1. Default 5.
+  int max_status_queries = 5;
+  /// Pacing between queries answered "processing" or not at all.
+  BackoffParams poll_backoff = DefaultPollBackoff();
+  /// The claim owner; empty (the default): "reconciler:<host>:<pid>".
+  std::string owner;
+};
+
+/// InvalidArgument naming the field ("resolve.timeout: must be > 0").
+absl::Status ValidateResolveOptions(const ResolveOptions& options);
 
 /// InvalidArgument naming the field ("call.max_attempts: must be >= 1").
 absl::Status ValidateCallOptions(const CallOptions& options);
@@ -204,11 +255,27 @@ class Client {
   /// Runs one logical call with default `CallOptions`.
   CallResult Execute(const Request& request) { return Execute(request, CallOptions{}); }
 
+  /// Resolves the journaled intent `key` by status queries only: claims it
+  /// (an intent another owner holds is left alone), asks the status URL,
+  /// writes the outcome back and releases the claim. "No effect" (kFailed)
+  /// only from a definite answer (404 + Idempotency-Key-State: completed) or
+  /// a fenced "not found"; everything else leaves it kUnknown. An intent
+  /// already resolved returns its stored outcome without a query. The
+  /// status queries draw on the client's status-query allowance and are
+  /// stopped by it (kBudgetExhausted).
+  ///
+  /// Never throws. Without a journal, or for an unknown key: kUnknown /
+  /// kInvalidArgument with `status` naming "journal" or "idempotency_key".
+  /// A journal that cannot be read or written: kUnknown /
+  /// kJournalUnavailable. Claimed by another owner: kUnknown /
+  /// kAmbiguousUnresolved, `status` kFailedPrecondition. Nothing here ever
+  /// sends a fresh (new-key) request.
+  CallResult Resolve(std::string_view key, const ResolveOptions& options);
+
   const ClientOptions& options() const { return options_; }
 
-  explicit Client(ClientOptions options);  // use Create()
-
  private:
+  explicit Client(ClientOptions options);  // Create() applies the defaults
   ClientOptions options_;
   KeyFingerprints fingerprints_;
 };

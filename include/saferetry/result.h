@@ -55,6 +55,7 @@ enum class StopReason {
   kServerDoNotRetry,         ///< The server asked not to be retried.
   kCircuitOpen,              ///< Reserved for a circuit breaker.
   kTooManyCalls,             ///< `AsyncClient`: over its cap of calls in flight; nothing was sent.
+  kJournalUnavailable,       ///< The intent journal could not record the intent: nothing was sent.
   kInvalidArgument,          ///< Bad input: nothing was sent (see `CallResult::status`).
 };
 

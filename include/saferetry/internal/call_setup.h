@@ -16,6 +16,7 @@
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
 #include "saferetry/idempotency.h"
+#include "saferetry/journal.h"
 #include "saferetry/request.h"
 
 namespace saferetry {
@@ -32,6 +33,17 @@ struct PreparedCall {
   std::size_t query_header_count = 0;
   std::optional<std::size_t> deadline_index;
   std::optional<std::size_t> attempt_index;
+  /// The journal the intent is recorded in (`JournalBegin`); null when the
+  /// call is not journaled (no journal, or no key).
+  IntentJournal* journal = nullptr;
+  /// Attempts already marked sent for this intent by an earlier process:
+  /// this call's attempt n is marked as `attempt_offset + n`.
+  int attempt_offset = 0;
+  /// The claim owner to release at the end.
+  std::string journal_owner;
+  /// This call's index among the process's journaled calls (1-based), for
+  /// the test-only crash hooks.
+  int journal_call_index = 0;
 };
 
 /// Validates `request` and `options`, chooses the key and checks it against
@@ -60,6 +72,54 @@ AttemptEvidence EvidenceOf(const TransportResult& result, TimePoint start, TimeP
 
 /// A result for a call that could not start.
 CallResult InvalidCall(absl::Status status);
+
+// --- The intent journal (ClientOptions::journal) ----------------------------
+//
+// Every driver calls these at the same points: `JournalBegin` after
+// `PrepareCall` and before the machine starts; `JournalBeforeSend` before
+// each send of the request; `JournalAfterSend` when the transport returned;
+// `JournalFinish` with the result. Without a journal (or without a key) they
+// do nothing.
+//
+// Test-only crash hooks: when (and only when) the environment variable
+// SAFERETRY_TEST_CRASH_AT is set to `before_send` (after MarkSent, before
+// the transport), `after_send` (the transport returned, the answer not yet
+// processed) or `after_answer` (the outcome known, before Finish is
+// written), the process kills itself with SIGKILL at that point of its
+// journaled call number SAFERETRY_TEST_CRASH_CALL (1-based, default 1).
+// Used by the crash test; never set it in production.
+
+/// Records the intent of `call` before anything is sent. Returns a result
+/// when the call must end now: FAILED / kJournalUnavailable when the journal
+/// cannot record it, FAILED / kInvalidArgument ("idempotency_key: ...") when
+/// the key was recorded for another request, the stored outcome when the
+/// intent is already resolved, UNKNOWN / kAmbiguousUnresolved when another
+/// process holds a live claim on it. nullopt: go on.
+std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
+                                       const Request& request, const CallOptions& options,
+                                       TimePoint start);
+
+/// Marks attempt `number` sent. When the journal cannot, the attempt must
+/// not be sent: returns the transport result to feed the machine instead
+/// (not sent, kUnavailable "journal: ...").
+std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number);
+
+/// The transport returned an attempt's result (crash hook `after_send`).
+void JournalAfterSend(const PreparedCall& call);
+
+/// Writes the outcome of `result` and releases the claim. A failed write
+/// leaves the intent unresolved for the reconciler; `result` is unchanged.
+void JournalFinish(PreparedCall& call, const CallResult& result);
+
+/// The test-only crash hook (see above); a no-op unless the environment
+/// asks for `point` at `call_index`.
+void MaybeCrashForTest(std::string_view point, int call_index);
+
+/// The stored outcome of a resolved intent, as a call result (no response).
+CallResult StoredOutcome(const Intent& intent);
+
+/// The stored summary of `result`.
+IntentSummary SummaryOf(const CallResult& result);
 
 }  // namespace internal
 }  // namespace saferetry

@@ -1,0 +1,342 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// ClientOptions::journal and Client::Resolve against the in-memory journal,
+// a fake transport and a fake clock: what is written before each send, what
+// a journal failure does, the durable "same key, other body" guard, and
+// resolution by status queries only.
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "saferetry/client.h"
+#include "saferetry/journal.h"
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
+#include "saferetry/testing/memory_journal.h"
+
+namespace saferetry {
+namespace {
+
+using ::saferetry::testing::FakeClock;
+using ::saferetry::testing::FakeTransport;
+using ::saferetry::testing::Step;
+using ::testing::HasSubstr;
+
+constexpr char kStatusUrl[] = "http://orders.test/orders/by-key/{key}";
+
+// Delegates to a memory journal; each operation can be made to fail.
+class FlakyJournal final : public IntentJournal {
+ public:
+  explicit FlakyJournal(std::shared_ptr<IntentJournal> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> fail_record{false};
+  std::atomic<bool> fail_mark_sent{false};
+
+  absl::StatusOr<RecordResult> Record(const Intent& intent) override {
+    if (fail_record) return absl::UnavailableError("disk full");
+    return inner_->Record(intent);
+  }
+  absl::Status MarkSent(std::string_view key, int attempt) override {
+    if (fail_mark_sent) return absl::UnavailableError("disk full");
+    return inner_->MarkSent(key, attempt);
+  }
+  absl::Status Finish(std::string_view key, IntentState outcome,
+                      const IntentSummary& summary) override {
+    return inner_->Finish(key, outcome, summary);
+  }
+  absl::StatusOr<Intent> Get(std::string_view key) override { return inner_->Get(key); }
+  absl::StatusOr<std::vector<Intent>> ListUnfinished(const UnfinishedFilter& filter) override {
+    return inner_->ListUnfinished(filter);
+  }
+  absl::StatusOr<bool> Claim(std::string_view key, std::string_view owner,
+                             WallTime until) override {
+    return inner_->Claim(key, owner, until);
+  }
+  absl::StatusOr<bool> Release(std::string_view key, std::string_view owner) override {
+    return inner_->Release(key, owner);
+  }
+  absl::StatusOr<PruneResult> Prune(WallTime now, std::chrono::milliseconds retention) override {
+    return inner_->Prune(now, retention);
+  }
+  absl::StatusOr<std::optional<std::chrono::milliseconds>> OldestUnresolvedAge() override {
+    return inner_->OldestUnresolvedAge();
+  }
+
+ private:
+  std::shared_ptr<IntentJournal> inner_;
+};
+
+class ClientJournalTest : public ::testing::Test {
+ protected:
+  ClientJournalTest() {
+    JournalOptions jo;
+    jo.clock = clock_;
+    jo.owner = "test-client";
+    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    journal_ = std::make_shared<FlakyJournal>(memory_);
+  }
+
+  std::unique_ptr<Client> MakeClient() {
+    ClientOptions o;
+    o.transport = transport_;
+    o.clock = clock_;
+    o.random = std::make_shared<saferetry::testing::ScriptedRandom>(std::vector<double>{0.5});
+    o.journal = journal_;
+    return Client::Create(std::move(o)).value();
+  }
+
+  static Request Order(std::string body = R"({"sku":"a"})") {
+    return Request{"POST", "http://user:pw@orders.test/orders",
+                   {{"Authorization", "Bearer secret"}, {"Content-Type", "application/json"}},
+                   std::move(body)};
+  }
+
+  static CallOptions Keyed(std::string key, bool with_status_url = false) {
+    CallOptions call;
+    call.idempotency_key = std::move(key);
+    call.timeout = std::chrono::seconds(5);
+    if (with_status_url) call.status_query.url_template = kStatusUrl;
+    return call;
+  }
+
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<FakeTransport> transport_ = std::make_shared<FakeTransport>(clock_);
+  std::shared_ptr<IntentJournal> memory_;
+  std::shared_ptr<FlakyJournal> journal_;
+};
+
+TEST_F(ClientJournalTest, RecordsAndMarksBeforeSendingThenFinishes) {
+  auto client = MakeClient();
+  IntentState state_at_send = IntentState::kPending;
+  int attempt_at_send = -1;
+  transport_->SetHandler([&](const Request&, const AttemptOptions&) {
+    Intent seen = memory_->Get("k-1").value();
+    state_at_send = seen.state;
+    attempt_at_send = seen.attempt;
+    TransportResult r;
+    r.delivery = Delivery::kResponseReceived;
+    r.response = Response{201, {}, "created"};
+    return r;
+  });
+  CallResult r = client->Execute(Order(), Keyed("k-1", true));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(state_at_send, IntentState::kSent);
+  EXPECT_EQ(attempt_at_send, 1);
+  Intent stored = memory_->Get("k-1").value();
+  EXPECT_EQ(stored.state, IntentState::kSucceeded);
+  EXPECT_EQ(stored.method, "POST");
+  EXPECT_EQ(stored.url, "http://orders.test/orders");
+  EXPECT_EQ(stored.body_digest, BodyDigest(R"({"sku":"a"})"));
+  EXPECT_EQ(stored.status_url_template, kStatusUrl);
+  EXPECT_EQ(stored.summary.http_status, 201);
+  EXPECT_EQ(stored.summary.stop_reason, "success");
+  EXPECT_EQ(stored.summary.resolved_by, "");
+  EXPECT_EQ(stored.claim_owner, "");  // released
+  EXPECT_EQ(stored.deadline - stored.created, std::chrono::seconds(5));
+  for (const Header& h : stored.headers) EXPECT_NE(h.first, "Authorization");
+}
+
+TEST_F(ClientJournalTest, RecordFailureSendsNothing) {
+  auto client = MakeClient();
+  journal_->fail_record = true;
+  CallResult r = client->Execute(Order(), Keyed("k-1", true));
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kJournalUnavailable);
+  EXPECT_EQ(StopReasonName(r.stop_reason), "journal_unavailable");
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("disk full"));
+  EXPECT_EQ(transport_->send_count(), 0);
+  EXPECT_EQ(r.attempts, 0);
+}
+
+TEST_F(ClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
+  auto client = MakeClient();
+  journal_->fail_mark_sent = true;
+  CallOptions call = Keyed("k-1", true);
+  call.max_attempts = 2;
+  CallResult r = client->Execute(Order(), call);
+  EXPECT_EQ(transport_->send_count(), 0);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  Intent stored = memory_->Get("k-1").value();
+  EXPECT_EQ(stored.state, IntentState::kFailed);
+  EXPECT_EQ(stored.attempt, 0);
+}
+
+TEST_F(ClientJournalTest, KeyReusedWithAnotherBodyIsRefusedByAFreshClient) {
+  transport_->Push(Step::Respond(201));
+  {
+    auto first = MakeClient();
+    CallResult r = first->Execute(Order(R"({"sku":"a"})"), Keyed("k-1"));
+    EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  }
+  auto restarted = MakeClient();  // a new process: no in-memory fingerprints
+  CallResult r = restarted->Execute(Order(R"({"sku":"b"})"), Keyed("k-1"));
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("idempotency_key"));
+  EXPECT_EQ(transport_->send_count(), 1);
+}
+
+TEST_F(ClientJournalTest, ResolvedIntentReturnsItsStoredOutcomeWithoutSending) {
+  transport_->Push(Step::Respond(201));
+  auto client = MakeClient();
+  CallResult first = client->Execute(Order(), Keyed("k-1"));
+  ASSERT_EQ(first.outcome, Outcome::kSucceeded);
+  auto restarted = MakeClient();
+  CallResult again = restarted->Execute(Order(), Keyed("k-1"));
+  EXPECT_EQ(again.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(again.stop_reason, StopReason::kSuccess);
+  EXPECT_EQ(again.attempts, 0);
+  EXPECT_EQ(transport_->send_count(), 1);
+}
+
+TEST_F(ClientJournalTest, UnresolvedIntentIsNotResentByANewCall) {
+  transport_->Push(Step::CommitThenLost());
+  auto client = MakeClient();
+  CallOptions call = Keyed("k-1");
+  call.max_attempts = 1;
+  CallResult first = client->Execute(Order(), call);
+  ASSERT_EQ(first.outcome, Outcome::kUnknown);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
+  CallResult again = MakeClient()->Execute(Order(), call);
+  EXPECT_EQ(again.outcome, Outcome::kUnknown);
+  EXPECT_EQ(again.stop_reason, StopReason::kAmbiguousUnresolved);
+  EXPECT_THAT(std::string(again.status.message()), HasSubstr("Client::Resolve"));
+  EXPECT_EQ(transport_->send_count(), 1);
+}
+
+TEST_F(ClientJournalTest, UnkeyedCallsAreNotJournaled) {
+  transport_->Push(Step::Respond(200));
+  auto client = MakeClient();
+  journal_->fail_record = true;  // would fail if it were used
+  CallResult r = client->Execute(Request{"GET", "http://orders.test/orders/1", {}, ""});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+}
+
+class ResolveTest : public ClientJournalTest {
+ protected:
+  // Leaves "k-1" UNKNOWN in the journal: committed, answer lost, no query.
+  void LeaveUnknown() {
+    transport_->Push(Step::CommitThenLost());
+    CallOptions call = Keyed("k-1");
+    call.max_attempts = 1;
+    call.status_query.url_template = kStatusUrl;
+    call.max_status_queries = 1;
+    transport_->Push(Step::Respond(503));
+    CallResult r = MakeClient()->Execute(Order(), call);
+    ASSERT_EQ(r.outcome, Outcome::kUnknown);
+    ASSERT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
+  }
+};
+
+TEST_F(ResolveTest, FoundByAStatusQuerySucceedsAndIsWrittenBack) {
+  LeaveUnknown();
+  const int sent_before = transport_->send_count();
+  transport_->Push(Step::Respond(200, {}, R"({"id":7})"));
+  ResolveOptions ro;
+  ro.headers = {{"Authorization", "Bearer again"}};
+  CallResult r = MakeClient()->Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.status_queries, 1);
+  EXPECT_EQ(r.attempts, 0);
+  ASSERT_EQ(transport_->send_count(), sent_before + 1);
+  const Request q = transport_->sent().back().request;
+  EXPECT_EQ(q.method, "GET");
+  EXPECT_EQ(q.url, "http://orders.test/orders/by-key/k-1");
+  EXPECT_EQ(FindHeader(q.headers, "Authorization").value_or(""), "Bearer again");
+  EXPECT_EQ(FindHeader(q.headers, "Idempotency-Key").value_or(""), "k-1");
+  EXPECT_FALSE(FindHeader(q.headers, "Idempotency-Key-Fence").has_value());
+  Intent stored = memory_->Get("k-1").value();
+  EXPECT_EQ(stored.state, IntentState::kSucceeded);
+  EXPECT_EQ(stored.summary.resolved_by, "status_query");
+  EXPECT_EQ(stored.summary.http_status, 200);
+  EXPECT_EQ(stored.claim_owner, "");
+}
+
+TEST_F(ResolveTest, UnfencedNotFoundStaysUnknown) {
+  LeaveUnknown();
+  transport_->Push(Step::Respond(404));
+  CallResult r = MakeClient()->Resolve("k-1", ResolveOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
+}
+
+TEST_F(ResolveTest, FencedNotFoundFailsDefinitely) {
+  LeaveUnknown();
+  const int sent_before = transport_->send_count();
+  transport_->Push(Step::Respond(404));
+  transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "fenced"}}));
+  ResolveOptions ro;
+  ro.fence = true;
+  CallResult r = MakeClient()->Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kFenced);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  ASSERT_EQ(transport_->send_count(), sent_before + 2);
+  EXPECT_EQ(
+      FindHeader(transport_->sent().back().request.headers, "Idempotency-Key-Fence").value_or(""),
+      "true");
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kFailed);
+}
+
+TEST_F(ResolveTest, StoredFinalErrorFails) {
+  LeaveUnknown();
+  transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "completed"}}, "sold out"));
+  CallResult r = MakeClient()->Resolve("k-1", ResolveOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(memory_->Get("k-1").value().summary.stop_reason, "permanent_error");
+}
+
+TEST_F(ResolveTest, NoAnswerStaysUnknownWithinTheQueryCap) {
+  LeaveUnknown();
+  for (int i = 0; i < 3; ++i) transport_->Push(Step::Respond(503));
+  ResolveOptions ro;
+  ro.max_status_queries = 3;
+  CallResult r = MakeClient()->Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.status_queries, 3);
+  EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
+  Intent stored = memory_->Get("k-1").value();
+  EXPECT_EQ(stored.state, IntentState::kUnknown);
+  EXPECT_EQ(stored.summary.http_status, 503);
+}
+
+TEST_F(ResolveTest, ClaimedByAnotherOwnerIsLeftAlone) {
+  LeaveUnknown();
+  ASSERT_TRUE(memory_->Claim("k-1", "someone-else", clock_->WallNow() + std::chrono::minutes(1))
+                  .value());
+  const int sent_before = transport_->send_count();
+  CallResult r = MakeClient()->Resolve("k-1", ResolveOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(transport_->send_count(), sent_before);
+}
+
+TEST_F(ResolveTest, BadInputNamesTheField) {
+  auto client = MakeClient();
+  CallResult missing = client->Resolve("nope", ResolveOptions{});
+  EXPECT_EQ(missing.stop_reason, StopReason::kInvalidArgument);
+  EXPECT_THAT(std::string(missing.status.message()), HasSubstr("idempotency_key"));
+  ResolveOptions bad;
+  bad.timeout = Duration::zero();
+  EXPECT_THAT(std::string(client->Resolve("k", bad).status.message()),
+              HasSubstr("resolve.timeout"));
+  ClientOptions o;
+  o.transport = transport_;
+  auto without = Client::Create(std::move(o)).value();
+  EXPECT_THAT(std::string(without->Resolve("k", ResolveOptions{}).status.message()),
+              HasSubstr("journal"));
+}
+
+}  // namespace
+}  // namespace saferetry
