@@ -245,6 +245,14 @@ void AddCircuitBreakers(const CircuitBreakerRegistry& registry, TimePoint now,
   }
 }
 
+absl::Status AddJournalGauge(IntentJournal& journal, MetricsSnapshot* snapshot) {
+  if (snapshot == nullptr) return absl::InvalidArgumentError("snapshot: required");
+  absl::StatusOr<std::optional<std::chrono::milliseconds>> age = journal.OldestUnresolvedAge();
+  if (!age.ok()) return age.status();
+  snapshot->journal_oldest_unresolved_age = age->value_or(std::chrono::milliseconds(0));
+  return absl::OkStatus();
+}
+
 std::string ToPrometheusText(const MetricsSnapshot& s) {
   std::ostringstream out;
   if (!s.calls_by_outcome_and_stop.empty()) {
@@ -339,6 +347,14 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
              &CircuitBreakerSnapshot::refusals);
     per_host("saferetry_circuit_opened_total", "Times the host's circuit breaker opened.",
              &CircuitBreakerSnapshot::opened);
+  }
+  if (s.journal_oldest_unresolved_age.has_value()) {
+    // Written even at zero: a missing series would read as "no data".
+    const std::string name = "saferetry_journal_oldest_unresolved_age_seconds";
+    MetricHeader(out, name, "gauge",
+                 "Age of the oldest unresolved journaled intent (0 when none).");
+    out << name << " "
+        << static_cast<double>(s.journal_oldest_unresolved_age->count()) / 1000.0 << "\n";
   }
   return out.str();
 }

@@ -21,9 +21,11 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +103,15 @@ struct MetricsSnapshot {
   /// `Metrics::Snapshot`: the breakers live in their registry, so add them
   /// with `AddCircuitBreakers`. Empty without a registry.
   std::map<std::string, CircuitBreakerSnapshot> circuit_breakers;
+
+  // --- Intent journal --------------------------------------------------------
+  /// `saferetry.journal.oldest_unresolved_age`: how long ago the oldest
+  /// unresolved intent (PENDING, SENT, UNKNOWN) was created; zero when there
+  /// is none. Not filled by `Metrics::Snapshot`: read from the journal by
+  /// `AddJournalGauge`. nullopt without a journal. Alert when it grows past
+  /// the reconciler's period plus the longest deadline
+  /// (docs/reconciliation.md).
+  std::optional<std::chrono::milliseconds> journal_oldest_unresolved_age;
 };
 
 /// Thread-safe metrics. Recording is lock-free (relaxed atomics); a series
@@ -184,6 +195,19 @@ class ListenerChain final : public CallListener {
 void AddCircuitBreakers(const CircuitBreakerRegistry& registry, TimePoint now,
                         MetricsSnapshot* snapshot);
 
+/// Reads the age of the oldest unresolved intent from `journal` into
+/// `snapshot->journal_oldest_unresolved_age` (zero when there is none). A
+/// direct read, like `AddCircuitBreakers`; call it when exporting, or from
+/// the reconciler after each run. Errors: the journal's (the snapshot is
+/// then unchanged). Thread-safe.
+///
+/// @code
+///   saferetry::MetricsSnapshot s = metrics->Snapshot();
+///   (void)saferetry::AddJournalGauge(*options.journal, &s);
+///   std::string text = saferetry::ToPrometheusText(s);
+/// @endcode
+absl::Status AddJournalGauge(IntentJournal& journal, MetricsSnapshot* snapshot);
+
 /// The snapshot in the Prometheus text exposition format, version 0.0.4:
 /// `# HELP` and `# TYPE` lines, dots in names and labels become
 /// underscores, counters end in `_total`, histograms in `_seconds` with
@@ -191,7 +215,9 @@ void AddCircuitBreakers(const CircuitBreakerRegistry& registry, TimePoint now,
 /// are written, in a fixed order. Circuit breakers: the gauge
 /// `saferetry_circuit_state{host="..."}` (0 closed, 1 half-open, 2 open) for
 /// every host, and the counters `saferetry_circuit_refusals_total` and
-/// `saferetry_circuit_opened_total` by host when non-zero.
+/// `saferetry_circuit_opened_total` by host when non-zero. The journal:
+/// the gauge `saferetry_journal_oldest_unresolved_age_seconds` when
+/// `journal_oldest_unresolved_age` is set.
 std::string ToPrometheusText(const MetricsSnapshot& snapshot);
 
 }  // namespace saferetry

@@ -14,6 +14,8 @@
 #include "gtest/gtest.h"
 #include "saferetry/client.h"
 #include "saferetry/journal.h"
+#include "saferetry/metrics.h"
+#include "saferetry/reconciler.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
@@ -26,6 +28,7 @@ using ::saferetry::testing::FakeClock;
 using ::saferetry::testing::FakeTransport;
 using ::saferetry::testing::Step;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kStatusUrl[] = "http://orders.test/orders/by-key/{key}";
 
@@ -336,6 +339,125 @@ TEST_F(ResolveTest, BadInputNamesTheField) {
   auto without = Client::Create(std::move(o)).value();
   EXPECT_THAT(std::string(without->Resolve("k", ResolveOptions{}).status.message()),
               HasSubstr("journal"));
+}
+
+class ReconcilerTest : public ClientJournalTest {
+ protected:
+  // Leaves `key` UNKNOWN: committed, the answer lost, no status query.
+  void LeaveUnknown(const std::string& key) {
+    transport_->Push(Step::CommitThenLost());
+    CallOptions call = Keyed(key, true);
+    call.max_attempts = 1;
+    call.max_status_queries = 1;
+    transport_->Push(Step::Respond(503));
+    CallResult r = MakeClient()->Execute(Order(), call);
+    ASSERT_EQ(r.outcome, Outcome::kUnknown);
+  }
+};
+
+TEST_F(ReconcilerTest, ResolvesEligibleIntentsOldestFirstAndCallsTheHook) {
+  LeaveUnknown("k-1");
+  clock_->Advance(std::chrono::seconds(1));
+  LeaveUnknown("k-2");
+  clock_->Advance(std::chrono::seconds(1));
+  LeaveUnknown("k-3");
+  // k-1 and k-2 are past their deadlines; k-3 (5 s) is not yet.
+  clock_->Advance(std::chrono::milliseconds(4500));
+  transport_->Push(Step::Respond(200, {}, "found"));
+  transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "completed"}}));
+  std::vector<std::string> hooked;
+  ReconcilerOptions options;
+  options.on_resolved = [&](const Intent& intent, const CallResult& r) {
+    hooked.push_back(intent.key + "=" + std::string(OutcomeName(r.outcome)));
+  };
+  auto client = MakeClient();
+  Reconciler reconciler(client.get(), options);
+  ReconcileReport report = reconciler.RunOnce().value();
+  ASSERT_EQ(report.tried.size(), 2u);
+  EXPECT_EQ(report.tried[0].intent.key, "k-1");
+  EXPECT_EQ(report.tried[1].intent.key, "k-2");
+  EXPECT_EQ(report.succeeded, 1);
+  EXPECT_EQ(report.failed, 1);
+  EXPECT_EQ(report.unknown, 0);
+  EXPECT_THAT(hooked, ::testing::ElementsAre("k-1=SUCCEEDED", "k-2=FAILED"));
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kSucceeded);
+  EXPECT_EQ(memory_->Get("k-2").value().state, IntentState::kFailed);
+  EXPECT_EQ(memory_->Get("k-3").value().state, IntentState::kUnknown);
+  ASSERT_TRUE(report.oldest_unresolved_age.has_value());
+  EXPECT_EQ(*report.oldest_unresolved_age,
+            std::chrono::duration_cast<std::chrono::milliseconds>(
+                clock_->WallNow() - memory_->Get("k-3").value().created));
+  EXPECT_TRUE(report.journal_status.ok());
+}
+
+TEST_F(ReconcilerTest, OlderThanZeroTakesEveryUnclaimedIntentWhateverItsDeadline) {
+  LeaveUnknown("k-1");
+  transport_->Push(Step::Respond(200));
+  ReconcilerOptions options;
+  options.older_than = std::chrono::milliseconds(0);
+  auto client = MakeClient();
+  ReconcileReport report = Reconciler(client.get(), options).RunOnce().value();
+  ASSERT_EQ(report.tried.size(), 1u);
+  EXPECT_EQ(report.tried[0].result.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(report.tried[0].result.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_FALSE(report.oldest_unresolved_age.has_value());
+}
+
+TEST_F(ReconcilerTest, StillUnknownIsReportedAndKeptThroughPrune) {
+  LeaveUnknown("k-1");
+  transport_->Push(Step::Respond(201));
+  ASSERT_EQ(MakeClient()->Execute(Order(), Keyed("k-2")).outcome, Outcome::kSucceeded);
+  clock_->Advance(std::chrono::hours(2));
+  transport_->Push(Step::Respond(404));  // unfenced: proves nothing
+  ReconcilerOptions options;
+  options.prune_older_than = std::chrono::hours(1);
+  auto client = MakeClient();
+  ReconcileReport report = Reconciler(client.get(), options).RunOnce().value();
+  ASSERT_EQ(report.tried.size(), 1u);
+  EXPECT_EQ(report.unknown, 1);
+  ASSERT_TRUE(report.pruned.has_value());
+  EXPECT_EQ(report.pruned->pruned, 1);
+  EXPECT_EQ(report.pruned->kept_unresolved, 1);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
+  EXPECT_EQ(memory_->Get("k-2").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ReconcilerTest, AnIntentClaimedByAnotherOwnerIsNotListed) {
+  LeaveUnknown("k-1");
+  ASSERT_TRUE(
+      memory_->Claim("k-1", "other", clock_->WallNow() + std::chrono::minutes(5)).value());
+  ReconcilerOptions options;
+  options.older_than = std::chrono::milliseconds(0);
+  auto client = MakeClient();
+  const int sent = transport_->send_count();
+  ReconcileReport report = Reconciler(client.get(), options).RunOnce().value();
+  EXPECT_TRUE(report.tried.empty());
+  EXPECT_EQ(transport_->send_count(), sent);
+}
+
+TEST_F(ReconcilerTest, BadOptionsNameTheField) {
+  auto client = MakeClient();
+  ReconcilerOptions options;
+  options.max_intents = 0;
+  EXPECT_THAT(std::string(Reconciler(client.get(), options).RunOnce().status().message()),
+              HasSubstr("reconciler.max_intents"));
+}
+
+TEST_F(ReconcilerTest, OldestUnresolvedGaugeIsExported) {
+  MetricsSnapshot empty;
+  ASSERT_TRUE(AddJournalGauge(*memory_, &empty).ok());
+  EXPECT_THAT(ToPrometheusText(empty),
+              HasSubstr("saferetry_journal_oldest_unresolved_age_seconds 0\n"));
+  LeaveUnknown("k-1");
+  // The age counts from the intent's creation, before the call's own time.
+  clock_->SetWallNow(memory_->Get("k-1").value().created + std::chrono::milliseconds(90500));
+  MetricsSnapshot s;
+  ASSERT_TRUE(AddJournalGauge(*memory_, &s).ok());
+  EXPECT_EQ(s.journal_oldest_unresolved_age, std::chrono::milliseconds(90500));
+  EXPECT_THAT(ToPrometheusText(s),
+              HasSubstr("# TYPE saferetry_journal_oldest_unresolved_age_seconds gauge\n"
+                        "saferetry_journal_oldest_unresolved_age_seconds 90.5\n"));
+  EXPECT_THAT(ToPrometheusText(MetricsSnapshot{}), Not(HasSubstr("journal")));
 }
 
 }  // namespace
