@@ -61,7 +61,14 @@ bool operator==(const Policy& a, const Policy& b) {
          a.cost_quota.throttling_cost == b.cost_quota.throttling_cost &&
          a.cost_quota.success_increment == b.cost_quota.success_increment &&
          a.status_overrides == b.status_overrides && a.retryable_codes == b.retryable_codes &&
-         a.retryable_http_statuses == b.retryable_http_statuses;
+         a.retryable_http_statuses == b.retryable_http_statuses &&
+         a.circuit_breaker.has_value() == b.circuit_breaker.has_value() &&
+         (!a.circuit_breaker.has_value() ||
+          (a.circuit_breaker->failure_ratio == b.circuit_breaker->failure_ratio &&
+           a.circuit_breaker->window == b.circuit_breaker->window &&
+           a.circuit_breaker->minimum_calls == b.circuit_breaker->minimum_calls &&
+           a.circuit_breaker->open_duration == b.circuit_breaker->open_duration &&
+           a.circuit_breaker->half_open_probes == b.circuit_breaker->half_open_probes));
 }
 
 CallOptions ToCallOptions(const Policy& policy) {
@@ -114,8 +121,15 @@ absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options) 
   } else {
     classifier = DefaultClassifierInstance();
   }
+  std::shared_ptr<CircuitBreakerRegistry> breakers;
+  if (policy.circuit_breaker.has_value()) {
+    auto r = CircuitBreakerRegistry::Create(*policy.circuit_breaker);
+    if (!r.ok()) return r.status();  // names circuit_breaker.<field>
+    breakers = *std::move(r);
+  }
   options->budget = std::move(budget);
   options->classifier = std::move(classifier);
+  if (breakers != nullptr) options->circuit_breakers = std::move(breakers);
   options->idempotency_header = policy.idempotency_header;
   options->key_form = policy.key_form;
   options->deadline_header = policy.deadline_header;

@@ -63,6 +63,14 @@ std::string DumpPolicy(const Policy& p) {
     classification[std::to_string(status)] = AttemptClassName(cls);
   }
   own["classification"] = std::move(classification);
+  if (p.circuit_breaker.has_value()) {
+    const CircuitBreakerOptions& b = *p.circuit_breaker;
+    own["circuitBreaker"] = {{"failureRatio", b.failure_ratio},
+                             {"window", FormatProtoDuration(b.window)},
+                             {"minimumCalls", b.minimum_calls},
+                             {"openFor", FormatProtoDuration(b.open_duration)},
+                             {"halfOpenProbes", b.half_open_probes}};
+  }  // absent: no breaker (as an unused budget object is left out)
 
   json doc = json::object();
   doc["retryPolicy"] = std::move(retry);

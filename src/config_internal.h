@@ -116,6 +116,7 @@ struct Loader {
   absl::Status IdempotencyObject(const json& j, const std::string& path);
   absl::Status Ratio(const json& j, const std::string& path);
   absl::Status Quota(const json& j, const std::string& path);
+  absl::Status CircuitBreakerObject(const json& j, const std::string& path);
   absl::Status ClassificationObject(const json& j, const std::string& path);
   // Budget consistency: at most one budget object, and an explicit name must
   // agree with it.

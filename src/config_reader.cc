@@ -132,7 +132,7 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
       {"jitter", "deadline", "attemptTimeout", "deadlineMargin", "minUsefulAttempt",
        "maxStatusQueries", "statusQuery", "serverDeduplicates", "idempotency", "deadlineHeader",
        "attemptHeader", "requestIdHeader", "maxRetryAfter", "doNotRetryHeader", "budget",
-       "ratioBudget", "costQuota", "classification"}));
+       "ratioBudget", "costQuota", "classification", "circuitBreaker"}));
   const auto at = [&](std::string_view k) { return Child(path, k); };
   if (j.contains("jitter")) {
     const json& v = j["jitter"];
@@ -230,6 +230,52 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
   if (j.contains("classification")) {
     SAFERETRY_RETURN_IF_ERROR(ClassificationObject(j["classification"], at("classification")));
   }
+  if (j.contains("circuitBreaker")) {
+    SAFERETRY_RETURN_IF_ERROR(CircuitBreakerObject(j["circuitBreaker"], at("circuitBreaker")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::CircuitBreakerObject(const json& j, const std::string& path) {
+  if (j.is_null()) {
+    policy->circuit_breaker.reset();  // "no breaker", as DumpPolicy writes it
+    return absl::OkStatus();
+  }
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(
+      j, path, {"failureRatio", "window", "minimumCalls", "openFor", "halfOpenProbes"}));
+  CircuitBreakerOptions o;
+  if (j.contains("failureRatio")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadNumber(j["failureRatio"], Child(path, "failureRatio"), 0, 1, true, &o.failure_ratio));
+  }
+  const auto duration = [&](std::string_view key, Duration* out) -> absl::Status {
+    if (!j.contains(key)) return absl::OkStatus();
+    const std::string p = Child(path, key);
+    const json& v = j[std::string(key)];
+    Duration d{0};
+    constexpr std::string_view kWhat = "a duration in [0.001s, 86400s] like \"5s\"";
+    if (!ReadDuration(v, p, false, &d).ok() || d < std::chrono::milliseconds(1) ||
+        d > std::chrono::hours(24)) {
+      return Expected(p, kWhat, v);
+    }
+    *out = d;
+    return absl::OkStatus();
+  };
+  SAFERETRY_RETURN_IF_ERROR(duration("window", &o.window));
+  SAFERETRY_RETURN_IF_ERROR(duration("openFor", &o.open_duration));
+  std::int64_t n = 0;
+  if (j.contains("minimumCalls")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadInt(j["minimumCalls"], Child(path, "minimumCalls"), 1, 1000000, &n));
+    o.minimum_calls = static_cast<int>(n);
+  }
+  if (j.contains("halfOpenProbes")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadInt(j["halfOpenProbes"], Child(path, "halfOpenProbes"), 1, 1000, &n));
+    o.half_open_probes = static_cast<int>(n);
+  }
+  policy->circuit_breaker = o;
   return absl::OkStatus();
 }
 

@@ -40,6 +40,7 @@
 #define SAFERETRY_CONFIG_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -48,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "saferetry/backoff.h"
+#include "saferetry/circuit_breaker.h"
 #include "saferetry/client.h"
 #include "saferetry/deadline.h"
 #include "saferetry/grpc_codes_classifier.h"
@@ -113,6 +115,10 @@ struct Policy {
   std::string request_id_header = std::string(kDefaultRequestIdHeader);
   /// `saferetry.maxRetryAfter` and `saferetry.doNotRetryHeader`.
   HintOptions hints;
+  /// `saferetry.circuitBreaker` ({failureRatio, window, minimumCalls,
+  /// openFor, halfOpenProbes}; missing fields take the defaults of
+  /// `CircuitBreakerOptions`). Absent or null (the default): no breaker.
+  std::optional<CircuitBreakerOptions> circuit_breaker;
 
   // --- Budget ----------------------------------------------------------------
   /// `saferetry.budget`, or implied by which budget object is present.
@@ -178,8 +184,10 @@ CallOptions ToCallOptions(const Policy& policy);
 /// Writes the client-wide part of `policy` into `options`: header names,
 /// hints, a new budget of the chosen kind and the classifier (the default
 /// classifier with the overrides or, when retryable codes are given, a
-/// `GrpcCodesClassifier`; saferetry/grpc_codes_classifier.h). The
-/// transport, clock and random are left alone. InvalidArgument naming the
+/// `GrpcCodesClassifier`; saferetry/grpc_codes_classifier.h) and, when the
+/// policy has `circuit_breaker`, a new `CircuitBreakerRegistry` (without it,
+/// `circuit_breakers` is left as it was). The transport, clock and random
+/// are left alone. InvalidArgument naming the
 /// field when the policy's values are out of range (possible only for a
 /// policy built by hand).
 absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options);

@@ -455,6 +455,54 @@ TEST(PresetTest, LostResponsesPointHasTheReportedFields) {
   EXPECT_EQ(row["duplicates"], 0.0);
 }
 
+TEST(SimulatorTest, BreakerSparesTheDeadServer) {
+  SimConfig c = TinyConfig();
+  c.client = MakeClientModel(ClientVariant::kSaferetry, BasePolicy{});
+  c.server.outage_start = Duration{0};
+  c.server.outage_end = std::chrono::seconds(1000);
+  c.workload.clients = 1;
+  c.workload.calls_per_client = 10;
+  const SimResult without = RunSimulation(c);
+  CircuitBreakerOptions b;
+  b.minimum_calls = 2;
+  b.open_duration = std::chrono::seconds(1000);
+  c.client.circuit_breaker = b;
+  const SimResult with = RunSimulation(c);
+  EXPECT_EQ(without.circuit_refusals, 0);
+  EXPECT_EQ(without.stop_reasons[static_cast<std::size_t>(StopReason::kCircuitOpen)], 0);
+  // Two refused sends open the breaker; every later call is refused before it
+  // sends anything, and nothing was sent, so none is UNKNOWN.
+  EXPECT_EQ(with.outage_requests, 2);
+  EXPECT_LT(with.outage_requests, without.outage_requests);
+  EXPECT_EQ(with.failed, 10);
+  EXPECT_EQ(with.unknown, 0);
+  EXPECT_GE(with.stop_reasons[static_cast<std::size_t>(StopReason::kCircuitOpen)], 9);
+  EXPECT_GE(with.circuit_refusals, 9);
+}
+
+TEST(PresetTest, OutageWithBreakerReportsBothRuns) {
+  PresetOptions o;
+  o.preset = "outage";
+  o.breaker = true;
+  o.seconds = 25;
+  o.rate = 200;
+  auto rows = RunPreset(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  const Row& off = (*rows)[0];
+  const Row& on = (*rows)[1];
+  EXPECT_EQ(off["breaker"], false);
+  EXPECT_EQ(on["breaker"], true);
+  EXPECT_EQ(off["refused_by_breaker"], 0.0);
+  EXPECT_GT(on["refused_by_breaker"].get<double>(), 0.0);
+  // A 10 s window full of successes opens only when failures catch up
+  // (about 4 s into the outage at this rate): about half the load is spared.
+  EXPECT_LT(on["outage_requests"].get<double>(), off["outage_requests"].get<double>() * 0.6);
+  EXPECT_EQ(on["outcome_violations"], 0.0);
+  o.preset = "hang";
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--breaker"));
+}
+
 }  // namespace
 }  // namespace sim
 }  // namespace saferetry

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "saferetry/client.h"
+#include "saferetry/config.h"
 #include "saferetry/metrics.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
@@ -439,6 +440,81 @@ TEST_F(CircuitBreakerClientTest, StatePerHostInTheMetrics) {
   MetricsSnapshot later;
   AddCircuitBreakers(*registry_, clock_->Now() + seconds(5), &later);
   EXPECT_EQ(later.circuit_breakers.at(kHost).state, CircuitState::kHalfOpen);
+}
+
+// --- JSON policy ------------------------------------------------------------------
+
+TEST(CircuitBreakerConfigTest, ReadDumpedAndApplied) {
+  absl::StatusOr<Policy> p = LoadPolicy(R"({"saferetry": {"circuitBreaker": {
+      "failureRatio": 0.25, "window": "30s", "minimumCalls": 50, "openFor": "2.5s",
+      "halfOpenProbes": 5}}})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->circuit_breaker.has_value());
+  EXPECT_EQ(p->circuit_breaker->failure_ratio, 0.25);
+  EXPECT_EQ(p->circuit_breaker->window, seconds(30));
+  EXPECT_EQ(p->circuit_breaker->minimum_calls, 50);
+  EXPECT_EQ(p->circuit_breaker->open_duration, milliseconds(2500));
+  EXPECT_EQ(p->circuit_breaker->half_open_probes, 5);
+
+  const std::string dump = DumpPolicy(*p);
+  EXPECT_THAT(dump, HasSubstr(R"("circuitBreaker": {)"));
+  EXPECT_THAT(dump, HasSubstr(R"("openFor": "2.500s")"));
+  absl::StatusOr<Policy> back = LoadPolicy(dump);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *p);
+  EXPECT_FALSE(Policy{} == *p);
+
+  ClientOptions options;
+  ASSERT_TRUE(ApplyToClientOptions(*p, &options).ok());
+  ASSERT_NE(options.circuit_breakers, nullptr);
+  EXPECT_EQ(options.circuit_breakers->options().minimum_calls, 50);
+  EXPECT_EQ(options.circuit_breakers->options().open_duration, milliseconds(2500));
+}
+
+TEST(CircuitBreakerConfigTest, AbsentOrNullMeansNoBreaker) {
+  absl::StatusOr<Policy> none = LoadPolicy("{}");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->circuit_breaker.has_value());
+  EXPECT_THAT(DumpPolicy(*none), ::testing::Not(HasSubstr("circuitBreaker")));
+  absl::StatusOr<Policy> null = LoadPolicy(R"({"saferetry": {"circuitBreaker": null}})");
+  ASSERT_TRUE(null.ok());
+  EXPECT_FALSE(null->circuit_breaker.has_value());
+  // An empty object turns the breaker on with the defaults.
+  absl::StatusOr<Policy> defaults = LoadPolicy(R"({"saferetry": {"circuitBreaker": {}}})");
+  ASSERT_TRUE(defaults.ok());
+  ASSERT_TRUE(defaults->circuit_breaker.has_value());
+  EXPECT_EQ(defaults->circuit_breaker->minimum_calls, 20);
+  ClientOptions options;
+  ASSERT_TRUE(ApplyToClientOptions(*none, &options).ok());
+  EXPECT_EQ(options.circuit_breakers, nullptr);
+}
+
+TEST(CircuitBreakerConfigTest, ErrorsNameTheJsonPath) {
+  const auto error = [](std::string_view breaker) {
+    absl::StatusOr<Policy> p =
+        LoadPolicy(std::string(R"({"saferetry": {"circuitBreaker": )") + std::string(breaker) + "}}");
+    return p.ok() ? std::string("ok") : std::string(p.status().message());
+  };
+  EXPECT_EQ(error(R"({"failureRatio": 0})"),
+            "$.saferetry.circuitBreaker.failureRatio: expected a number in (0, 1], got 0");
+  EXPECT_THAT(error(R"({"failureRatio": 1.5})"),
+              HasSubstr("$.saferetry.circuitBreaker.failureRatio: expected"));
+  EXPECT_THAT(error(R"({"window": "0s"})"), HasSubstr("$.saferetry.circuitBreaker.window: expected"));
+  EXPECT_THAT(error(R"({"openFor": "ten"})"),
+              HasSubstr("$.saferetry.circuitBreaker.openFor: expected"));
+  EXPECT_THAT(error(R"({"minimumCalls": 0})"),
+              HasSubstr("$.saferetry.circuitBreaker.minimumCalls: expected an integer in [1, "));
+  EXPECT_THAT(error(R"({"halfOpenProbes": 1001})"),
+              HasSubstr("$.saferetry.circuitBreaker.halfOpenProbes: expected an integer in [1, 1000]"));
+  EXPECT_THAT(error(R"({"probes": 3})"), HasSubstr("$.saferetry.circuitBreaker"));
+  EXPECT_THAT(error(R"("on")"), HasSubstr("$.saferetry.circuitBreaker: expected"));
+  // A policy built by hand is validated when applied.
+  Policy bad;
+  bad.circuit_breaker = CircuitBreakerOptions{};
+  bad.circuit_breaker->half_open_probes = 0;
+  ClientOptions options;
+  const absl::Status s = ApplyToClientOptions(bad, &options);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("circuit_breaker.half_open_probes"));
 }
 
 // --- Threads ---------------------------------------------------------------------

@@ -251,7 +251,7 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "$.saferetry.colour: unknown field (expected one of jitter, deadline, attemptTimeout, "
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
        "idempotency, deadlineHeader, attemptHeader, requestIdHeader, maxRetryAfter, "
-       "doNotRetryHeader, budget, ratioBudget, costQuota, classification)"},
+       "doNotRetryHeader, budget, ratioBudget, costQuota, classification, circuitBreaker)"},
       {R"({"retryPolicy": {"perAttemptRecvTimeout": "1s"}, "saferetry": {"attemptTimeout": "2s"}})",
        "$.saferetry.attemptTimeout: conflicts with retryPolicy.perAttemptRecvTimeout"},
   };

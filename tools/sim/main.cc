@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   CLI::App app{"saferetry-sim: a deterministic discrete-event simulation of retry policies"};
   std::string preset;
   bool sweep = false;
+  bool breaker = false;
   int clients = 0;
   int trials = 0;
   std::uint64_t seed = 1;
@@ -165,6 +166,9 @@ int main(int argc, char** argv) {
       "full-jitter-10");
   app.add_option("--rate", rate, "Open-loop arrivals, calls per second (default 1000)");
   app.add_option("--seconds", seconds, "Arrival window in simulated seconds (preset default)");
+  app.add_flag("--breaker", breaker,
+               "outage: run each client without and with a circuit breaker (the policy's, else "
+               "the defaults)");
   app.add_flag("--json", json, "Print one JSON object");
   app.add_option("--timeline-csv", timeline_csv, "Write attempts per time bucket (single point)");
   app.add_option("--plot", plot, "Plot the timeline to a PNG with gnuplot (single point)");
@@ -222,6 +226,7 @@ int main(int argc, char** argv) {
   }
   o.rate = rate;
   o.seconds = seconds;
+  o.breaker = breaker;
   if ((!timeline_csv.empty() || !plot.empty()) && (sweep || preset == "contention")) {
     return Usage(absl::StrCat(timeline_csv.empty() ? "--plot" : "--timeline-csv",
                               ": needs a single point of a call preset (drop --sweep; not "

@@ -26,6 +26,7 @@ absl::StatusOr<BasePolicy> LoadBasePolicy(const std::string& path) {
   base.status_query = !policy->status_query_url_template.empty();
   base.server_deduplicates = policy->server_deduplicates;
   base.classifier = probe.classifier;
+  base.circuit_breaker = policy->circuit_breaker;
   base.source = path;
   base.make_budget = [p = *std::move(policy)] {
     ClientOptions fresh;

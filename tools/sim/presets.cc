@@ -50,6 +50,8 @@ struct Totals {
     sum.outcome_violations += r.outcome_violations;
     sum.budget_exhausted += r.budget_exhausted;
     sum.rejected += r.rejected;
+    sum.outage_requests += r.outage_requests;
+    sum.circuit_refusals += r.circuit_refusals;
     for (std::size_t i = 0; i < r.stop_reasons.size(); ++i) {
       sum.stop_reasons[i] += r.stop_reasons[i];
       sum.unknown_stop_reasons[i] += r.unknown_stop_reasons[i];
@@ -341,64 +343,83 @@ std::vector<Row> Outage(const PresetOptions& o) {
   const Duration outage_start = seconds(10);
   const Duration outage_end = seconds(20);
   const Duration bucket = milliseconds(100);
+  // --breaker: every client twice, without and with the breaker, at the
+  // same seed (the same arrivals).
+  std::vector<std::optional<CircuitBreakerOptions>> breakers = {std::nullopt};
+  if (o.breaker) {
+    breakers = {std::nullopt, o.policy.circuit_breaker.value_or(CircuitBreakerOptions{})};
+  } else if (o.policy.circuit_breaker.has_value()) {
+    breakers = {o.policy.circuit_breaker};
+  }
+  const bool single = clients.size() == 1 && breakers.size() == 1;
   std::vector<Row> rows;
   for (ClientVariant v : clients) {
-    SimConfig c;
-    c.server = BaseServer();
-    // 40 slots of 20 ms: ~2000 calls/s, twice the offered load.
-    c.server.capacity = 40;
-    c.server.failure_rate = o.failure_rate.value_or(0);
-    c.server.outage_start = outage_start;
-    c.server.outage_end = outage_end;
-    c.client = MakeClientModel(v, o.policy);
-    c.workload = OpenLoop(o.rate, secs);
-    c.bucket = bucket;
-    Totals t;
-    double baseline = 0, peak = 0, during = 0, drain = 0;
-    for (int i = 0; i < trials; ++i) {
-      c.seed = o.seed + static_cast<std::uint64_t>(i);
-      SimResult r = RunSimulation(c);
-      t.Add(r);
-      const double per_s = 1.0 / std::chrono::duration<double>(bucket).count();
-      const auto idx = [&](Duration d) { return static_cast<std::size_t>(d / bucket); };
-      double base_sum = 0, during_sum = 0, peak_i = 0;
-      std::size_t base_n = 0, during_n = 0, last_rejected = 0;
-      for (std::size_t b = 0; b < r.timeline.size(); ++b) {
-        const double load =
-            static_cast<double>(r.timeline[b].attempts + r.timeline[b].status_queries) * per_s;
-        if (b >= idx(seconds(2)) && b < idx(outage_start)) {
-          base_sum += load;
-          ++base_n;
-        } else if (b >= idx(outage_start) && b < idx(outage_end)) {
-          during_sum += load;
-          ++during_n;
-        } else if (b >= idx(outage_end)) {
-          peak_i = std::max(peak_i, load);
-          if (r.timeline[b].rejected > 0) last_rejected = b + 1;
+    for (const std::optional<CircuitBreakerOptions>& breaker : breakers) {
+      SimConfig c;
+      c.server = BaseServer();
+      // 40 slots of 20 ms: ~2000 calls/s, twice the offered load.
+      c.server.capacity = 40;
+      c.server.failure_rate = o.failure_rate.value_or(0);
+      c.server.outage_start = outage_start;
+      c.server.outage_end = outage_end;
+      c.client = MakeClientModel(v, o.policy);
+      c.client.circuit_breaker = breaker;
+      c.workload = OpenLoop(o.rate, secs);
+      c.bucket = bucket;
+      Totals t;
+      double baseline = 0, peak = 0, during = 0, drain = 0;
+      for (int i = 0; i < trials; ++i) {
+        c.seed = o.seed + static_cast<std::uint64_t>(i);
+        SimResult r = RunSimulation(c);
+        t.Add(r);
+        const double per_s = 1.0 / std::chrono::duration<double>(bucket).count();
+        const auto idx = [&](Duration d) { return static_cast<std::size_t>(d / bucket); };
+        double base_sum = 0, during_sum = 0, peak_i = 0;
+        std::size_t base_n = 0, during_n = 0, last_rejected = 0;
+        for (std::size_t b = 0; b < r.timeline.size(); ++b) {
+          const double load =
+              static_cast<double>(r.timeline[b].attempts + r.timeline[b].status_queries) * per_s;
+          if (b >= idx(seconds(2)) && b < idx(outage_start)) {
+            base_sum += load;
+            ++base_n;
+          } else if (b >= idx(outage_start) && b < idx(outage_end)) {
+            during_sum += load;
+            ++during_n;
+          } else if (b >= idx(outage_end)) {
+            peak_i = std::max(peak_i, load);
+            if (r.timeline[b].rejected > 0) last_rejected = b + 1;
+          }
+        }
+        baseline += base_n ? base_sum / static_cast<double>(base_n) : 0;
+        during += during_n ? during_sum / static_cast<double>(during_n) : 0;
+        peak += peak_i;
+        if (last_rejected > idx(outage_end)) {
+          drain += std::chrono::duration<double>(bucket).count() *
+                   static_cast<double>(last_rejected - idx(outage_end));
+        }
+        if (i == 0 && o.timeline != nullptr && single) {
+          *o.timeline = std::move(r.timeline);
+          if (o.timeline_bucket != nullptr) *o.timeline_bucket = bucket;
         }
       }
-      baseline += base_n ? base_sum / static_cast<double>(base_n) : 0;
-      during += during_n ? during_sum / static_cast<double>(during_n) : 0;
-      peak += peak_i;
-      if (last_rejected > idx(outage_end)) {
-        drain += std::chrono::duration<double>(bucket).count() *
-                 static_cast<double>(last_rejected - idx(outage_end));
-      }
-      if (i == 0 && o.timeline != nullptr && clients.size() == 1) {
-        *o.timeline = std::move(r.timeline);
-        if (o.timeline_bucket != nullptr) *o.timeline_bucket = bucket;
-      }
+      const double n = trials;
+      Row row;
+      row["client"] = std::string(ClientVariantName(v));
+      row["baseline_attempts_per_s"] = Round(baseline / n, 1);
+      row["outage_attempts_per_s"] = Round(during / n, 1);
+      row["peak_attempts_per_s_after_recovery"] = Round(peak / n, 1);
+      row["peak_ratio"] = Round(baseline > 0 ? peak / baseline : 0, 2);
+      row["overloaded_s_after_recovery"] = Round(drain / n, 1);
+      row["breaker"] = breaker.has_value();
+      // Requests that reached the dead server, and what the breaker spared it.
+      row["outage_requests"] = Round(static_cast<double>(t.sum.outage_requests) / n, 1);
+      const std::int64_t refused =
+          t.sum.stop_reasons[static_cast<std::size_t>(StopReason::kCircuitOpen)];
+      row["refused_by_breaker"] = Round(static_cast<double>(refused) / n, 1);
+      row["breaker_refusals"] = Round(static_cast<double>(t.sum.circuit_refusals) / n, 1);
+      t.Write(row);
+      rows.push_back(std::move(row));
     }
-    const double n = trials;
-    Row row;
-    row["client"] = std::string(ClientVariantName(v));
-    row["baseline_attempts_per_s"] = Round(baseline / n, 1);
-    row["outage_attempts_per_s"] = Round(during / n, 1);
-    row["peak_attempts_per_s_after_recovery"] = Round(peak / n, 1);
-    row["peak_ratio"] = Round(baseline > 0 ? peak / baseline : 0, 2);
-    row["overloaded_s_after_recovery"] = Round(drain / n, 1);
-    t.Write(row);
-    rows.push_back(std::move(row));
   }
   return rows;
 }
@@ -455,12 +476,13 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   p.server_deduplicates = base.server_deduplicates;
   m.timeout = base.timeout;
   m.classifier = base.classifier;
+  m.circuit_breaker = base.circuit_breaker;
   m.make_budget = base.make_budget ? base.make_budget : [] {
-    return std::shared_ptr<RetryBudget>(std::make_shared<RatioBudget>(RatioBudgetOptions{}));
+    return std::shared_ptr<RetryBudget>(RatioBudget::Create(RatioBudgetOptions{}).value());
   };
   m.make_query_budget = base.make_query_budget ? base.make_query_budget : [] {
     return std::shared_ptr<RetryBudget>(
-        std::make_shared<RatioBudget>(DefaultStatusQueryAllowance()));
+        RatioBudget::Create(DefaultStatusQueryAllowance()).value());
   };
   switch (variant) {
     case ClientVariant::kNoRetry:
@@ -474,7 +496,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
     case ClientVariant::kTokenBucket:
       p.max_attempts = 4;
       m.make_budget = [] {
-        return std::shared_ptr<RetryBudget>(std::make_shared<TokenThrottle>(TokenThrottleOptions{}));
+        return std::shared_ptr<RetryBudget>(TokenThrottle::Create(TokenThrottleOptions{}).value());
       };
       break;
     case ClientVariant::kRatioBudget:
@@ -482,7 +504,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
       m.make_budget = [] {
         RatioBudgetOptions r;
         r.percent = 0.20;  // Finagle's default
-        return std::shared_ptr<RetryBudget>(std::make_shared<RatioBudget>(r));
+        return std::shared_ptr<RetryBudget>(RatioBudget::Create(r).value());
       };
       break;
     case ClientVariant::kSaferetry:
@@ -522,6 +544,11 @@ std::string_view PresetDescription(std::string_view preset) {
 }
 
 absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
+  if (o.breaker && o.preset != "outage") {
+    return absl::InvalidArgumentError(
+        "--breaker: used by the outage preset only (a policy's circuitBreaker applies to every "
+        "preset)");
+  }
   if (absl::Status s = CheckRate("--failure-rate", o.failure_rate, 1.0); !s.ok()) return s;
   if (absl::Status s = CheckRate("--loss-rate", o.loss_rate, 1.0); !s.ok()) return s;
   if (absl::Status s = CheckRate("--slow-rate", o.slow_rate, 1.0); !s.ok()) return s;

@@ -65,6 +65,8 @@ struct BasePolicy {
   std::function<std::shared_ptr<RetryBudget>()> make_query_budget;
   /// Null: the default classifier.
   std::shared_ptr<const Classifier> classifier;
+  /// The policy's `saferetry.circuitBreaker`; empty: none.
+  std::optional<CircuitBreakerOptions> circuit_breaker;
   /// Where the policy came from, for the report.
   std::string source = "library defaults";
 };
@@ -95,6 +97,9 @@ struct PresetOptions {
   double rate = 1000;
   /// Simulated arrival window in seconds (0 = the preset's default).
   double seconds = 0;
+  /// outage: run every client without and with a circuit breaker (the
+  /// policy's `circuitBreaker`, else `CircuitBreakerOptions{}`).
+  bool breaker = false;
   BasePolicy policy;
   /// For single points: the timeline of the (first) run.
   std::vector<TimelineBucket>* timeline = nullptr;

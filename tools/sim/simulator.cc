@@ -153,6 +153,9 @@ class Engine {
                                                       : nullptr),
         classifier_(config.client.classifier ? config.client.classifier
                                              : DefaultClassifierInstance()),
+        breaker_(config.client.circuit_breaker.has_value()
+                     ? std::make_unique<CircuitBreaker>(*config.client.circuit_breaker)
+                     : nullptr),
         reset_(absl::UnavailableError("connection reset after the request was sent")),
         refused_(absl::UnavailableError("connection refused")),
         timed_out_(absl::DeadlineExceededError("attempt timed out")) {}
@@ -195,6 +198,7 @@ class Engine {
   std::shared_ptr<RetryBudget> budget_;
   std::shared_ptr<RetryBudget> query_budget_;
   std::shared_ptr<const Classifier> classifier_;
+  std::unique_ptr<CircuitBreaker> breaker_;  // null: no breaker
   const absl::Status reset_;
   const absl::Status refused_;
   const absl::Status timed_out_;
@@ -257,6 +261,8 @@ SimResult Engine::Run() {
         break;
     }
   }
+
+  if (breaker_ != nullptr) result_.circuit_refusals = breaker_->Snapshot(last_event_).refusals;
 
   // Outcomes are checked against the server's final state, so a commit that
   // landed after its call gave up still counts.
@@ -335,6 +341,7 @@ void Engine::StartCall(std::int32_t client, TimePoint now, bool measured) {
   const ClientModel& m = config_.client;
   CallPolicy policy = m.policy;
   policy.deadline = Deadline::After(now, m.timeout);
+  policy.circuit_breaker = breaker_.get();
   if (m.careless) {
     policy.traits = RequestTraits{/*idempotent=*/true, /*safe=*/false, /*keyed=*/false};
     policy.has_status_query = false;
@@ -382,6 +389,7 @@ void Engine::OnServerReceive(const Event& e) {
   const TimePoint now = e.at;
   if (InOutage(now)) {
     if (c.measured) {
+      ++result_.outage_requests;
       ++result_.rejected;
       if (TimelineBucket* b = Bucket(now)) ++b->rejected;
     }

@@ -31,12 +31,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "saferetry/backoff.h"
 #include "saferetry/call_state_machine.h"
+#include "saferetry/circuit_breaker.h"
 #include "saferetry/classifier.h"
 #include "saferetry/clock.h"
 #include "saferetry/random.h"
@@ -149,6 +151,9 @@ struct ClientModel {
   std::function<std::shared_ptr<RetryBudget>()> make_query_budget;
   /// Null = the default classifier.
   std::shared_ptr<const Classifier> classifier;
+  /// A circuit breaker for the model server (one host), fresh each run and
+  /// shared by every call, on the simulated clock. Empty = none.
+  std::optional<CircuitBreakerOptions> circuit_breaker;
 };
 
 /// When calls start.
@@ -220,6 +225,13 @@ struct SimResult {
   std::array<std::int64_t, kStopReasonCount> unknown_stop_reasons{};
   /// Requests turned away by capacity or the outage.
   std::int64_t rejected = 0;
+  /// Requests (attempts and status queries) that reached the server during
+  /// the outage: the load on the dead server.
+  std::int64_t outage_requests = 0;
+  /// Sends the circuit breaker refused (measured calls and the steady tail
+  /// alike); 0 without a breaker. Calls it ended are
+  /// `stop_reasons[kCircuitOpen]`.
+  std::int64_t circuit_refusals = 0;
   /// Simulated time from the first arrival to the last completion.
   Duration duration{0};
   /// Time of the last arrival (the offered-load window).
