@@ -144,6 +144,16 @@ class Child {
 
   pid_t pid() const { return pid_; }
 
+  // kill -9, then reaps the child; true when SIGKILL is what ended it.
+  bool KillNine() {
+    ::kill(pid_, SIGKILL);
+    ::close(out_fd_);
+    ::close(err_fd_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  }
+
   // Collects the output and the exit code; kills the child after 20 s.
   CliRun Wait() {
     CliRun run;
@@ -1362,6 +1372,217 @@ TEST(CliTest, TwentyConcurrentInvocationsWithOneKeyMakeOneEffect) {
   EXPECT_EQ(server.effects(), 1);
   EXPECT_EQ(bodies.size(), 1u);
   EXPECT_THAT(server.orders_requests().size(), Ge(20u));
+}
+
+// ---------------------------------------------------------------------------
+// The intent journal: --journal records the call, `saferetry reconcile`
+// settles what a call left unresolved.
+
+// A fresh journal path (the file does not exist yet).
+std::string JournalPath(const std::string& name) {
+  const std::string path = TempFile(name + ".db", "");
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+// The lines of `saferetry reconcile`'s stdout, each parsed.
+std::vector<json> JsonLines(const std::string& out) {
+  std::vector<json> lines;
+  std::size_t start = 0;
+  while (start < out.size()) {
+    const std::size_t end = out.find('\n', start);
+    lines.push_back(json::parse(out.substr(start, end - start), nullptr, false));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+void ExpectReconcileFields(const json& line) {
+  ASSERT_TRUE(line.is_object()) << line;
+  std::vector<std::string> names;
+  for (auto it = line.begin(); it != line.end(); ++it) names.push_back(it.key());
+  EXPECT_THAT(names, ElementsAre("http_status", "idempotency_key", "outcome", "resolved_by",
+                                 "stop_reason"));
+}
+
+TEST(CliJournalTest, KillNineWhileTheAttemptHangsThenReconcileSucceedsByAStatusQuery) {
+  OrderService server(Scripted({CommitThen(Fault::kHang)}));
+  const std::string journal = JournalPath("kill9");
+  Child cli({"-d", R"({"sku":"a"})", "--idempotency-key", "order-kill-9", "--status-url",
+             server.StatusUrl(), "--deadline", "1500ms", "--journal", journal,
+             server.OrdersUrl()});
+  // The order is committed and the attempt hangs: kill the tool there.
+  ASSERT_TRUE(WaitUntil([&] { return server.effects() == 1; }));
+  ASSERT_TRUE(cli.KillNine());
+  EXPECT_EQ(server.status_requests().size(), 0u);
+
+  // Its claim lasts until the call's deadline plus the grace (2 s); until
+  // then the intent is left alone and nothing is printed.
+  CliRun run;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        run = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
+        return !run.out.empty() || run.exit_code != 0;
+      },
+      milliseconds(10000)));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::vector<json> lines = JsonLines(run.out);
+  ASSERT_EQ(lines.size(), 1u) << run.out;
+  ExpectReconcileFields(lines[0]);
+  EXPECT_EQ(lines[0]["idempotency_key"], "order-kill-9");
+  EXPECT_EQ(lines[0]["outcome"], "SUCCEEDED");
+  EXPECT_EQ(lines[0]["stop_reason"], "success");
+  EXPECT_EQ(lines[0]["resolved_by"], "status_query");
+  EXPECT_EQ(lines[0]["http_status"], 200);
+  EXPECT_EQ(server.effects(), 1);
+  EXPECT_EQ(server.orders_requests().size(), 1u);  // one POST, never resent
+  ASSERT_EQ(server.status_requests().size(), 1u);
+  EXPECT_EQ(server.status_requests()[0].target, "/status/order-kill-9");
+
+  // Resolved for good: the next run has nothing to do.
+  CliRun again = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "");
+  EXPECT_EQ(server.status_requests().size(), 1u);
+}
+
+TEST(CliJournalTest, JournaledCallThatSucceededLeavesNothingToReconcile) {
+  OrderService server(ServerOptions{});
+  const std::string journal = JournalPath("ok");
+  CliRun run = RunCli({"--summary-json", "-d", "x", "--journal", journal, server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  CliRun reconcile = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
+  EXPECT_EQ(reconcile.exit_code, 0) << reconcile.err;
+  EXPECT_EQ(reconcile.out, "");
+  EXPECT_EQ(server.status_requests().size(), 0u);
+}
+
+TEST(CliJournalTest, UnknownWithoutATemplateNeedsStatusUrlAndSendsTheGivenCredentials) {
+  OrderService server(Scripted({CommitThen(Fault::kDrop)}));
+  const std::string journal = JournalPath("unknown");
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-unknown", "--max-attempts", "1",
+                       "--journal", journal, server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+
+  CliRun without = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
+  EXPECT_EQ(without.exit_code, 2) << without.err;
+  std::vector<json> lines = JsonLines(without.out);
+  ASSERT_EQ(lines.size(), 1u) << without.out;
+  ExpectReconcileFields(lines[0]);
+  EXPECT_EQ(lines[0]["outcome"], "UNKNOWN");
+  EXPECT_EQ(lines[0]["stop_reason"], "invalid_argument");
+  EXPECT_TRUE(lines[0]["resolved_by"].is_null());
+  EXPECT_TRUE(lines[0]["http_status"].is_null());
+
+  CliRun with = RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--status-url",
+                        server.StatusUrl(), "-H", "Authorization: Bearer reconcile-token"});
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  lines = JsonLines(with.out);
+  ASSERT_EQ(lines.size(), 1u) << with.out;
+  EXPECT_EQ(lines[0]["idempotency_key"], "k-unknown");
+  EXPECT_EQ(lines[0]["outcome"], "SUCCEEDED");
+  EXPECT_EQ(lines[0]["resolved_by"], "status_query");
+  ASSERT_EQ(server.status_requests().size(), 1u);
+  EXPECT_EQ(server.status_requests()[0].Header("Authorization").value_or(""),
+            "Bearer reconcile-token");
+  EXPECT_EQ(server.status_requests()[0].Header("Idempotency-Key").value_or(""), "k-unknown");
+  EXPECT_EQ(server.effects(), 1);
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+}
+
+TEST(CliJournalTest, NotFoundStaysUnknownUnlessFenced) {
+  Step lost = CommitThen(Fault::kDrop);
+  lost.commit = false;
+  ServerOptions o = Scripted({lost});
+  o.status_script = {Respond(404), Respond(404),
+                     WithHeaders(Respond(404), {{"Idempotency-Key-State", "fenced"}})};
+  OrderService server(o);
+  const std::string journal = JournalPath("fence");
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-fence", "--max-attempts", "1",
+                       "--journal", journal, server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  const std::vector<std::string> reconcile = {"reconcile", "--journal", journal, "--older-than",
+                                              "0s", "--status-url", server.StatusUrl()};
+
+  CliRun unfenced = RunCli(reconcile);
+  EXPECT_EQ(unfenced.exit_code, 2) << unfenced.err;
+  std::vector<json> lines = JsonLines(unfenced.out);
+  ASSERT_EQ(lines.size(), 1u) << unfenced.out;
+  EXPECT_EQ(lines[0]["outcome"], "UNKNOWN");
+  EXPECT_EQ(lines[0]["stop_reason"], "not_found_no_attempts_left");
+  EXPECT_EQ(lines[0]["http_status"], 404);
+
+  std::vector<std::string> fenced_args = reconcile;
+  fenced_args.push_back("--fence");
+  CliRun fenced = RunCli(fenced_args);
+  EXPECT_EQ(fenced.exit_code, 0) << fenced.err;
+  lines = JsonLines(fenced.out);
+  ASSERT_EQ(lines.size(), 1u) << fenced.out;
+  EXPECT_EQ(lines[0]["outcome"], "FAILED");
+  EXPECT_EQ(lines[0]["stop_reason"], "fenced");
+  EXPECT_EQ(lines[0]["resolved_by"], "status_query");
+  const std::vector<ReceivedRequest> queries = server.status_requests();
+  ASSERT_EQ(queries.size(), 3u);
+  EXPECT_FALSE(queries[1].Header("Idempotency-Key-Fence").has_value());
+  EXPECT_EQ(queries[2].Header("Idempotency-Key-Fence").value_or(""), "true");
+  EXPECT_EQ(server.effects(), 0);
+}
+
+TEST(CliJournalTest, PruneDeletesResolvedIntentsOnly) {
+  OrderService server(ServerOptions{});
+  const std::string journal = JournalPath("prune");
+  ASSERT_EQ(RunCli({"-d", "x", "--idempotency-key", "k-pruned", "--journal", journal,
+                    server.OrdersUrl()})
+                .exit_code,
+            0);
+  CliRun pruned =
+      RunCli({"reconcile", "--journal", journal, "--prune-older-than", "0s"});
+  EXPECT_EQ(pruned.exit_code, 0) << pruned.err;
+  // Pruned: the key may now be recorded for another request.
+  CliRun reuse = RunCli({"-d", "other", "--idempotency-key", "k-pruned", "--journal", journal,
+                         server.OrdersUrl()});
+  EXPECT_EQ(reuse.exit_code, 0) << reuse.err;
+}
+
+TEST(CliJournalTest, KeyReusedWithAnotherBodyIsRefusedAcrossInvocations) {
+  OrderService server(ServerOptions{});
+  const std::string journal = JournalPath("reuse");
+  ASSERT_EQ(RunCli({"-d", "a", "--idempotency-key", "k-reuse", "--journal", journal,
+                    server.OrdersUrl()})
+                .exit_code,
+            0);
+  CliRun reuse = RunCli({"-d", "b", "--idempotency-key", "k-reuse", "--journal", journal,
+                         server.OrdersUrl()});
+  EXPECT_EQ(reuse.exit_code, 64) << reuse.err;
+  EXPECT_THAT(reuse.err, HasSubstr("idempotency_key"));
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+}
+
+TEST(CliJournalTest, JournalThatCannotBeOpenedExits74AndSendsNothing) {
+  OrderService server(ServerOptions{});
+  CliRun run = RunCli({"-d", "x", "--journal", "/nonexistent-dir/j.db", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 74) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--journal"));
+  EXPECT_EQ(server.orders_requests().size(), 0u);
+  CliRun reconcile = RunCli({"reconcile", "--journal", "/nonexistent-dir/j.db"});
+  EXPECT_EQ(reconcile.exit_code, 74) << reconcile.err;
+}
+
+TEST(CliJournalTest, ReconcileBadInputExits64NamingTheFlag) {
+  const std::string journal = JournalPath("bad");
+  CliRun missing = RunCli({"reconcile"});
+  EXPECT_EQ(missing.exit_code, 64);
+  EXPECT_THAT(missing.err, HasSubstr("--journal"));
+  CliRun age = RunCli({"reconcile", "--journal", journal, "--older-than", "soon"});
+  EXPECT_EQ(age.exit_code, 64);
+  EXPECT_THAT(age.err, HasSubstr("--older-than"));
+  CliRun url = RunCli({"reconcile", "--journal", journal, "--status-url", "http://x/no-key"});
+  EXPECT_EQ(url.exit_code, 64);
+  EXPECT_THAT(url.err, HasSubstr("--status-url"));
+  CliRun header = RunCli({"reconcile", "--journal", journal, "-H", "NoColon"});
+  EXPECT_EQ(header.exit_code, 64);
+  EXPECT_THAT(header.err, HasSubstr("--header"));
 }
 
 }  // namespace

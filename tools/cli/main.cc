@@ -5,7 +5,11 @@
 // attempt, the deadline honoured) and says whether it SUCCEEDED, FAILED or is
 // UNKNOWN. The interface is documented in docs/cli.md.
 //
-// Exit codes: 0 SUCCEEDED, 1 FAILED, 2 UNKNOWN, 64 usage error or bad input.
+// saferetry reconcile --journal FILE ...: resolves the journal's unfinished
+// intents by status queries and prints one JSON line per intent.
+//
+// Exit codes: 0 SUCCEEDED, 1 FAILED, 2 UNKNOWN, 64 usage error or bad input,
+// 74 the journal cannot be opened, read or written.
 
 #include <pthread.h>
 #include <signal.h>
@@ -37,8 +41,10 @@
 #include "saferetry/client.h"
 #include "saferetry/config.h"
 #include "saferetry/curl_transport.h"
+#include "saferetry/reconciler.h"
 #include "saferetry/redaction.h"
 #include "saferetry/result.h"
+#include "saferetry/sqlite_journal.h"
 #include "tools/cli/duration.h"
 #include "tools/cli/report.h"
 
@@ -67,6 +73,7 @@ struct Flags {
   std::string policy;
   bool verbose = false;
   bool summary_json = false;
+  std::string journal;
 
   // Which options were given at all.
   bool method_given = false;
@@ -336,6 +343,181 @@ void PrintError(std::string_view message) {
   std::fprintf(stderr, "saferetry: %s\n", OneLine(message).c_str());
 }
 
+// Opens the SQLite journal at `path` for the tool (created 0600 if missing).
+absl::StatusOr<std::shared_ptr<IntentJournal>> OpenJournal(const std::string& path) {
+  SqliteJournalOptions options;
+  options.path = path;
+  return OpenSqliteJournal(options);
+}
+
+// A non-negative duration: "0s" (or "0", "0ms", ...) is zero; anything else
+// as `ParseDuration`.
+absl::StatusOr<Duration> ParseAge(const std::string& text) {
+  const std::size_t digits = text.find_first_not_of('0');
+  if (!text.empty() && digits != 0) {
+    const std::string unit = digits == std::string::npos ? "" : text.substr(digits);
+    if (unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h") {
+      return Duration::zero();
+    }
+  }
+  return ParseDuration(text);
+}
+
+// saferetry reconcile: see docs/cli.md.
+int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
+  std::string journal_path;
+  std::string status_url;
+  std::vector<std::string> headers;
+  std::string older_than;
+  std::string prune_older_than;
+  std::string timeout = "10s";
+  std::string time_limit = "5m";
+  std::string max_intents = "1000";
+  bool fence = false;
+  CLI::App app{
+      "Resolves the journal's unfinished intents (PENDING, SENT, UNKNOWN) by status queries "
+      "only and prints one JSON object per intent tried. Exit 0 when every intent tried ended "
+      "SUCCEEDED or FAILED, 2 when any is still UNKNOWN, 74 when the journal cannot be read or "
+      "written, 64 for bad input.",
+      "saferetry reconcile"};
+  app.add_option("--journal", journal_path, "The SQLite intent journal")->required();
+  app.add_option("--status-url", status_url,
+                 "Status URL with {key} (default: the one recorded with each intent)");
+  app.add_option("-H,--header", headers,
+                 "\"Name: value\" sent on every status query, e.g. credentials (repeatable)")
+      ->allow_extra_args(false);
+  CLI::Option* older = app.add_option(
+      "--older-than", older_than,
+      "Every unfinished intent created at least this long ago whose claim has expired, "
+      "whatever its deadline (0s: all). Default: those whose deadline has passed");
+  app.add_flag("--fence", fence,
+               "After a \"not found\", ask the server to fence the key (a fenced \"not "
+               "found\" ends FAILED)");
+  CLI::Option* prune = app.add_option(
+      "--prune-older-than", prune_older_than,
+      "Afterwards, delete SUCCEEDED and FAILED intents last updated this long ago (unresolved "
+      "intents are never deleted)");
+  app.add_option("--timeout", timeout, "Time per intent (default 10s)");
+  app.add_option("--time-limit", time_limit, "No intent is started after this (default 5m)");
+  app.add_option("--max-intents", max_intents, "Intents per run (default 1000)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    PrintError(absl::StrCat(e.what(), " (see saferetry reconcile --help)"));
+    return kExitUsage;
+  }
+
+  ReconcilerOptions options;
+  options.resolve.status_url_template = status_url;
+  options.resolve.fence = fence;
+  for (const std::string& h : headers) {
+    absl::StatusOr<Header> header = ParseHeaderFlag(h);
+    if (!header.ok()) {
+      PrintError(AsStd(header.status().message()));
+      return kExitUsage;
+    }
+    if (absl::Status s = ValidateHeader(*header, "--header"); !s.ok()) {
+      PrintError(AsStd(s.message()));
+      return kExitUsage;
+    }
+    options.resolve.headers.push_back(*std::move(header));
+  }
+  if (!status_url.empty()) {
+    StatusQuery q;
+    q.url_template = status_url;
+    if (absl::Status s = ValidateStatusQuery(q); !s.ok()) {
+      PrintError(absl::StrCat("--status-url: ", s.message()));
+      return kExitUsage;
+    }
+  }
+  const auto as_ms = [](Duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+  };
+  if (older->count() > 0) {
+    absl::StatusOr<Duration> d = ParseAge(older_than);
+    if (!d.ok()) {
+      PrintError(absl::StrCat("--older-than: ", d.status().message()));
+      return kExitUsage;
+    }
+    options.older_than = as_ms(*d);
+  }
+  if (prune->count() > 0) {
+    absl::StatusOr<Duration> d = ParseAge(prune_older_than);
+    if (!d.ok()) {
+      PrintError(absl::StrCat("--prune-older-than: ", d.status().message()));
+      return kExitUsage;
+    }
+    options.prune_older_than = as_ms(*d);
+  }
+  absl::StatusOr<Duration> per_intent = ParseDuration(timeout);
+  if (!per_intent.ok()) {
+    PrintError(absl::StrCat("--timeout: ", per_intent.status().message()));
+    return kExitUsage;
+  }
+  options.resolve.timeout = *per_intent;
+  absl::StatusOr<Duration> limit = ParseDuration(time_limit);
+  if (!limit.ok()) {
+    PrintError(absl::StrCat("--time-limit: ", limit.status().message()));
+    return kExitUsage;
+  }
+  options.time_limit = *limit;
+  absl::StatusOr<int> count = ParseCount("--max-intents", max_intents, 1);
+  if (!count.ok()) {
+    PrintError(AsStd(count.status().message()));
+    return kExitUsage;
+  }
+  options.max_intents = static_cast<std::size_t>(*count);
+
+  absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenJournal(journal_path);
+  if (!journal.ok()) {
+    PrintError(absl::StrCat("--journal: ", journal.status().message()));
+    return kExitJournal;
+  }
+  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport({});
+  if (!transport.ok()) {
+    PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
+    return kExitFailed;
+  }
+  ClientOptions client_options;
+  client_options.transport = *std::move(transport);
+  client_options.clock = std::move(clock);
+  client_options.journal = *std::move(journal);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(client_options));
+  if (!client.ok()) {
+    PrintError(AsStd(client.status().message()));
+    return kExitUsage;
+  }
+  Reconciler reconciler(client->get(), options);
+  absl::StatusOr<ReconcileReport> report = reconciler.RunOnce();
+  if (!report.ok()) {
+    PrintError(absl::StrCat("--journal: ", report.status().message()));
+    return report.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                                        : kExitJournal;
+  }
+  for (const ReconciledIntent& r : report->tried) {
+    std::string line = ReconcileText(r.intent.key, r.result);
+    line.push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
+  std::fflush(stdout);
+  if (report->pruned.has_value() && report->pruned->kept_unresolved > 0) {
+    PrintError(absl::StrCat("warning: ", report->pruned->kept_unresolved,
+                            " unresolved intent(s) older than --prune-older-than were kept"));
+  }
+  if (!report->journal_status.ok()) {
+    PrintError(absl::StrCat("--journal: ", report->journal_status.message()));
+    return kExitJournal;
+  }
+  if (report->stopped_early) {
+    PrintError("warning: stopped before every eligible intent was tried (time limit or budget)");
+  }
+  return report->unknown > 0 ? kExitUnknown : kExitSucceeded;
+}
+
 int Run(int argc, char** argv) {
   // Before anything else: the deadline counts from here, and the signals are
   // blocked before any thread (ours or libcurl's) exists so all inherit it.
@@ -346,6 +528,9 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (argc >= 2 && std::string_view(argv[1]) == "reconcile") {
+    return RunReconcile(argc - 1, argv + 1, clock);
+  }
 
   Flags flags;
   CLI::App app{
@@ -389,6 +574,9 @@ int Run(int argc, char** argv) {
                "When giving up on a \"not found\" key, ask the server to fence it (a fenced "
                "\"not found\" ends FAILED)");
   app.add_option("--policy", flags.policy, "JSON retry policy file (docs/configuration.md)");
+  app.add_option("--journal", flags.journal,
+                 "Record the call in this SQLite intent journal before sending (exit 74 when it "
+                 "cannot be written); see saferetry reconcile");
   app.add_flag("-v,--verbose", flags.verbose, "Print each attempt's evidence on stderr");
   app.add_flag("--summary-json", flags.summary_json,
                "Print one JSON object on stdout instead of the body");
@@ -435,6 +623,14 @@ int Run(int argc, char** argv) {
   }
   inv->client.transport = *std::move(transport);
   inv->client.clock = clock;
+  if (!flags.journal.empty()) {
+    absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenJournal(flags.journal);
+    if (!journal.ok()) {
+      PrintError(absl::StrCat("--journal: ", journal.status().message()));
+      return kExitJournal;
+    }
+    inv->client.journal = *std::move(journal);
+  }
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(inv->client));
   if (!client.ok()) {
     PrintError(AsStd(client.status().message()));
@@ -454,6 +650,10 @@ int Run(int argc, char** argv) {
   if (result.stop_reason == StopReason::kInvalidArgument) {
     PrintError(AsStd(result.status.message()));
     return kExitUsage;
+  }
+  if (result.stop_reason == StopReason::kJournalUnavailable) {
+    PrintError(absl::StrCat("--journal: ", result.status.message()));
+    return kExitJournal;
   }
 
   const Duration elapsed = clock->Now() - start;

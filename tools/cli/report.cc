@@ -46,6 +46,31 @@ std::optional<std::string_view> ResolvedBy(const CallResult& result) {
   return std::nullopt;
 }
 
+nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& result) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["idempotency_key"] = std::string(key);
+  j["outcome"] = std::string(OutcomeName(result.outcome));
+  j["stop_reason"] = std::string(StopReasonName(result.stop_reason));
+  if (result.outcome != Outcome::kUnknown && result.resolved_by != saferetry::ResolvedBy::kNone) {
+    j["resolved_by"] = std::string(ResolvedByName(result.resolved_by));
+  } else {
+    j["resolved_by"] = nullptr;
+  }
+  if (result.last_response.has_value()) {
+    j["http_status"] = result.last_response->status_code;
+  } else if (!result.evidence.empty() && result.evidence.back().http_status.has_value()) {
+    j["http_status"] = *result.evidence.back().http_status;
+  } else {
+    j["http_status"] = nullptr;
+  }
+  return j;
+}
+
+std::string ReconcileText(std::string_view key, const CallResult& result) {
+  return ReconcileJson(key, result).dump(-1, ' ', false,
+                                         nlohmann::ordered_json::error_handler_t::replace);
+}
+
 nlohmann::ordered_json SummaryJson(const CallResult& result, Duration elapsed) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["outcome"] = std::string(OutcomeName(result.outcome));

@@ -25,6 +25,9 @@ inline constexpr int kExitUnknown = 2;
 /// Usage error or bad input (BSD sysexits EX_USAGE).
 inline constexpr int kExitUsage = 64;
 
+/// The journal (--journal) cannot be opened, read or written (BSD sysexits
+/// EX_IOERR).
+inline constexpr int kExitJournal = 74;
 /// 0 for kSucceeded, 1 for kFailed, 2 for kUnknown.
 int ExitCodeFor(Outcome outcome);
 
@@ -43,6 +46,14 @@ nlohmann::ordered_json SummaryJson(const CallResult& result, Duration elapsed);
 
 /// `SummaryJson` as one line of text (no trailing newline); never throws.
 std::string SummaryText(const CallResult& result, Duration elapsed);
+
+/// One line of `saferetry reconcile`'s output for an intent it tried:
+/// idempotency_key, outcome, stop_reason, resolved_by ("status_query",
+/// "response" or null) and http_status (the answer that decided it, else the
+/// last answer seen, else null), in that order.
+nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& result);
+/// `ReconcileJson` as one line of text (no trailing newline); never throws.
+std::string ReconcileText(std::string_view key, const CallResult& result);
 
 /// The line printed on stderr when --summary-json is not given, e.g.
 /// "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201" or
