@@ -173,12 +173,28 @@ absl::StatusOr<std::unique_ptr<FaultProxy>> FaultProxy::Start(ProxyOptions optio
         absl::StrCat("idle_timeout: must be > 0, got ", options.idle_timeout.count(), "ms"));
   }
   sockaddr_in upstream;
-  if (options.upstream_port <= 0 || options.upstream_port > 65535 ||
-      !ToAddress(options.upstream_host, options.upstream_port, &upstream)) {
-    return absl::InvalidArgumentError(absl::StrCat("upstream_port: need an IPv4 host and a port "
-                                                   "in 1..65535, got ",
-                                                   options.upstream_host, ":",
-                                                   options.upstream_port));
+  if (options.upstream_ports.empty()) {
+    if (options.upstream_port <= 0 || options.upstream_port > 65535 ||
+        !ToAddress(options.upstream_host, options.upstream_port, &upstream)) {
+      return absl::InvalidArgumentError(absl::StrCat("upstream_port: need an IPv4 host and a port "
+                                                     "in 1..65535, got ",
+                                                     options.upstream_host, ":",
+                                                     options.upstream_port));
+    }
+    options.upstream_ports = {options.upstream_port};
+  } else {
+    if (options.upstream_port != 0) {
+      return absl::InvalidArgumentError(
+          "upstream_ports: set either upstream_port or upstream_ports, not both");
+    }
+    for (std::size_t i = 0; i < options.upstream_ports.size(); ++i) {
+      const int p = options.upstream_ports[i];
+      if (p <= 0 || p > 65535 || !ToAddress(options.upstream_host, p, &upstream)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("upstream_ports[", i, "]: need an IPv4 host and a port in 1..65535, got ",
+                         options.upstream_host, ":", p));
+      }
+    }
   }
   sockaddr_in addr;
   if (options.listen_port < 0 || options.listen_port > 65535 ||
@@ -205,7 +221,11 @@ absl::StatusOr<std::unique_ptr<FaultProxy>> FaultProxy::Start(ProxyOptions optio
 }
 
 FaultProxy::FaultProxy(ProxyOptions options, int listen_fd, int port)
-    : options_(std::move(options)), decider_(options_.faults), listen_fd_(listen_fd), port_(port) {}
+    : options_(std::move(options)),
+      decider_(options_.faults),
+      listen_fd_(listen_fd),
+      port_(port),
+      sent_per_upstream_(options_.upstream_ports.size(), 0) {}
 
 FaultProxy::~FaultProxy() { Stop(); }
 
@@ -246,6 +266,8 @@ ProxyCounters FaultProxy::counters() const {
   c.drop_after_commit = counters_.drop_after_commit.load();
   c.hang_after_commit = counters_.hang_after_commit.load();
   c.upstream_errors = counters_.upstream_errors.load();
+  std::lock_guard<std::mutex> lock(mu_);
+  c.sent_per_upstream = sent_per_upstream_;
   return c;
 }
 
@@ -324,8 +346,27 @@ bool FaultProxy::WaitFor(std::chrono::milliseconds d) {
 }
 
 int FaultProxy::ConnectUpstream() {
+  // One turn per request. A refused connect sent nothing, so handing the
+  // request to the next instance cannot duplicate an effect.
+  const std::size_t n = options_.upstream_ports.size();
+  const std::size_t first = static_cast<std::size_t>(next_upstream_.fetch_add(1) % n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t u = (first + i) % n;
+    const int fd = ConnectTo(options_.upstream_ports[u]);
+    if (fd >= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++sent_per_upstream_[u];
+      return fd;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return -1;
+  }
+  return -1;
+}
+
+int FaultProxy::ConnectTo(int port) {
   sockaddr_in addr;
-  ToAddress(options_.upstream_host, options_.upstream_port, &addr);
+  ToAddress(options_.upstream_host, port, &addr);
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   SetNoDelay(fd);

@@ -18,12 +18,19 @@
 // Only requests matching the filter (by default: POST) draw a fault, so status
 // queries are answered honestly.
 //
+// With several upstream ports (instances of one service sharing a database)
+// the proxy is also a round-robin balancer: every forwarded request goes to
+// the next instance in turn, per request rather than per client connection.
+//
 // @code
 //   ProxyOptions options;
 //   options.upstream_port = service_port;
 //   options.faults.drop_after_commit = 0.3;
 //   options.faults.seed = 42;
 //   auto proxy = FaultProxy::Start(options);   // clients use (*proxy)->port()
+//
+//   options.upstream_port = 0;                  // or three instances:
+//   options.upstream_ports = {port_a, port_b, port_c};
 // @endcode
 
 #ifndef SAFERETRY_EXAMPLES_ORDERS_SERVICE_FAULT_PROXY_H_
@@ -115,7 +122,17 @@ struct ProxyOptions {
   /// 0 picks a free port.
   int listen_port = 0;
   std::string upstream_host = "127.0.0.1";
+  /// The service's port, for a single upstream. Set this or
+  /// `upstream_ports`, not both.
   int upstream_port = 0;
+  /// Several instances of the service on `upstream_host`, balanced
+  /// round-robin per request: each request the proxy forwards (one upstream
+  /// connection per request) goes to the next port in this list, whatever
+  /// client connection it came on, so keep-alive clients are spread over
+  /// every instance too. An instance that refuses the connection is skipped
+  /// for that request (nothing was sent to it) and the next one is tried;
+  /// when all refuse, the client gets 502. Empty: `upstream_port` alone.
+  std::vector<int> upstream_ports;
   /// Client connections served at once (one thread each); further clients
   /// wait in the listen backlog. > 0.
   int max_connections = 64;
@@ -138,6 +155,9 @@ struct ProxyCounters {
   std::int64_t hang_after_commit = 0;
   /// Service unreachable or its answer broken (the client got 502 or a close).
   std::int64_t upstream_errors = 0;
+  /// Requests sent to each upstream, in the order of the upstream ports (one
+  /// entry for a single `upstream_port`).
+  std::vector<std::int64_t> sent_per_upstream;
 };
 
 class FaultProxy {
@@ -160,7 +180,10 @@ class FaultProxy {
   FaultProxy(ProxyOptions options, int listen_fd, int port);
   void AcceptLoop();
   void Serve(int client_fd);
+  // Connects to the next upstream in turn, skipping refusals; -1 when none
+  // accepts or when stopping.
   int ConnectUpstream();
+  int ConnectTo(int port);
   // Registers an fd so Stop() can shut it down; false when stopping.
   bool Track(int fd);
   void CloseFd(int fd, bool reset);
@@ -192,6 +215,9 @@ class FaultProxy {
   std::set<int> fds_;
   std::list<Worker> workers_;
   std::vector<FaultKind> history_;
+  // The upstream the next request starts its turn at, modulo the count.
+  std::atomic<std::uint64_t> next_upstream_{0};
+  std::vector<std::int64_t> sent_per_upstream_;  // guarded by mu_
 };
 
 }  // namespace example

@@ -4,6 +4,9 @@
 //
 //   saferetry-fault-proxy --upstream-port 8080 --drop 0.2 --hang 0.05 --seed 7
 //
+// Repeat --upstream-port for several instances of a service: requests are
+// then balanced over them round-robin, one instance per request.
+//
 // Prints "listening <port>" once bound, serves until SIGINT or SIGTERM, then
 // prints its counters as one JSON line.
 
@@ -28,12 +31,17 @@ using ::saferetry::example::ProxyOptions;
 int Run(int argc, char** argv) {
   ProxyOptions options;
   std::string delay = "200ms", hang_limit = "30s", idle = "30s", methods = "POST", script;
+  std::vector<int> upstream_ports;
   CLI::App app{"Fault-injecting HTTP/1.1 proxy for loopback tests and demos"};
   app.add_option("--listen-host", options.listen_host)->capture_default_str();
   app.add_option("--listen-port", options.listen_port, "0 picks a free port")
       ->capture_default_str();
   app.add_option("--upstream-host", options.upstream_host)->capture_default_str();
-  app.add_option("--upstream-port", options.upstream_port)->required();
+  app.add_option("--upstream-port", upstream_ports,
+                 "Service port; repeat for round-robin over several instances")
+      ->required()
+      ->allow_extra_args(false)
+      ->check(CLI::Range(1, 65535));
   app.add_option("--reset", options.faults.reset_before_commit,
                  "Probability: reset the client before forwarding");
   app.add_option("--unavailable", options.faults.unavailable,
@@ -71,6 +79,11 @@ int Run(int argc, char** argv) {
     }
     *out = *d;
   }
+  if (upstream_ports.size() == 1) {
+    options.upstream_port = upstream_ports.front();
+  } else {
+    options.upstream_ports = upstream_ports;
+  }
   options.faults.methods.clear();
   if (methods != "*") {
     options.faults.methods = absl::StrSplit(methods, ',', absl::SkipEmpty());
@@ -107,7 +120,11 @@ int Run(int argc, char** argv) {
             << ",\"reset_before_commit\":" << c.reset_before_commit
             << ",\"drop_after_commit\":" << c.drop_after_commit
             << ",\"hang_after_commit\":" << c.hang_after_commit
-            << ",\"upstream_errors\":" << c.upstream_errors << "}" << std::endl;
+            << ",\"upstream_errors\":" << c.upstream_errors << ",\"sent_per_upstream\":[";
+  for (std::size_t i = 0; i < c.sent_per_upstream.size(); ++i) {
+    std::cout << (i == 0 ? "" : ",") << c.sent_per_upstream[i];
+  }
+  std::cout << "]}" << std::endl;
   return 0;
 }
 

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -197,6 +199,59 @@ TEST_F(FaultProxyTest, UnreachableUpstreamIs502) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 502);
   EXPECT_EQ((*proxy)->counters().upstream_errors, 1);
+}
+
+// Three instances (each on its own SQLite file, so the orders show where each
+// request went) behind one proxy, and one keep-alive client connection.
+TEST(FaultProxyRoundRobinTest, SpreadsRequestsOverInstancesAndSkipsARefusedOne) {
+  TempDir dir;
+  std::vector<std::unique_ptr<OrdersService>> services;
+  std::vector<int> ports;
+  for (int i = 0; i < 3; ++i) {
+    ServiceOptions options;
+    options.store.path = dir.File("orders-" + std::to_string(i) + ".db");
+    services.push_back(StartService(dir, options));
+    ASSERT_NE(services.back(), nullptr);
+    ports.push_back(services.back()->port());
+  }
+  ProxyOptions options;
+  options.upstream_ports = ports;
+  auto proxy = FaultProxy::Start(options);
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  auto client = ClientFor((*proxy)->port());
+  client->set_keep_alive(true);
+  auto post = [&](int i) {
+    auto r = PostOrder(*client, KeyHeaders("rr-" + std::to_string(i)), kBody);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 201);
+  };
+  for (int i = 0; i < 6; ++i) post(i);
+  EXPECT_EQ((*proxy)->counters().connections, 1);
+  EXPECT_THAT((*proxy)->counters().sent_per_upstream, ElementsAre(2, 2, 2));
+  for (const auto& s : services) EXPECT_EQ(s->store().Counts()->orders, 2);
+
+  // The second instance goes away: its turns pass to the next instance.
+  services[1]->Stop();
+  for (int i = 6; i < 9; ++i) post(i);
+  EXPECT_THAT((*proxy)->counters().sent_per_upstream, ElementsAre(3, 2, 4));
+  EXPECT_EQ((*proxy)->counters().upstream_errors, 0);
+  EXPECT_EQ(services[0]->store().Counts()->orders, 3);
+  EXPECT_EQ(services[2]->store().Counts()->orders, 4);
+}
+
+TEST(FaultProxyRoundRobinTest, ValidationNamesTheField) {
+  ProxyOptions options;
+  options.upstream_port = 8080;
+  options.upstream_ports = {8081, 8082};
+  EXPECT_EQ(FaultProxy::Start(options).status().message(),
+            "upstream_ports: set either upstream_port or upstream_ports, not both");
+  options.upstream_port = 0;
+  options.upstream_ports = {8081, 70000};
+  EXPECT_EQ(FaultProxy::Start(options).status().message(),
+            "upstream_ports[1]: need an IPv4 host and a port in 1..65535, got 127.0.0.1:70000");
+  options.upstream_ports = {};
+  EXPECT_EQ(FaultProxy::Start(options).status().message(),
+            "upstream_port: need an IPv4 host and a port in 1..65535, got 127.0.0.1:0");
 }
 
 TEST(FaultDeciderTest, SameSeedSameFaultsInTheSameOrder) {
