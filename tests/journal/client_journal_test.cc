@@ -12,10 +12,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "saferetry/async_client.h"
 #include "saferetry/client.h"
 #include "saferetry/journal.h"
 #include "saferetry/metrics.h"
 #include "saferetry/reconciler.h"
+#include "saferetry/testing/async_fake_transport.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
@@ -220,6 +222,67 @@ TEST_F(ClientJournalTest, UnkeyedCallsAreNotJournaled) {
   journal_->fail_record = true;  // would fail if it were used
   CallResult r = client->Execute(Request{"GET", "http://orders.test/orders/1", {}, ""});
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+}
+
+// The event-loop driver goes through the same journal steps.
+class AsyncClientJournalTest : public ClientJournalTest {
+ protected:
+  std::unique_ptr<AsyncClient> MakeAsync() {
+    AsyncClientOptions o;
+    o.client.clock = clock_;
+    o.client.random = std::make_shared<saferetry::testing::ScriptedRandom>();
+    o.client.journal = journal_;
+    o.loop = loop_;
+    o.transport = async_transport_;
+    o.run_loop_thread = false;
+    return AsyncClient::Create(std::move(o)).value();
+  }
+  std::shared_ptr<saferetry::testing::FakeEventLoop> loop_ =
+      std::make_shared<saferetry::testing::FakeEventLoop>(clock_);
+  std::shared_ptr<saferetry::testing::AsyncFakeTransport> async_transport_ =
+      std::make_shared<saferetry::testing::AsyncFakeTransport>(loop_, clock_);
+};
+
+TEST_F(AsyncClientJournalTest, AnUnknownOutcomeIsJournaledWithItsAttempts) {
+  auto client = MakeAsync();
+  async_transport_->Push(Step::CommitThenLost()).Push(Step::CommitThenLost());
+  CallOptions call = Keyed("k-async");
+  call.max_attempts = 2;
+  call.server_deduplicates = true;
+  auto done = client->Execute(Order(), call);
+  loop_->RunUntilIdle();
+  CallResult r = done.get();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.attempts, 2);
+  Intent stored = memory_->Get("k-async").value();
+  EXPECT_EQ(stored.state, IntentState::kUnknown);
+  EXPECT_EQ(stored.attempt, 2);
+  EXPECT_EQ(stored.claim_owner, "");
+}
+
+TEST_F(AsyncClientJournalTest, RecordFailureSendsNothing) {
+  auto client = MakeAsync();
+  journal_->fail_record = true;
+  auto done = client->Execute(Order(), Keyed("k-async"));
+  loop_->RunUntilIdle();
+  CallResult r = done.get();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kJournalUnavailable);
+  EXPECT_EQ(async_transport_->send_count(), 0);
+}
+
+TEST_F(AsyncClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
+  auto client = MakeAsync();
+  journal_->fail_mark_sent = true;
+  CallOptions call = Keyed("k-async");
+  call.max_attempts = 2;
+  auto done = client->Execute(Order(), call);
+  loop_->RunUntilIdle();
+  CallResult r = done.get();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(async_transport_->send_count(), 0);
+  EXPECT_EQ(memory_->Get("k-async").value().state, IntentState::kFailed);
 }
 
 class ResolveTest : public ClientJournalTest {
