@@ -8,6 +8,8 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 #include <utility>
 
 #include "gmock/gmock.h"
@@ -521,6 +523,55 @@ TEST_F(ReconcilerTest, OldestUnresolvedGaugeIsExported) {
               HasSubstr("# TYPE saferetry_journal_oldest_unresolved_age_seconds gauge\n"
                         "saferetry_journal_oldest_unresolved_age_seconds 90.5\n"));
   EXPECT_THAT(ToPrometheusText(MetricsSnapshot{}), Not(HasSubstr("journal")));
+}
+
+// Threads making journaled calls through one client while a reconciler walks
+// the same journal: every intent ends SUCCEEDED, none is touched twice.
+TEST_F(ReconcilerTest, ConcurrentCallsAndAReconcilerShareOneJournal) {
+  transport_->SetHandler([](const Request& request, const AttemptOptions&) {
+    TransportResult r;
+    r.delivery = Delivery::kResponseReceived;
+    r.response = Response{request.method == "POST" ? 201 : 200, {}, "ok"};
+    return r;
+  });
+  auto client = MakeClient();
+  constexpr int kThreads = 6;
+  constexpr int kCalls = 40;
+  std::atomic<bool> calls_done{false};
+  std::atomic<int> succeeded{0};
+  std::thread reconciler_thread([&] {
+    ReconcilerOptions options;
+    options.older_than = std::chrono::milliseconds(0);
+    Reconciler reconciler(client.get(), options);
+    while (!calls_done.load()) {
+      absl::StatusOr<ReconcileReport> report = reconciler.RunOnce();
+      EXPECT_TRUE(report.ok()) << report.status();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        CallResult r = client->Execute(
+            Order(), Keyed("t" + std::to_string(t) + "-" + std::to_string(i), true));
+        if (r.outcome == Outcome::kSucceeded) ++succeeded;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  calls_done = true;
+  reconciler_thread.join();
+  EXPECT_EQ(succeeded.load(), kThreads * kCalls);
+  EXPECT_EQ(transport_->send_count(), kThreads * kCalls);  // no status query was needed
+  UnfinishedFilter all;
+  all.limit = 0;
+  EXPECT_TRUE(memory_->ListUnfinished(all).value().empty());
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kCalls; ++i) {
+      EXPECT_EQ(memory_->Get("t" + std::to_string(t) + "-" + std::to_string(i)).value().state,
+                IntentState::kSucceeded);
+    }
+  }
 }
 
 }  // namespace
