@@ -99,9 +99,11 @@ std::array<std::uint8_t, 32> Sha256::Finish() {
   return out;
 }
 
-std::string Sha256Hex(std::string_view bytes) {
+std::string Sha256Hex(std::string_view bytes) { return Sha256Hex({bytes}); }
+
+std::string Sha256Hex(std::initializer_list<std::string_view> parts) {
   Sha256 sha;
-  sha.Update(bytes);
+  for (std::string_view part : parts) sha.Update(part);
   const std::array<std::uint8_t, 32> digest = sha.Finish();
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex(64, '0');

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,8 @@ class Sha256 {
 
 /// SHA-256 of `bytes` as 64 lower-case hex digits.
 std::string Sha256Hex(std::string_view bytes);
+/// SHA-256 of the concatenation of `parts`, as 64 lower-case hex digits.
+std::string Sha256Hex(std::initializer_list<std::string_view> parts);
 
 }  // namespace internal
 }  // namespace saferetry

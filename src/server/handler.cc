@@ -51,7 +51,8 @@ bool IsValidKeyToken(std::string_view s) {
 }
 
 std::string RequestDigest(std::string_view method, std::string_view path, std::string_view body) {
-  return internal::Sha256Hex({method, "\n", path, "\n", body});
+  // The core's SHA-256 (src/sha256.h), shared with the intent journal.
+  return saferetry::internal::Sha256Hex({method, "\n", path, "\n", body});
 }
 
 Answer RejectedBeforeWork(std::string_view code, std::string_view message) {
