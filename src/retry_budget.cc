@@ -100,7 +100,7 @@ absl::StatusOr<std::shared_ptr<TokenThrottle>> TokenThrottle::Create(
         "token_ratio: must be in [0.001, 1e12] (three decimals are kept), got ",
         options.token_ratio));
   }
-  return std::make_shared<TokenThrottle>(options);
+  return std::shared_ptr<TokenThrottle>(new TokenThrottle(options));
 }
 
 TokenThrottle::TokenThrottle(TokenThrottleOptions options)
@@ -170,7 +170,7 @@ absl::StatusOr<std::shared_ptr<RatioBudget>> RatioBudget::Create(RatioBudgetOpti
         absl::StrCat("window: must be <= 24h, got ",
                      absl::FormatDuration(absl::FromChrono(options.window))));
   }
-  return std::make_shared<RatioBudget>(options);
+  return std::shared_ptr<RatioBudget>(new RatioBudget(options));
 }
 
 RatioBudget::RatioBudget(RatioBudgetOptions options)
@@ -338,7 +338,7 @@ absl::StatusOr<std::shared_ptr<CostQuota>> CostQuota::Create(CostQuotaOptions op
     return absl::InvalidArgumentError(absl::StrCat(
         "throttling_cost: must be >= 0 (0 = retry_cost), got ", options.throttling_cost));
   }
-  return std::make_shared<CostQuota>(options);
+  return std::shared_ptr<CostQuota>(new CostQuota(options));
 }
 
 CostQuota::CostQuota(CostQuotaOptions options)

@@ -142,9 +142,9 @@ class TokenThrottle final : public RetryBudget {
   double Balance(TimePoint now) const override;
   void Refund(const BudgetDecision& decision, TimePoint now) override;
 
-  explicit TokenThrottle(TokenThrottleOptions options);  // use Create()
 
  private:
+  explicit TokenThrottle(TokenThrottleOptions options);  // Create() validates
   std::int64_t max_milli_;
   std::int64_t ratio_milli_;
   std::atomic<std::int64_t> milli_tokens_;
@@ -191,9 +191,9 @@ class RatioBudget final : public RetryBudget {
   double Balance(TimePoint now) const override;
   void Refund(const BudgetDecision& decision, TimePoint now) override;
 
-  explicit RatioBudget(RatioBudgetOptions options);  // use Create()
 
  private:
+  explicit RatioBudget(RatioBudgetOptions options);  // Create() validates
   struct Slot {
     std::int64_t epoch = -1;  // which second this slot holds
     std::int64_t deposits = 0;
@@ -272,9 +272,9 @@ class CostQuota final : public RetryBudget {
   double Balance(TimePoint now) const override;
   void Refund(const BudgetDecision& decision, TimePoint now) override;
 
-  explicit CostQuota(CostQuotaOptions options);  // use Create()
 
  private:
+  explicit CostQuota(CostQuotaOptions options);  // Create() validates
   CostQuotaOptions options_;
   std::atomic<std::int64_t> available_;
 };
