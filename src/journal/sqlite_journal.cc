@@ -34,12 +34,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "journal_codec.h"
+#include "sqlite_support.h"
 #include "saferetry/journal.h"
 
 namespace saferetry {
 namespace {
 
+using internal::CheckCompanionFiles;
+using internal::Connection;
 using internal::FromUnixMillis;
+using internal::PrepareFile;
+using internal::SqliteError;
+using internal::Statement;
 using internal::IntentRow;
 using internal::ToUnixMillis;
 
@@ -79,136 +85,6 @@ constexpr const char* kColumns =
     "key, method, url, body_digest, body, status_url_template, headers, created_ms, "
     "deadline_ms, state, attempt, http_status, stop_reason, resolved_by, last_error, "
     "claim_owner, claim_until_ms, updated_ms";
-
-absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
-  std::string message =
-      absl::StrCat(std::string(what), ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-    case SQLITE_READONLY:
-      return absl::UnavailableError(message);
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return absl::DataLossError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-// One connection and its prepared statements (keyed by the address of the
-// SQL literal: every statement text is a constant of this file).
-class Connection {
- public:
-  Connection() = default;
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  ~Connection() {
-    for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
-    if (db_ != nullptr) sqlite3_close_v2(db_);
-  }
-
-  absl::Status Open(const std::string& path, std::chrono::milliseconds busy_timeout) {
-    const int rc = sqlite3_open_v2(path.c_str(), &db_,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
-    if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("path: ", path));
-    sqlite3_extended_result_codes(db_, 1);
-    sqlite3_busy_timeout(db_, static_cast<int>(busy_timeout.count()));
-    return absl::OkStatus();
-  }
-
-  sqlite3* db() const { return db_; }
-
-  absl::Status Exec(const char* sql) {
-    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
-    return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, rc, sql);
-  }
-
-  absl::StatusOr<sqlite3_stmt*> Prepare(const char* sql) {
-    auto it = statements_.find(sql);
-    if (it != statements_.end()) return it->second;
-    sqlite3_stmt* stmt = nullptr;
-    const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) return SqliteError(db_, rc, "prepare");
-    statements_.emplace(sql, stmt);
-    return stmt;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-  std::map<const char*, sqlite3_stmt*> statements_;
-};
-
-// A prepared statement in use: binds by position, steps, and resets itself.
-class Statement {
- public:
-  Statement(Connection& conn, sqlite3_stmt* stmt) : conn_(conn), stmt_(stmt) {}
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  ~Statement() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  Statement& Bind(std::string_view text) {
-    Check(sqlite3_bind_text(stmt_, ++index_, text.data(), static_cast<int>(text.size()),
-                            SQLITE_STATIC));
-    return *this;
-  }
-  Statement& BindBlob(const std::optional<std::string>& blob) {
-    if (!blob.has_value()) {
-      Check(sqlite3_bind_null(stmt_, ++index_));
-    } else {
-      Check(sqlite3_bind_blob(stmt_, ++index_, blob->data(), static_cast<int>(blob->size()),
-                              SQLITE_STATIC));
-    }
-    return *this;
-  }
-  Statement& BindBlob(std::string_view blob) {
-    Check(sqlite3_bind_blob(stmt_, ++index_, blob.data(), static_cast<int>(blob.size()),
-                            SQLITE_STATIC));
-    return *this;
-  }
-  Statement& Bind(std::int64_t n) {
-    Check(sqlite3_bind_int64(stmt_, ++index_, n));
-    return *this;
-  }
-
-  // True when a row is ready; false when done.
-  absl::StatusOr<bool> Step() {
-    if (bind_rc_ != SQLITE_OK) return SqliteError(conn_.db(), bind_rc_, "bind");
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return SqliteError(conn_.db(), rc, "step");
-  }
-  absl::Status Run() {
-    absl::StatusOr<bool> row = Step();
-    return row.ok() ? absl::OkStatus() : row.status();
-  }
-
-  std::int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-  std::string Text(int column) const {
-    const void* p = sqlite3_column_blob(stmt_, column);
-    const int n = sqlite3_column_bytes(stmt_, column);
-    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p),
-                                                      static_cast<std::size_t>(n));
-  }
-
- private:
-  void Check(int rc) {
-    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-  }
-
-  Connection& conn_;
-  sqlite3_stmt* stmt_;
-  int index_ = 0;
-  int bind_rc_ = SQLITE_OK;
-};
 
 IntentRow ReadRow(const Statement& s) {
   IntentRow row;
@@ -296,58 +172,6 @@ absl::StatusOr<std::optional<Intent>> SelectIntent(Connection& conn, std::string
   absl::StatusOr<Intent> intent = internal::DecodeIntentRow(ReadRow(s));
   if (!intent.ok()) return intent.status();
   return std::optional<Intent>(*std::move(intent));
-}
-
-// Creates the file with mode 0600 or checks an existing one: never a symbolic
-// link, never accessible by group or others.
-absl::Status PrepareFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  const bool created = fd >= 0;
-  if (!created && errno == EEXIST) fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string message = absl::StrCat("path: ", path, ": ", std::strerror(err));
-    if (err == ELOOP) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("path: ", path, " is a symbolic link; the journal must be a regular file"));
-    }
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
-    return absl::UnavailableError(message);
-  }
-  struct stat st {};
-  absl::Status status;
-  if (fstat(fd, &st) != 0) {
-    status = absl::UnavailableError(absl::StrCat("path: ", path, ": ", std::strerror(errno)));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = absl::FailedPreconditionError(absl::StrCat("path: ", path, " is not a regular file"));
-  } else if (created) {
-    // The umask may have taken bits away (even the owner's): set exactly 0600.
-    if (fchmod(fd, 0600) != 0) {
-      status = absl::UnavailableError(absl::StrCat("path: ", path, ": ", std::strerror(errno)));
-    }
-  } else if ((st.st_mode & 077) != 0) {
-    status = absl::FailedPreconditionError(absl::StrCat(
-        "path: ", path, " is accessible by group or others (mode 0", (st.st_mode & 0777) >> 6,
-        (st.st_mode & 077) >> 3, st.st_mode & 07, "); the journal must be 0600 (chmod 600)"));
-  }
-  close(fd);
-  return status;
-}
-
-// SQLite creates -wal and -shm with the database file's mode; a stale one
-// left with a wider mode is refused all the same.
-absl::Status CheckCompanionFiles(const std::string& path) {
-  for (const char* suffix : {"-wal", "-shm"}) {
-    const std::string file = path + suffix;
-    struct stat st {};
-    if (lstat(file.c_str(), &st) != 0) continue;  // not there (yet)
-    if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "path: ", file, " is not a regular file of mode 0600; the journal refuses it"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 class SqliteJournal final : public IntentJournal {
