@@ -1569,6 +1569,17 @@ TEST(CliJournalTest, JournalThatCannotBeOpenedExits74AndSendsNothing) {
   EXPECT_EQ(reconcile.exit_code, 74) << reconcile.err;
 }
 
+TEST(CliJournalTest, UnkeyedRequestIsNotJournaledAndSaysSo) {
+  OrderService server(ServerOptions{});
+  const std::string journal = JournalPath("unkeyed");
+  CliRun run = RunCli({"--journal", journal, server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("warning: --journal: unused"));
+  CliRun reconcile = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
+  EXPECT_EQ(reconcile.exit_code, 0) << reconcile.err;
+  EXPECT_EQ(reconcile.out, "");
+}
+
 TEST(CliJournalTest, ReconcileBadInputExits64NamingTheFlag) {
   const std::string journal = JournalPath("bad");
   CliRun missing = RunCli({"reconcile"});

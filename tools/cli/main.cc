@@ -274,6 +274,10 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
     inv.warnings.push_back(
         "--status-url: unused, the request carries no idempotency key (give --idempotency-key)");
   }
+  if (!keyed && !flags.journal.empty()) {
+    inv.warnings.push_back(
+        "--journal: unused, the request carries no idempotency key (give --idempotency-key)");
+  }
   if (!keyed && call.server_deduplicates) {
     inv.warnings.push_back("--assume-dedup: unused, the request carries no idempotency key");
   }
