@@ -129,7 +129,10 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       return InvalidCall(absl::InvalidArgumentError(s.message()));
     }
     if (s.code() == absl::StatusCode::kInvalidArgument) return InvalidCall(s);
-    return JournalFailure(Outcome::kFailed, StopReason::kJournalUnavailable, JournalError(s));
+    CallResult r =
+        JournalFailure(Outcome::kFailed, StopReason::kJournalUnavailable, JournalError(s));
+    r.idempotency_key = *call.key;  // nothing was sent with it
+    return r;
   }
   const Intent& stored = recorded->intent;
   if (IsResolved(stored.state)) return StoredOutcome(stored);

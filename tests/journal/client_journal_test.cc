@@ -157,6 +157,7 @@ TEST_F(ClientJournalTest, RecordFailureSendsNothing) {
   EXPECT_THAT(std::string(r.status.message()), HasSubstr("disk full"));
   EXPECT_EQ(transport_->send_count(), 0);
   EXPECT_EQ(r.attempts, 0);
+  EXPECT_EQ(r.idempotency_key, "k-1");
 }
 
 TEST_F(ClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
