@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -229,6 +230,28 @@ std::string Origin(const std::string& url) {
   }
   curl_url_cleanup(u);
   return origin;
+}
+
+absl::Status GlobalInit() {
+  static std::once_flag once;
+  static CURLcode init_code = CURLE_OK;
+  std::call_once(once, [] { init_code = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (init_code != CURLE_OK) {
+    return absl::InternalError(
+        absl::StrCat("curl_global_init failed: ", curl_easy_strerror(init_code)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const char* detail,
+                         std::string_view note) {
+  std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
+  if (detail != nullptr && detail[0] != '\0') absl::StrAppend(&msg, " (", detail, ")");
+  if (!note.empty()) {
+    msg.append("; ");
+    msg.append(note.data(), note.size());
+  }
+  return absl::Status(code, msg);
 }
 
 }  // namespace internal

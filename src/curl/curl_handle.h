@@ -55,6 +55,17 @@ struct Hop {
   bool strip_credentials = false;
 };
 
+/// The User-Agent when the options leave it empty.
+inline constexpr char kDefaultUserAgent[] = "saferetry/0.2.0";
+
+/// curl_global_init, once per process (it is not thread-safe before libcurl
+/// 7.84); never curl_global_cleanup: other code may use libcurl too.
+absl::Status GlobalInit();
+
+/// "curl: <curl's message> (<detail>); <note>" with `code`.
+absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const char* detail,
+                         std::string_view note);
+
 // A new easy handle with every option that never changes for it set (the
 // callbacks, protocols, no automatic redirects, TCP_NODELAY, TLS); nullptr
 // when curl_easy_init fails.

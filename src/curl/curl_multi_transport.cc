@@ -31,29 +31,6 @@ namespace saferetry {
 namespace internal {
 namespace {
 
-constexpr char kDefaultUserAgent[] = "saferetry/0.1.0";
-
-absl::Status GlobalInitOnce() {
-  // libcurl 7.84+ makes curl_global_init thread-safe; the once keeps this
-  // transport from calling it more than once in any case.
-  static std::once_flag once;
-  static CURLcode code = CURLE_OK;
-  std::call_once(once, [] { code = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (code != CURLE_OK) {
-    return absl::InternalError(absl::StrCat("curl_global_init failed: ", curl_easy_strerror(code)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Failure(absl::StatusCode code, CURLcode curl_code, const char* detail,
-                     std::string_view note) {
-  std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
-  if (detail != nullptr && detail[0] != '\0') absl::StrAppend(&msg, " (", detail, ")");
-  msg.append("; ");
-  msg.append(note.data(), note.size());
-  return absl::Status(code, msg);
-}
-
 // Did any byte of the request possibly leave? The same evidence the
 // blocking transport reads.
 bool RequestStarted(PooledHandle& h) {
@@ -75,7 +52,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
       result.status = absl::OkStatus();
     } else {
       result.status =
-          Failure(info.status_code, code, h.error, "the response broke after its headers");
+          CurlFailure(info.status_code, code, h.error, "the response broke after its headers");
     }
     result.response = TakeResponse(ex);
     return result;
@@ -83,7 +60,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   const bool started = RequestStarted(h);
   if (ex.resend_blocked || code == CURLE_SEND_FAIL_REWIND) {
     result.delivery = Delivery::kMaybeDelivered;
-    result.status = Failure(absl::StatusCode::kUnavailable, code, h.error,
+    result.status = CurlFailure(absl::StatusCode::kUnavailable, code, h.error,
                             "the connection closed before any response; libcurl's resend of an "
                             "unsafe request was refused, the first copy may have been delivered");
     return result;
@@ -91,7 +68,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   const bool maybe =
       started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
   result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
-  result.status = Failure(info.status_code, code, h.error,
+  result.status = CurlFailure(info.status_code, code, h.error,
                           maybe ? "the request may have been delivered" : "nothing was sent");
   return result;
 }
@@ -329,7 +306,7 @@ absl::StatusOr<std::shared_ptr<AsyncTransport>> MakeCurlMultiTransport(
   if (options.ca_file.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError("ca_file: must not contain NUL");
   }
-  if (absl::Status s = internal::GlobalInitOnce(); !s.ok()) return s;
+  if (absl::Status s = internal::GlobalInit(); !s.ok()) return s;
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
   return std::shared_ptr<AsyncTransport>(

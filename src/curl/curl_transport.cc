@@ -35,22 +35,6 @@ namespace saferetry {
 namespace internal {
 namespace {
 
-constexpr char kDefaultUserAgent[] = "saferetry/0.1.0";
-
-// curl_global_init is not thread-safe and must run once per process; the
-// transport never calls curl_global_cleanup (other code in the process may
-// use libcurl too, and handles may outlive any one transport).
-absl::Status GlobalInit() {
-  static std::once_flag once;
-  static CURLcode init_code = CURLE_OK;
-  std::call_once(once, [] { init_code = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (init_code != CURLE_OK) {
-    return absl::InternalError(
-        absl::StrCat("curl_global_init failed: ", curl_easy_strerror(init_code)));
-  }
-  return absl::OkStatus();
-}
-
 class CurlTransport final : public Transport {
  public:
   explicit CurlTransport(CurlTransportOptions options) : options_(std::move(options)) {
@@ -90,17 +74,6 @@ void CurlTransport::Release(std::unique_ptr<PooledHandle> handle) {
     }
   }
   // Destroyed outside the lock: closing connections may take a while.
-}
-
-absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const char* detail,
-                         std::string_view note) {
-  std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
-  if (detail != nullptr && detail[0] != '\0') absl::StrAppend(&msg, " (", detail, ")");
-  if (!note.empty()) {
-    msg.append("; ");
-    msg.append(note.data(), note.size());
-  }
-  return absl::Status(code, msg);
 }
 
 TransportResult CurlTransport::Send(const Request& request, const AttemptOptions& options) {
