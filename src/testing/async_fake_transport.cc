@@ -108,15 +108,7 @@ AsyncTransport::AttemptId AsyncFakeTransport::Start(const Request& request,
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = ++next_id_;
-    SentRequest sent;
-    sent.request = request;
-    if (options.extra_headers != nullptr) {
-      sent.request.headers.insert(sent.request.headers.end(), options.extra_headers->begin(),
-                                  options.extra_headers->end());
-    }
-    sent.timeout = options.timeout;
-    sent.at = clock_ ? clock_->Now() : TimePoint{};
-    sent_.push_back(std::move(sent));
+    sent_.push_back(SentRequest::Of(request, options, clock_ ? clock_->Now() : TimePoint{}));
     if (!script_.empty()) {
       step = std::move(script_.front());
       script_.pop_front();
@@ -129,7 +121,7 @@ AsyncTransport::AttemptId AsyncFakeTransport::Start(const Request& request,
   if (!step.has_value() && handler) step = handler(request, options);
   TransportResult result;
   if (step.has_value()) {
-    latency = step->consumes_timeout ? options.timeout : std::min(step->latency, options.timeout);
+    latency = step->TimeTaken(options.timeout);
     step->result.timings.total = latency;
     result = std::move(step->result);
   } else if (backend != nullptr) {

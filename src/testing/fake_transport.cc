@@ -64,15 +64,7 @@ TransportResult FakeTransport::Send(const Request& request, const AttemptOptions
   Handler handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    SentRequest sent;
-    sent.request = request;
-    if (options.extra_headers != nullptr) {
-      sent.request.headers.insert(sent.request.headers.end(), options.extra_headers->begin(),
-                                  options.extra_headers->end());
-    }
-    sent.timeout = options.timeout;
-    sent.at = clock_ ? clock_->Now() : TimePoint{};
-    sent_.push_back(std::move(sent));
+    sent_.push_back(SentRequest::Of(request, options, clock_ ? clock_->Now() : TimePoint{}));
     if (!script_.empty()) {
       step = std::move(script_.front());
       script_.pop_front();
@@ -88,8 +80,7 @@ TransportResult FakeTransport::Send(const Request& request, const AttemptOptions
     return r;
   }
   if (clock_ != nullptr) {
-    const Duration spent = step->consumes_timeout ? options.timeout
-                                                  : std::min(step->latency, options.timeout);
+    const Duration spent = step->TimeTaken(options.timeout);
     if (spent != Duration::max()) clock_->Advance(spent);
   }
   step->result.timings.total = step->consumes_timeout ? options.timeout : step->latency;

@@ -14,6 +14,7 @@
 #ifndef SAFERETRY_TESTING_FAKE_TRANSPORT_H_
 #define SAFERETRY_TESTING_FAKE_TRANSPORT_H_
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -48,6 +49,12 @@ struct Step {
     return *this;
   }
 
+  /// The time the step takes for an attempt with `timeout`: the whole timeout
+  /// for a hang, else the latency capped by the timeout.
+  Duration TimeTaken(Duration timeout) const {
+    return consumes_timeout ? timeout : std::min(latency, timeout);
+  }
+
   TransportResult result;
   Duration latency = std::chrono::milliseconds(1);
   bool consumes_timeout = false;
@@ -55,6 +62,19 @@ struct Step {
 
 /// What the transport saw of one attempt.
 struct SentRequest {
+  /// What the transport saw of `request` sent with `options` at `at`.
+  static SentRequest Of(const Request& request, const AttemptOptions& options, TimePoint at) {
+    SentRequest sent;
+    sent.request = request;
+    if (options.extra_headers != nullptr) {
+      sent.request.headers.insert(sent.request.headers.end(), options.extra_headers->begin(),
+                                  options.extra_headers->end());
+    }
+    sent.timeout = options.timeout;
+    sent.at = at;
+    return sent;
+  }
+
   /// The request with the extra headers appended.
   Request request;
   Duration timeout{0};
