@@ -34,26 +34,8 @@ using ::saferetry::example::testing::TempDir;
 class ServiceProcess {
  public:
   explicit ServiceProcess(std::vector<std::string> args) {
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> argv;
-      static char bin[] = ORDERS_SERVICE_BIN;
-      argv.push_back(bin);
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(bin, argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    // "listening <port>\n", bounded by the read end closing on exit.
-    FILE* f = fdopen(out[0], "r");
-    if (fscanf(f, "listening %d", &port_) != 1) port_ = 0;
-    fclose(f);
+    pid_ = ::saferetry::example::testing::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
+                                                              &port_);
   }
   ~ServiceProcess() { Kill(); }
   int port() const { return port_; }

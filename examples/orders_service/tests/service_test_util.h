@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "orders_service/orders_service.h"
@@ -66,6 +68,36 @@ class Gate {
   bool arrived_ = false;
   bool open_ = false;
 };
+
+// Starts the service executable `bin` with `args` as a child process and
+// reads the "listening <port>" line it prints; the port is 0 when it did not
+// start. Returns the child's pid (<= 0 when fork failed). How the child is
+// stopped is the caller's choice.
+inline pid_t SpawnServiceProcess(const std::string& bin, std::vector<std::string> args,
+                                 int* port) {
+  *port = 0;
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    std::string path = bin;
+    std::vector<char*> argv;
+    argv.push_back(path.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  // "listening <port>\n", bounded by the read end closing on exit.
+  FILE* f = fdopen(out[0], "r");
+  if (fscanf(f, "listening %d", port) != 1) *port = 0;
+  fclose(f);
+  return pid;
+}
 
 /// Starts `options` (with a database in `dir`) on an ephemeral loopback port.
 inline std::unique_ptr<OrdersService> StartService(const TempDir& dir, ServiceOptions options) {
