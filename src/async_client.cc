@@ -23,17 +23,6 @@
 namespace saferetry {
 namespace {
 
-// A transport that refuses: `Client::Create` needs one, the asynchronous
-// driver never sends through it.
-class NoTransport final : public Transport {
- public:
-  TransportResult Send(const Request&, const AttemptOptions&) override {
-    TransportResult r;
-    r.status = absl::FailedPreconditionError("AsyncClient sends through its AsyncTransport");
-    return r;
-  }
-};
-
 CallResult Refused() {
   CallResult r;
   r.outcome = Outcome::kFailed;
@@ -444,12 +433,8 @@ absl::StatusOr<std::unique_ptr<AsyncClient>> AsyncClient::Create(AsyncClientOpti
           "run_loop_thread = false");
     }
   }
-  // The blocking client's validation and defaults, in one place: a client
-  // is made only to complete the options.
-  if (options.client.transport == nullptr) options.client.transport = std::make_shared<NoTransport>();
-  absl::StatusOr<std::unique_ptr<Client>> completed = Client::Create(std::move(options.client));
-  if (!completed.ok()) return completed.status();
-  options.client = (*completed)->options();
+  // The blocking client's validation and defaults, shared.
+  if (absl::Status s = internal::CompleteClientOptions(options.client); !s.ok()) return s;
   auto core = std::make_shared<Core>(std::move(options));
   std::unique_ptr<AsyncClient> client(new AsyncClient(std::move(core)));
   if (runnable != nullptr) {

@@ -55,10 +55,9 @@ absl::Status ValidateCallOptions(const CallOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
-  if (options.transport == nullptr) {
-    return absl::InvalidArgumentError("transport: required");
-  }
+namespace internal {
+
+absl::Status CompleteClientOptions(ClientOptions& options) {
   if (options.clock == nullptr) options.clock = SystemClock();
   if (options.random == nullptr) options.random = DefaultRandom();
   if (options.classifier == nullptr) options.classifier = DefaultClassifierInstance();
@@ -93,6 +92,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     s = ValidateHeader({options.hints.do_not_retry_header, "x"}, "hints.do_not_retry_header");
     if (!s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  if (options.transport == nullptr) {
+    return absl::InvalidArgumentError("transport: required");
+  }
+  if (absl::Status s = internal::CompleteClientOptions(options); !s.ok()) return s;
   return std::unique_ptr<Client>(new Client(std::move(options)));
 }
 

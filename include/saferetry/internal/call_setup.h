@@ -70,6 +70,11 @@ Headers StatusQueryHeaders(const PreparedCall& call, const CallAction& action);
 AttemptEvidence EvidenceOf(const TransportResult& result, TimePoint start, TimePoint end,
                            WallTime wall_now, const ClientOptions& client);
 
+/// Fills the defaults of `options` (clock, random, classifier, budgets) and
+/// validates the header names and hints, naming the field; the transport is
+/// the driver's business. Used by `Client::Create` and `AsyncClient::Create`.
+absl::Status CompleteClientOptions(ClientOptions& options);
+
 /// A result for a call that could not start.
 CallResult InvalidCall(absl::Status status);
 
