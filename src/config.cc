@@ -68,7 +68,10 @@ bool operator==(const Policy& a, const Policy& b) {
            a.circuit_breaker->window == b.circuit_breaker->window &&
            a.circuit_breaker->minimum_calls == b.circuit_breaker->minimum_calls &&
            a.circuit_breaker->open_duration == b.circuit_breaker->open_duration &&
-           a.circuit_breaker->half_open_probes == b.circuit_breaker->half_open_probes));
+           a.circuit_breaker->half_open_probes == b.circuit_breaker->half_open_probes)) &&
+         a.hedging.enabled == b.hedging.enabled && a.hedging.delay == b.hedging.delay &&
+         a.hedging.delay_from_p95 == b.hedging.delay_from_p95 &&
+         a.hedging.max_hedges == b.hedging.max_hedges;
 }
 
 CallOptions ToCallOptions(const Policy& policy) {
@@ -81,6 +84,7 @@ CallOptions ToCallOptions(const Policy& policy) {
   o.key_mode = policy.key_mode;
   o.status_query.url_template = policy.status_query_url_template;
   o.server_deduplicates = policy.server_deduplicates;
+  o.hedging = policy.hedging;
   return o;
 }
 

@@ -71,6 +71,14 @@ std::string DumpPolicy(const Policy& p) {
                              {"openFor", FormatProtoDuration(b.open_duration)},
                              {"halfOpenProbes", b.half_open_probes}};
   }  // absent: no breaker (as an unused budget object is left out)
+  const HedgingOptions& h = p.hedging;
+  const HedgingOptions off;
+  if (h.enabled || h.delay != off.delay || h.delay_from_p95 || h.max_hedges != off.max_hedges) {
+    own["hedging"] = {{"enabled", h.enabled},
+                      {"delay", FormatProtoDuration(h.delay)},
+                      {"delayFromP95", h.delay_from_p95},
+                      {"maxHedges", h.max_hedges}};
+  }  // absent: hedging off with the default options
 
   json doc = json::object();
   doc["retryPolicy"] = std::move(retry);

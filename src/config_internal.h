@@ -109,7 +109,11 @@ struct Loader {
   // `grpc_required`: inside a gRPC service config, where gRPC requires the
   // five classic fields.
   absl::Status RetryPolicy(const json& j, const std::string& path, bool grpc_required);
-  absl::Status RetryableCodes(const json& j, const std::string& path);
+  // gRPC's hedgingPolicy; `grpc_required`: maxAttempts must be present.
+  absl::Status HedgingPolicy(const json& j, const std::string& path, bool grpc_required);
+  // `allow_empty`: an empty array is accepted (nonFatalStatusCodes).
+  absl::Status RetryableCodes(const json& j, const std::string& path, bool allow_empty = false);
+  absl::Status HedgingObject(const json& j, const std::string& path);
   absl::Status RetryThrottling(const json& j, const std::string& path);
   absl::Status Saferetry(const json& j, const std::string& path);
   absl::Status StatusQueryObject(const json& j, const std::string& path);

@@ -81,8 +81,71 @@ absl::Status Loader::RetryPolicy(const json& j, const std::string& path, bool gr
   return absl::OkStatus();
 }
 
-absl::Status Loader::RetryableCodes(const json& j, const std::string& path) {
-  if (!j.is_array() || j.empty()) return Expected(path, "a non-empty array", j);
+absl::Status Loader::HedgingPolicy(const json& j, const std::string& path, bool grpc_required) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(
+      CheckKeys(j, path, {"maxAttempts", "hedgingDelay", "nonFatalStatusCodes"}));
+  if (!j.contains("maxAttempts")) {
+    if (grpc_required) return Invalid(Child(path, "maxAttempts"), "required in a gRPC hedgingPolicy");
+  } else {
+    // gRPC: more than 1 (the original request and at least one hedge).
+    std::int64_t v = 0;
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxAttempts"], Child(path, "maxAttempts"), 2,
+                                      std::numeric_limits<std::int64_t>::max(), &v));
+    if (v > kMaxAttemptsHardCap) {
+      Warn(Cat(Child(path, "maxAttempts"), ": ", v, " is above the hard cap of ",
+               kMaxAttemptsHardCap, "; clamped to ", kMaxAttemptsHardCap));
+      v = kMaxAttemptsHardCap;
+    }
+    constexpr int kMaxHedges = CallStateMachine::kMaxInFlight - 1;
+    if (v - 1 > kMaxHedges) {
+      Warn(Cat(Child(path, "maxAttempts"), ": at most ", kMaxHedges + 1,
+               " copies are in flight at once; the other ", v - 1 - kMaxHedges,
+               " attempt(s) are sent only after copies fail"));
+    }
+    policy->max_attempts = static_cast<int>(v);
+    policy->hedging.max_hedges = static_cast<int>(std::min<std::int64_t>(v - 1, kMaxHedges));
+  }
+  // gRPC's default delay is 0: every copy is sent at once.
+  policy->hedging.delay = Duration::zero();
+  if (j.contains("hedgingDelay")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["hedgingDelay"], Child(path, "hedgingDelay"), true,
+                                           &policy->hedging.delay));
+  }
+  if (j.contains("nonFatalStatusCodes")) {
+    SAFERETRY_RETURN_IF_ERROR(RetryableCodes(j["nonFatalStatusCodes"],
+                                             Child(path, "nonFatalStatusCodes"), true));
+  }
+  policy->hedging.enabled = true;
+  return absl::OkStatus();
+}
+
+absl::Status Loader::HedgingObject(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"enabled", "delay", "delayFromP95", "maxHedges"}));
+  HedgingOptions& h = policy->hedging;
+  if (j.contains("enabled")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadBool(j["enabled"], Child(path, "enabled"), &h.enabled));
+  }
+  if (j.contains("delay")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["delay"], Child(path, "delay"), true, &h.delay));
+  }
+  if (j.contains("delayFromP95")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadBool(j["delayFromP95"], Child(path, "delayFromP95"), &h.delay_from_p95));
+  }
+  if (j.contains("maxHedges")) {
+    std::int64_t v = 0;
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxHedges"], Child(path, "maxHedges"), 0,
+                                      CallStateMachine::kMaxInFlight - 1, &v));
+    h.max_hedges = static_cast<int>(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::RetryableCodes(const json& j, const std::string& path, bool allow_empty) {
+  if (!j.is_array()) return Expected(path, allow_empty ? "an array" : "a non-empty array", j);
+  if (j.empty() && !allow_empty) return Expected(path, "a non-empty array", j);
   const auto& names = GrpcCodeNames();
   for (std::size_t i = 0; i < j.size(); ++i) {
     const json& e = j[i];
@@ -132,7 +195,7 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
       {"jitter", "deadline", "attemptTimeout", "deadlineMargin", "minUsefulAttempt",
        "maxStatusQueries", "statusQuery", "serverDeduplicates", "idempotency", "deadlineHeader",
        "attemptHeader", "requestIdHeader", "maxRetryAfter", "doNotRetryHeader", "budget",
-       "ratioBudget", "costQuota", "classification", "circuitBreaker"}));
+       "ratioBudget", "costQuota", "classification", "circuitBreaker", "hedging"}));
   const auto at = [&](std::string_view k) { return Child(path, k); };
   if (j.contains("jitter")) {
     const json& v = j["jitter"];
@@ -233,6 +296,7 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
   if (j.contains("circuitBreaker")) {
     SAFERETRY_RETURN_IF_ERROR(CircuitBreakerObject(j["circuitBreaker"], at("circuitBreaker")));
   }
+  if (j.contains("hedging")) SAFERETRY_RETURN_IF_ERROR(HedgingObject(j["hedging"], at("hedging")));
   return absl::OkStatus();
 }
 
@@ -495,9 +559,18 @@ absl::StatusOr<Policy> LoadPolicy(std::string_view text, const LoadOptions& opti
   if (doc.contains("methodConfig")) {
     SAFERETRY_RETURN_IF_ERROR(LoadServiceConfig(doc, options, loader));
   } else {
-    SAFERETRY_RETURN_IF_ERROR(CheckKeys(doc, "$", {"retryPolicy", "retryThrottling", "saferetry"}));
+    SAFERETRY_RETURN_IF_ERROR(CheckKeys(
+        doc, "$", {"retryPolicy", "hedgingPolicy", "retryThrottling", "saferetry"}));
+    if (doc.contains("retryPolicy") && doc.contains("hedgingPolicy")) {
+      return config_internal::Invalid(
+          "$.hedgingPolicy", "cannot be combined with $.retryPolicy (one or the other, as in gRPC)");
+    }
     if (doc.contains("retryPolicy")) {
       SAFERETRY_RETURN_IF_ERROR(loader.RetryPolicy(doc["retryPolicy"], "$.retryPolicy", false));
+    }
+    if (doc.contains("hedgingPolicy")) {
+      SAFERETRY_RETURN_IF_ERROR(
+          loader.HedgingPolicy(doc["hedgingPolicy"], "$.hedgingPolicy", false));
     }
     if (doc.contains("retryThrottling")) {
       SAFERETRY_RETURN_IF_ERROR(loader.RetryThrottling(doc["retryThrottling"], "$.retryThrottling"));

@@ -110,7 +110,7 @@ absl::Status LoadServiceConfig(const json& doc, const LoadOptions& options, Load
   const json& mc = configs[chosen];
   const std::string p = Index("$.methodConfig", chosen);
   for (std::string_view ignored :
-       {"waitForReady", "maxRequestMessageBytes", "maxResponseMessageBytes", "hedgingPolicy"}) {
+       {"waitForReady", "maxRequestMessageBytes", "maxResponseMessageBytes"}) {
     if (mc.contains(ignored)) {
       loader.Warn(Cat(Child(p, ignored), ": ignored (no HTTP meaning)"));
     }
@@ -118,8 +118,16 @@ absl::Status LoadServiceConfig(const json& doc, const LoadOptions& options, Load
   if (mc.contains("timeout")) {
     SAFERETRY_RETURN_IF_ERROR(ReadDuration(mc["timeout"], Child(p, "timeout"), false, &policy.timeout));
   }
+  if (mc.contains("retryPolicy") && mc.contains("hedgingPolicy")) {
+    return Invalid(Child(p, "hedgingPolicy"),
+                   Cat("cannot be combined with ", Child(p, "retryPolicy"),
+                       " (one or the other, as in gRPC)"));
+  }
   if (mc.contains("retryPolicy")) {
     SAFERETRY_RETURN_IF_ERROR(loader.RetryPolicy(mc["retryPolicy"], Child(p, "retryPolicy"), true));
+  } else if (mc.contains("hedgingPolicy")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        loader.HedgingPolicy(mc["hedgingPolicy"], Child(p, "hedgingPolicy"), true));
   } else {
     // gRPC sends a method with no retryPolicy once (transparent retries of
     // requests that never left the client aside, which saferetry always does).

@@ -17,9 +17,16 @@
 //      }
 //
 //   2. a whole gRPC service config (`methodConfig`, `retryThrottling`,
-//      `loadBalancingConfig`, ...): the retryPolicy and `timeout` of the
-//      method config chosen by `LoadOptions::method` (or the only one) are
-//      taken; fields with no HTTP meaning are ignored with a warning.
+//      `loadBalancingConfig`, ...): the retryPolicy (or hedgingPolicy) and
+//      `timeout` of the method config chosen by `LoadOptions::method` (or the
+//      only one) are taken; fields with no HTTP meaning are ignored with a
+//      warning.
+//
+// gRPC's `hedgingPolicy` (`maxAttempts`, `hedgingDelay`,
+// `nonFatalStatusCodes`) is accepted in both shapes, instead of a
+// `retryPolicy` (gRPC allows one of the two), and becomes `Policy::hedging`;
+// `saferetry.hedging` sets the same options with saferetry's names
+// (docs/hedging.md). Only `AsyncClient` hedges.
 //
 // Errors are `InvalidArgument` naming the JSON path and what was expected:
 //   `$.retryPolicy.maxAttempts: expected an integer >= 1, got "three"`.
@@ -101,6 +108,14 @@ struct Policy {
   bool server_deduplicates = false;
   /// `saferetry.idempotency.mode`. Default auto.
   KeyMode key_mode = KeyMode::kAuto;
+  /// Hedging (`CallOptions::hedging`). From gRPC's `hedgingPolicy`:
+  /// `maxAttempts` (>= 2) sets `max_attempts` and `max_hedges` =
+  /// min(maxAttempts - 1, 3), `hedgingDelay` (default "0s") the delay, and
+  /// `nonFatalStatusCodes` the codes whose answer lets the other copies run
+  /// on (as `retryable_codes`; every other answer is final). From
+  /// `saferetry.hedging` ({enabled, delay, delayFromP95, maxHedges}), read
+  /// after `hedgingPolicy` and winning over it. Default off.
+  HedgingOptions hedging;
 
   // --- Client-wide (ClientOptions) -----------------------------------------
   /// `saferetry.idempotency.header`. Default "Idempotency-Key".
@@ -133,8 +148,8 @@ struct Policy {
   // --- Classification --------------------------------------------------------
   /// `saferetry.classification`: HTTP status -> class, applied first.
   std::map<int, AttemptClass> status_overrides;
-  /// `retryPolicy.retryableStatusCodes`: canonical gRPC code names
-  /// ("UNAVAILABLE"), as `GrpcCodesClassifierOptions::retryable_codes`.
+  /// `retryPolicy.retryableStatusCodes` (or `hedgingPolicy.nonFatalStatusCodes`):
+  /// canonical gRPC code names ("UNAVAILABLE"), as `GrpcCodesClassifierOptions::retryable_codes`.
   /// Empty together with `retryable_http_statuses` means "not given":
   /// saferetry's default classification applies unchanged.
   std::set<std::string> retryable_codes;

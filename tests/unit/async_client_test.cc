@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "saferetry/config.h"
 #include "saferetry/testing/async_fake_transport.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
@@ -319,6 +320,77 @@ TEST_F(AsyncClientTest, BadHedgingOptionsNameTheField) {
   EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
   EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("call.hedging.max_hedges"));
   EXPECT_EQ(transport_->send_count(), 0);
+}
+
+// gRPC's hedgingPolicy from JSON drives the same hedging: `hedgingDelay` is
+// the delay, and `nonFatalStatusCodes` decide which answers let the other
+// copy run on (listed) and which end the call at once (the rest).
+class JsonHedgingTest : public AsyncClientTest {
+ protected:
+  std::unique_ptr<AsyncClient> FromPolicy(const Policy& policy) {
+    AsyncClientOptions o;
+    EXPECT_TRUE(ApplyToClientOptions(policy, &o.client).ok());
+    o.client.clock = clock_;
+    o.client.random = random_;
+    o.client.budget = std::make_shared<UnlimitedBudget>();
+    o.loop = loop_;
+    o.transport = transport_;
+    o.run_loop_thread = false;
+    auto c = AsyncClient::Create(std::move(o));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *std::move(c);
+  }
+  Policy policy_ = LoadPolicy(R"({"hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "0.010s",
+                                                    "nonFatalStatusCodes": ["UNAVAILABLE"]}})")
+                       .value();
+};
+
+TEST_F(JsonHedgingTest, NonFatalAnswerLetsTheOtherCopyRunOn) {
+  auto client = FromPolicy(policy_);
+  transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
+  transport_->Push(Step::Respond(503, {}, "busy").After(milliseconds(5)));
+  auto f = client->Execute(Get(), ToCallOptions(policy_));
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.last_response->body, "first");
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.elapsed, milliseconds(100));
+  auto sent = transport_->sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].at - sent[0].at, milliseconds(10));
+  EXPECT_EQ(transport_->cancelled_count(), 0);
+}
+
+TEST_F(JsonHedgingTest, FatalAnswerEndsTheCallAndCancelsTheOtherCopy) {
+  auto client = FromPolicy(policy_);
+  transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
+  transport_->Push(Step::Respond(429, {}, "quota").After(milliseconds(5)));  // RESOURCE_EXHAUSTED
+  auto f = client->Execute(Get(), ToCallOptions(policy_));
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(r.last_response->body, "quota");
+  EXPECT_EQ(r.elapsed, milliseconds(15));
+  EXPECT_EQ(transport_->cancelled_count(), 1);
+  EXPECT_EQ(transport_->in_flight(), 0);
+}
+
+TEST_F(JsonHedgingTest, ZeroDelaySendsEveryCopyAtOnce) {
+  Policy p = LoadPolicy(R"({"hedgingPolicy": {"maxAttempts": 3}})").value();
+  auto client = FromPolicy(p);
+  for (int i = 0; i < 3; ++i) transport_->Push(Step::Respond(200).After(milliseconds(30 - i)));
+  auto f = client->Execute(Get(), ToCallOptions(p));
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.elapsed, milliseconds(28));
+  auto sent = transport_->sent();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[2].at, sent[0].at);
+  EXPECT_EQ(transport_->cancelled_count(), 2);
 }
 
 // On the real loop, from other threads (the ThreadSanitizer stage runs

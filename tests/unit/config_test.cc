@@ -192,7 +192,8 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "$.retryPolicy.maxAttempt: unknown field (expected one of maxAttempts, initialBackoff, "
        "maxBackoff, backoffMultiplier, retryableStatusCodes, perAttemptRecvTimeout)"},
       {R"({"retrypolicy": {}})",
-       "$.retrypolicy: unknown field (expected one of retryPolicy, retryThrottling, saferetry)"},
+       "$.retrypolicy: unknown field (expected one of retryPolicy, hedgingPolicy, retryThrottling, "
+       "saferetry)"},
       {R"({"retryThrottling": {"maxTokens": 10}})", "$.retryThrottling.tokenRatio: required"},
       {R"({"retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}})",
        "$.retryThrottling.maxTokens: expected a number in [0.001, 1000], got 0"},
@@ -251,7 +252,7 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "$.saferetry.colour: unknown field (expected one of jitter, deadline, attemptTimeout, "
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
        "idempotency, deadlineHeader, attemptHeader, requestIdHeader, maxRetryAfter, "
-       "doNotRetryHeader, budget, ratioBudget, costQuota, classification, circuitBreaker)"},
+       "doNotRetryHeader, budget, ratioBudget, costQuota, classification, circuitBreaker, hedging)"},
       {R"({"retryPolicy": {"perAttemptRecvTimeout": "1s"}, "saferetry": {"attemptTimeout": "2s"}})",
        "$.saferetry.attemptTimeout: conflicts with retryPolicy.perAttemptRecvTimeout"},
   };
@@ -384,7 +385,7 @@ TEST(ConfigTest, ServiceConfigPicksTheNamedMethodAndWarnsAboutIgnoredFields) {
        "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.2s", "maxBackoff": "2s",
                        "backoffMultiplier": 3, "retryableStatusCodes": ["UNAVAILABLE"]}},
       {"name": [{"service": "shop.Orders", "method": "Create"}], "timeout": "1.5s",
-       "maxRequestMessageBytes": 1024, "hedgingPolicy": {"maxAttempts": 2},
+       "maxRequestMessageBytes": 1024,
        "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.05s", "maxBackoff": "0.5s",
                        "backoffMultiplier": 2, "retryableStatusCodes": [14, "INTERNAL"],
                        "perAttemptRecvTimeout": "0.4s"}}
@@ -401,8 +402,7 @@ TEST(ConfigTest, ServiceConfigPicksTheNamedMethodAndWarnsAboutIgnoredFields) {
   EXPECT_EQ(p.token_throttle.token_ratio, 0.2);
   EXPECT_THAT(p.warnings,
               ElementsAre("$.loadBalancingConfig: ignored (no HTTP meaning)",
-                          "$.methodConfig[2].maxRequestMessageBytes: ignored (no HTTP meaning)",
-                          "$.methodConfig[2].hedgingPolicy: ignored (no HTTP meaning)"));
+                          "$.methodConfig[2].maxRequestMessageBytes: ignored (no HTTP meaning)"));
 
   Policy list = MustLoad(kConfig, LoadOptions{"shop.Orders/List"});
   EXPECT_EQ(list.max_attempts, 2);
@@ -511,6 +511,115 @@ TEST(ConfigTest, ToCallOptionsAndApplyToClientOptions) {
   EXPECT_EQ(ApplyToClientOptions(bad, &o).message(),
             "cost_quota: capacity: must be >= 0, got -1");
   EXPECT_EQ(ApplyToClientOptions(Policy{}, nullptr).message(), "options: must not be null");
+}
+
+// gRPC's hedgingPolicy, in a service config and in saferetry's own document.
+TEST(ConfigTest, GrpcHedgingPolicyBecomesTheHedgingOptions) {
+  constexpr char kConfig[] = R"({"methodConfig": [{
+    "name": [{"service": "shop.Catalog"}], "timeout": "2s",
+    "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.050s",
+                      "nonFatalStatusCodes": ["UNAVAILABLE", 503]}}]})";
+  Policy p = MustLoad(kConfig);
+  EXPECT_THAT(p.warnings, IsEmpty());
+  EXPECT_TRUE(p.hedging.enabled);
+  EXPECT_EQ(p.hedging.delay, milliseconds(50));
+  EXPECT_FALSE(p.hedging.delay_from_p95);
+  EXPECT_EQ(p.hedging.max_hedges, 2);
+  EXPECT_EQ(p.max_attempts, 3);
+  EXPECT_EQ(p.timeout, seconds(2));
+  EXPECT_EQ(p.retryable_codes, (std::set<std::string>{"UNAVAILABLE"}));
+  EXPECT_EQ(p.retryable_http_statuses, (std::set<int>{503}));
+  const CallOptions c = ToCallOptions(p);
+  EXPECT_TRUE(c.hedging.enabled);
+  EXPECT_EQ(c.hedging.delay, milliseconds(50));
+  EXPECT_EQ(c.hedging.max_hedges, 2);
+  EXPECT_EQ(c.max_attempts, 3);
+
+  // gRPC's defaults: no delay (every copy at once), no non-fatal codes (the
+  // default classification applies).
+  Policy d = MustLoad(R"({"hedgingPolicy": {"maxAttempts": 2}})");
+  EXPECT_TRUE(d.hedging.enabled);
+  EXPECT_EQ(d.hedging.delay, Duration::zero());
+  EXPECT_EQ(d.hedging.max_hedges, 1);
+  EXPECT_EQ(d.max_attempts, 2);
+  EXPECT_THAT(d.retryable_codes, IsEmpty());
+  EXPECT_THAT(MustLoad(R"({"hedgingPolicy": {"maxAttempts": 2, "nonFatalStatusCodes": []}})")
+                  .retryable_codes,
+              IsEmpty());
+
+  // At most four copies in flight; the rest of maxAttempts are retries.
+  Policy five = MustLoad(R"({"hedgingPolicy": {"maxAttempts": 5, "hedgingDelay": "0s"}})");
+  EXPECT_EQ(five.max_attempts, 5);
+  EXPECT_EQ(five.hedging.max_hedges, 3);
+  EXPECT_THAT(five.warnings,
+              ElementsAre("$.hedgingPolicy.maxAttempts: at most 4 copies are in flight at once; "
+                          "the other 1 attempt(s) are sent only after copies fail"));
+
+  // saferetry's own names, read after hedgingPolicy.
+  Policy own = MustLoad(R"({"hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.2s"},
+                            "saferetry": {"hedging": {"delayFromP95": true, "maxHedges": 1}}})");
+  EXPECT_TRUE(own.hedging.enabled);
+  EXPECT_EQ(own.hedging.delay, milliseconds(200));
+  EXPECT_TRUE(own.hedging.delay_from_p95);
+  EXPECT_EQ(own.hedging.max_hedges, 1);
+  EXPECT_EQ(own.max_attempts, 3);
+  Policy ext = MustLoad(R"({"saferetry": {"hedging": {"enabled": true, "delay": "0.01s"}}})");
+  EXPECT_TRUE(ext.hedging.enabled);
+  EXPECT_EQ(ext.hedging.delay, milliseconds(10));
+  EXPECT_EQ(ext.hedging.max_hedges, 1);
+  EXPECT_EQ(ext.max_attempts, 3);  // retries after the copies fail, with backoff
+}
+
+TEST(ConfigTest, HedgingErrorsNameThePath) {
+  const ErrorCase cases[] = {
+      {R"({"methodConfig": [{"hedgingPolicy": {"hedgingDelay": "1s"}}]})",
+       "$.methodConfig[0].hedgingPolicy.maxAttempts: required in a gRPC hedgingPolicy"},
+      {R"({"methodConfig": [{"hedgingPolicy": {"maxAttempts": 2},
+                             "retryPolicy": {"maxAttempts": 2, "initialBackoff": "1s",
+                                             "maxBackoff": "1s", "backoffMultiplier": 2,
+                                             "retryableStatusCodes": [14]}}]})",
+       "$.methodConfig[0].hedgingPolicy: cannot be combined with $.methodConfig[0].retryPolicy "
+       "(one or the other, as in gRPC)"},
+      {R"({"retryPolicy": {}, "hedgingPolicy": {"maxAttempts": 2}})",
+       "$.hedgingPolicy: cannot be combined with $.retryPolicy (one or the other, as in gRPC)"},
+      {R"({"hedgingPolicy": {"maxAttempts": 1}})",
+       "$.hedgingPolicy.maxAttempts: expected an integer >= 2, got 1"},
+      {R"({"hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "-1s"}})",
+       R"($.hedgingPolicy.hedgingDelay: expected a duration >= 0 like "0.1s" (decimal seconds, "s" suffix), got "-1s")"},
+      {R"({"hedgingPolicy": {"maxAttempts": 2, "nonFatalStatusCodes": ["NOPE"]}})",
+       R"($.hedgingPolicy.nonFatalStatusCodes[0]: expected a gRPC status code name other than OK ("UNAVAILABLE"), a code number 1..16, or an HTTP status 400..599, got "NOPE")"},
+      {R"({"hedgingPolicy": {"maxAttempts": 2, "nonFatalStatusCodes": "UNAVAILABLE"}})",
+       R"($.hedgingPolicy.nonFatalStatusCodes: expected an array, got "UNAVAILABLE")"},
+      {R"({"hedgingPolicy": {"maxAttempts": 2, "hedgeDelay": "1s"}})",
+       "$.hedgingPolicy.hedgeDelay: unknown field (expected one of maxAttempts, hedgingDelay, "
+       "nonFatalStatusCodes)"},
+      {R"({"saferetry": {"hedging": {"maxHedges": 4}}})",
+       "$.saferetry.hedging.maxHedges: expected an integer in [0, 3], got 4"},
+      {R"({"saferetry": {"hedging": {"enabled": "yes"}}})",
+       R"($.saferetry.hedging.enabled: expected true or false, got "yes")"},
+      {R"({"saferetry": {"hedging": {"delayFromP95s": true}}})",
+       "$.saferetry.hedging.delayFromP95s: unknown field (expected one of enabled, delay, "
+       "delayFromP95, maxHedges)"},
+  };
+  for (const ErrorCase& c : cases) {
+    EXPECT_EQ(ErrorOf(c.json), c.message) << c.json;
+  }
+}
+
+TEST(ConfigTest, HedgingRoundTripsThroughTheDump) {
+  for (const char* doc : {R"({"hedgingPolicy": {"maxAttempts": 4, "hedgingDelay": "0.025s",
+                                                   "nonFatalStatusCodes": [14]}})",
+                          R"({"saferetry": {"hedging": {"enabled": false, "delay": "0.3s"}}})",
+                          R"({"saferetry": {"hedging": {"enabled": true, "delayFromP95": true,
+                                                        "maxHedges": 0}}})"}) {
+    const Policy p = MustLoad(doc);
+    const std::string dump = DumpPolicy(p);
+    EXPECT_THAT(dump, ::testing::HasSubstr(R"("hedging": {)"));
+    absl::StatusOr<Policy> back = LoadPolicy(dump);
+    ASSERT_TRUE(back.ok()) << back.status() << "\n" << dump;
+    EXPECT_EQ(*back, p) << dump;
+  }
+  EXPECT_THAT(DumpPolicy(Policy{}), ::testing::Not(::testing::HasSubstr("hedging")));
 }
 
 // What retryableStatusCodes does to classification.
