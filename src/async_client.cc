@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "saferetry/cancellation.h"
 #include "saferetry/internal/call_setup.h"
+#include "saferetry/internal/latency_window.h"
 
 namespace saferetry {
 namespace {
@@ -44,39 +45,6 @@ absl::Status ValidateHedging(const HedgingOptions& h) {
   }
   return absl::OkStatus();
 }
-
-// Recent attempt latencies, for a hedge delay at the observed p95. Loop
-// thread only.
-class LatencyWindow {
- public:
-  static constexpr std::size_t kSize = 512;
-  static constexpr std::size_t kMinSamples = 20;
-
-  void Add(Duration d) {
-    samples_[next_ % kSize] = d;
-    ++next_;
-    stale_ = true;
-  }
-  std::optional<Duration> P95() {
-    const std::size_t n = std::min(next_, kSize);
-    if (n < kMinSamples) return std::nullopt;
-    if (stale_) {
-      std::array<Duration, kSize> copy = samples_;
-      const std::size_t k = (n * 95 + 99) / 100 - 1;  // nearest rank
-      std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(k),
-                       copy.begin() + static_cast<std::ptrdiff_t>(n));
-      p95_ = copy[k];
-      stale_ = false;
-    }
-    return p95_;
-  }
-
- private:
-  std::array<Duration, kSize> samples_{};
-  std::size_t next_ = 0;
-  bool stale_ = false;
-  Duration p95_{0};
-};
 
 }  // namespace
 
@@ -414,7 +382,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // Loop thread only.
   KeyFingerprints fingerprints_;
   std::unordered_map<CallId, std::shared_ptr<Call>> calls_;
-  LatencyWindow latencies_;
+  internal::LatencyWindow latencies_;
   bool shutting_down_ = false;
 };
 
