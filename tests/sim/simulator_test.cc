@@ -503,6 +503,257 @@ TEST(PresetTest, OutageWithBreakerReportsBothRuns) {
   EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--breaker"));
 }
 
+// ---------------------------------------------------------------------------
+// Hedging and the latency tail
+
+// One GET (safe to send twice) per call against a constant server: 5 ms per
+// hop, 10 ms of work, so an attempt outside the tail answers in 20 ms; in
+// the tail it takes 10 ms x 100 of work: 1010 ms.
+SimConfig OneGet() {
+  SimConfig c;
+  c.server.hop = Constant(milliseconds(5));
+  c.server.service = Constant(milliseconds(10));
+  c.server.tail_factor = 100;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, BasePolicy{});
+  c.client.policy.traits = RequestTraits{/*idempotent=*/true, /*safe=*/true, /*keyed=*/false};
+  c.client.policy.has_status_query = false;
+  c.client.timeout = std::chrono::seconds(5);
+  c.workload.kind = Workload::Kind::kClosedLoop;
+  c.workload.clients = 1;
+  c.workload.calls_per_client = 1;
+  return c;
+}
+
+HedgingOptions FixedHedge(Duration delay) {
+  HedgingOptions h;
+  h.enabled = true;
+  h.delay = delay;
+  h.max_hedges = 1;
+  return h;
+}
+
+void ExpectSameRun(const SimResult& a, const SimResult& b) {
+  EXPECT_EQ(a.calls, b.calls);
+  EXPECT_EQ(a.attempts, b.attempts);
+  EXPECT_EQ(a.status_queries, b.status_queries);
+  EXPECT_EQ(a.timeouts, b.timeouts);
+  EXPECT_EQ(a.succeeded, b.succeeded);
+  EXPECT_EQ(a.failed, b.failed);
+  EXPECT_EQ(a.unknown, b.unknown);
+  EXPECT_EQ(a.effects, b.effects);
+  EXPECT_EQ(a.budget_exhausted, b.budget_exhausted);
+  EXPECT_EQ(a.stop_reasons, b.stop_reasons);
+  EXPECT_EQ(a.p50, b.p50);
+  EXPECT_EQ(a.p99, b.p99);
+  EXPECT_EQ(a.p999, b.p999);
+  EXPECT_EQ(a.mean_completion, b.mean_completion);
+  EXPECT_EQ(a.duration, b.duration);
+  ASSERT_EQ(a.timeline.size(), b.timeline.size());
+  for (std::size_t i = 0; i < a.timeline.size(); ++i) {
+    EXPECT_EQ(a.timeline[i].attempts, b.timeline[i].attempts);
+    EXPECT_EQ(a.timeline[i].succeeded, b.timeline[i].succeeded);
+  }
+}
+
+TEST(HedgingTest, DisabledHedgingLeavesTheRecordedRunUnchanged) {
+  SimConfig c = SeededBrownOut(1);
+  c.client.hedging = FixedHedge(milliseconds(1));
+  c.client.hedging.delay_from_p95 = true;
+  c.client.hedging.max_hedges = 3;
+  c.client.hedging.enabled = false;
+  const SimResult r = RunSimulation(c);
+  // The figures of ExactResultsForASeededRun.
+  EXPECT_EQ(r.attempts, 650);
+  EXPECT_EQ(r.status_queries, 54);
+  EXPECT_EQ(r.succeeded, 473);
+  EXPECT_EQ(r.failed, 27);
+  EXPECT_EQ(r.budget_exhausted, 18);
+  EXPECT_EQ(r.hedges, 0);
+  EXPECT_EQ(r.hedge_timers, 0);
+  ExpectSameRun(r, RunSimulation(SeededBrownOut(1)));
+}
+
+TEST(HedgingTest, NoHedgeWhenEveryAnswerComesBeforeTheDelay) {
+  SimConfig c = OneGet();
+  c.workload.calls_per_client = 50;
+  c.workload.think_time = milliseconds(10);
+  const SimResult plain = RunSimulation(c);
+  c.client.hedging = FixedHedge(milliseconds(30));  // every answer takes 20 ms
+  const SimResult hedged = RunSimulation(c);
+  EXPECT_EQ(hedged.hedge_timers, 50);  // one per call, none fired in time
+  EXPECT_EQ(hedged.hedges, 0);
+  EXPECT_EQ(hedged.attempts, 50);
+  EXPECT_EQ(hedged.attempts, plain.attempts);  // exactly 0 extra requests
+  EXPECT_EQ(hedged.succeeded, 50);
+  EXPECT_EQ(hedged.p99, milliseconds(20));
+  EXPECT_EQ(hedged.hedge_delay_mean, milliseconds(30));
+  ExpectSameRun(hedged, plain);
+}
+
+TEST(HedgingTest, HedgeSentAtTheDelayWinsOverASlowFirstAttempt) {
+  SimConfig c = OneGet();
+  c.server.tail_sequence = {true};  // only the first processed attempt is slow
+  const SimResult plain = RunSimulation(c);
+  EXPECT_EQ(plain.attempts, 1);
+  EXPECT_EQ(plain.p50, milliseconds(1010));  // 5 + 10 x 100 + 5
+
+  c.client.hedging = FixedHedge(milliseconds(30));
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.hedges, 1);
+  EXPECT_EQ(r.succeeded, 1);
+  EXPECT_EQ(r.timeouts, 0);
+  EXPECT_EQ(r.outcome_violations, 0);
+  EXPECT_EQ(r.effects, 0);  // a read applies nothing
+  // The hedge leaves at 30 ms and answers 20 ms later; the first attempt's
+  // reply (at 1010 ms) is dropped. The run lasts until the call finished.
+  EXPECT_EQ(r.p50, milliseconds(50));
+  EXPECT_EQ(r.duration, milliseconds(50));
+  EXPECT_EQ(r.hedge_delay_mean, milliseconds(30));
+  EXPECT_EQ(r.stop_reasons[static_cast<std::size_t>(StopReason::kSuccess)], 1);
+}
+
+TEST(HedgingTest, HedgedKeyedPostAnswered409WaitsForTheFirst) {
+  // A keyed POST with a deduplicating server may be hedged; when the slow
+  // part is the server's own work the hedge finds the key in progress (409)
+  // and the call waits for the first copy. One effect.
+  SimConfig c = OneGet();
+  BasePolicy base;
+  base.server_deduplicates = true;
+  base.status_query = false;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, base);
+  c.client.timeout = std::chrono::seconds(5);
+  c.client.hedging = FixedHedge(milliseconds(30));
+  c.server.tail_sequence = {true};
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.hedges, 1);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.succeeded, 1);
+  EXPECT_EQ(r.effects, 1);
+  EXPECT_EQ(r.duplicates, 0);
+  EXPECT_EQ(r.p50, milliseconds(1010));
+}
+
+TEST(HedgingTest, BudgetThatRefusesSendsNoHedgeAndTheCallStillSucceeds) {
+  SimConfig c = OneGet();
+  c.server.tail_sequence = {true};
+  c.client.hedging = FixedHedge(milliseconds(30));
+  c.client.make_budget = [] {
+    RatioBudgetOptions none;
+    none.percent = 0;
+    none.min_per_second = 0;
+    return std::shared_ptr<RetryBudget>(RatioBudget::Create(none).value());
+  };
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.hedge_timers, 1);  // the timer fired; StartHedge was refused
+  EXPECT_EQ(r.hedges, 0);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.succeeded, 1);
+  EXPECT_EQ(r.p50, milliseconds(1010));
+}
+
+TEST(HedgingTest, KeyedPostWithoutDeduplicationIsNeverHedged) {
+  // The default saferetry client: a keyed POST, the server not declared to
+  // deduplicate. Hedging enabled with a 1 ms delay against a slow tail.
+  SimConfig c = SeededBrownOut(3);
+  c.server.tail_rate = 0.5;
+  const SimResult plain = RunSimulation(c);
+  c.client.hedging = FixedHedge(milliseconds(1));
+  c.client.hedging.max_hedges = 3;
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(r.hedges, 0);
+  EXPECT_EQ(r.hedge_timers, 0);
+  EXPECT_EQ(r.duplicates, 0);
+  ExpectSameRun(r, plain);
+  // The same POST with a deduplicating server is hedged.
+  BasePolicy dedup;
+  dedup.server_deduplicates = true;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, dedup);
+  c.client.hedging = FixedHedge(milliseconds(1));
+  const SimResult hedged = RunSimulation(c);
+  EXPECT_GT(hedged.hedges, 0);
+  EXPECT_EQ(hedged.duplicates, 0);
+  EXPECT_EQ(hedged.outcome_violations, 0);
+}
+
+TEST(HedgingTest, TailRateZeroDrawsNothingAndKeepsTheStream) {
+  SimConfig c = SeededBrownOut(2);
+  const SimResult a = RunSimulation(c);
+  c.server.tail_factor = 7;  // unused at rate 0
+  ExpectSameRun(RunSimulation(c), a);
+}
+
+TEST(PresetTest, TailPresetMeetsTheHedgingGoal) {
+  // The report's point: 2 % of responses 100x slower, GETs at 1000 calls/s
+  // for 20 s, seed 1; hedging at the observed p95, one hedge per call.
+  PresetOptions o;
+  o.preset = "tail";
+  auto rows = RunPreset(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  const Row& row = rows->front();
+  EXPECT_EQ(row["tail_rate"], 0.02);
+  EXPECT_EQ(row["tail_factor"], 100.0);
+  EXPECT_EQ(row["hedge_delay"], "p95");
+  EXPECT_EQ(row["calls"], 20000.0);
+  EXPECT_EQ(row["requests_no_hedge"], 20000.0);
+  EXPECT_EQ(row["requests_hedged"], 21383.0);
+  EXPECT_EQ(row["hedges_sent"], 1383.0);
+  EXPECT_EQ(row["extra_request_ratio"], 0.0692);
+  EXPECT_EQ(row["p99_ms_no_hedge"], 1020.35);
+  EXPECT_EQ(row["p99_ms_hedged"], 44.0);
+  EXPECT_EQ(row["hedge_delay_ms"], 24.09);
+  // The goal: p99 at least 5x lower for at most 7 % extra requests.
+  EXPECT_GE(row["p99_ms_no_hedge"].get<double>() / row["p99_ms_hedged"].get<double>(), 5.0);
+  EXPECT_GE(row["p99_ratio"].get<double>(), 5.0);
+  EXPECT_LE(row["extra_request_ratio"].get<double>(), 0.07);
+  // The median is not made worse, every call succeeds, and the budget never
+  // refused a retry.
+  EXPECT_LE(row["p50_ms_hedged"].get<double>(), row["p50_ms_no_hedge"].get<double>());
+  EXPECT_LT(row["p999_ms_hedged"].get<double>(), row["p999_ms_no_hedge"].get<double>());
+  EXPECT_EQ(row["success_rate_hedged"], 1.0);
+  EXPECT_EQ(row["hedged"]["budget_exhausted"], 0.0);
+  EXPECT_EQ(row["hedged"]["outcome_violations"], 0.0);
+}
+
+TEST(PresetTest, TailPresetWithAFixedHedgeDelay) {
+  PresetOptions o;
+  o.preset = "tail";
+  o.seconds = 2;
+  o.hedge_delay_ms = 30;
+  auto rows = RunPreset(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  const Row& row = rows->front();
+  EXPECT_EQ(row["hedge_delay"], "fixed");
+  EXPECT_EQ(row["hedge_delay_ms"], 30.0);
+  // Outside the tail an attempt takes ~20 ms: about the tail alone is hedged.
+  EXPECT_GT(row["hedges_sent"].get<double>(), 0.0);
+  EXPECT_LT(row["extra_request_ratio"].get<double>(), 0.04);
+}
+
+TEST(PresetTest, TailFlagsAreCheckedAndUsedByTheTailPresetOnly) {
+  PresetOptions o;
+  o.preset = "tail";
+  o.tail_rate = 1.5;
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--tail-rate"));
+  o.tail_rate.reset();
+  o.tail_factor = 0.5;
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--tail-factor"));
+  o.tail_factor.reset();
+  o.hedge_delay_ms = -1;
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--hedge-delay-ms"));
+  o.hedge_delay_ms.reset();
+  o.loss_rate = 0.1;
+  EXPECT_THAT(std::string(RunPreset(o).status().message()), HasSubstr("--loss-rate"));
+  PresetOptions other;
+  other.preset = "brown-out";
+  other.tail_rate = 0.02;
+  EXPECT_THAT(std::string(RunPreset(other).status().message()), HasSubstr("--tail-rate"));
+  other.tail_rate.reset();
+  other.hedge_delay_ms = 20;
+  EXPECT_THAT(std::string(RunPreset(other).status().message()), HasSubstr("--hedge-delay-ms"));
+}
+
 }  // namespace
 }  // namespace sim
 }  // namespace saferetry

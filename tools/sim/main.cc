@@ -5,6 +5,7 @@
 //   saferetry-sim --preset contention --sweep
 //   saferetry-sim --preset brown-out --failure-rate 0.5 --json
 //   saferetry-sim --preset outage --timeline-csv outage.csv --plot outage.png
+//   saferetry-sim --preset tail --json
 //
 // Exit codes: 0 done, 64 bad flags (the message names the flag), 66 an
 // unreadable --policy file, 73 an output file that cannot be written.
@@ -137,6 +138,9 @@ int main(int argc, char** argv) {
   double loss_rate = -1;
   double slow_rate = -1;
   double load_factor = -1;
+  double tail_rate = -1;
+  double tail_factor = -1;
+  double hedge_delay_ms = -1;
   std::string client;
   double rate = 1000;
   double seconds = 0;
@@ -145,7 +149,7 @@ int main(int argc, char** argv) {
   std::string plot;
 
   app.add_option("--preset", preset,
-                 "contention | brown-out | lost-responses | hang | outage")->required();
+                 "contention | brown-out | lost-responses | hang | outage | tail")->required();
   app.add_flag("--sweep", sweep, "Run the whole figure instead of one point");
   auto* clients_opt = app.add_option("--clients", clients, "contention: clients that start together");
   app.add_option("--trials", trials, "Trials per point, averaged (contention default 100, others 1)");
@@ -160,6 +164,15 @@ int main(int argc, char** argv) {
                                   "lost-responses, hang: slow-commit rate, 0..1 (hang default 0.02)");
   auto* load_opt = app.add_option("--load-factor", load_factor,
                                   "brown-out overload: offered load / server capacity");
+  auto* tail_rate_opt = app.add_option(
+      "--tail-rate", tail_rate,
+      "tail: fraction of responses in the slow tail, 0..1 (default 0.02)");
+  auto* tail_factor_opt = app.add_option(
+      "--tail-factor", tail_factor,
+      "tail: how much slower a tail response is, 1..10000 (default 100)");
+  auto* hedge_delay_opt = app.add_option(
+      "--hedge-delay-ms", hedge_delay_ms,
+      "tail: fixed hedge delay in milliseconds (default: the observed p95 attempt latency)");
   auto* client_opt = app.add_option(
       "--client", client,
       "no-retry | retries3 | token-bucket | ratio-budget | saferetry | careless | no-jitter-10 | "
@@ -217,6 +230,9 @@ int main(int argc, char** argv) {
   if (*loss_opt) o.loss_rate = loss_rate;
   if (*slow_opt) o.slow_rate = slow_rate;
   if (*load_opt) o.load_factor = load_factor;
+  if (*tail_rate_opt) o.tail_rate = tail_rate;
+  if (*tail_factor_opt) o.tail_factor = tail_factor;
+  if (*hedge_delay_opt) o.hedge_delay_ms = hedge_delay_ms;
   if (*client_opt) {
     saferetry::sim::ClientVariant v;
     if (!saferetry::sim::ParseClientVariant(client, &v)) {

@@ -32,6 +32,8 @@ struct Totals {
   SimResult sum;
   double p50_ms = 0;
   double p99_ms = 0;
+  double p999_ms = 0;
+  double hedge_delay_ms = 0;
   double mean_ms = 0;
   double goodput = 0;
   double offered = 0;
@@ -52,12 +54,16 @@ struct Totals {
     sum.rejected += r.rejected;
     sum.outage_requests += r.outage_requests;
     sum.circuit_refusals += r.circuit_refusals;
+    sum.hedges += r.hedges;
+    sum.hedge_timers += r.hedge_timers;
     for (std::size_t i = 0; i < r.stop_reasons.size(); ++i) {
       sum.stop_reasons[i] += r.stop_reasons[i];
       sum.unknown_stop_reasons[i] += r.unknown_stop_reasons[i];
     }
     p50_ms += Ms(r.p50);
     p99_ms += Ms(r.p99);
+    p999_ms += Ms(r.p999);
+    hedge_delay_ms += Ms(r.hedge_delay_mean);
     mean_ms += Ms(r.mean_completion);
     goodput += r.Goodput();
     offered += r.OfferedLoad();
@@ -424,6 +430,99 @@ std::vector<Row> Outage(const PresetOptions& o) {
   return rows;
 }
 
+// The tail preset: GETs (safe to send twice) against a server whose
+// responses are slow with a small probability, each attempt drawn on its
+// own. The same client twice on the same seed (the same arrivals): without
+// hedging, and with one hedge after the observed p95 (or a fixed delay).
+constexpr double kTailRate = 0.02;
+constexpr double kTailFactor = 100;
+// Long enough that a slow response (~1 s) finishes within the attempt
+// timeout (half of the call for a retryable request).
+constexpr Duration kTailDeadline = seconds(5);
+
+std::vector<Row> Tail(const PresetOptions& o) {
+  const ClientVariant v = o.client.value_or(ClientVariant::kSaferetry);
+  std::vector<double> rates;
+  if (o.tail_rate.has_value()) {
+    rates = {*o.tail_rate};
+  } else if (o.sweep) {
+    rates = {0.0, 0.005, 0.01, 0.02, 0.05};
+  } else {
+    rates = {kTailRate};
+  }
+  const double factor = o.tail_factor.value_or(kTailFactor);
+  const int trials = TrialsOr(o, 1);
+  const double secs = o.seconds > 0 ? o.seconds : 20;
+  BasePolicy base = o.policy;
+  // The preset's own deadline, unless a policy file gives one.
+  if (base.source == BasePolicy{}.source) base.timeout = kTailDeadline;
+  std::vector<Row> rows;
+  for (double rate : rates) {
+    SimConfig c;
+    c.server = BaseServer();
+    // ~10 ms of work, 5 ms per hop: ~20 ms per attempt outside the tail.
+    c.server.service = LatencyModel{LatencyModel::Kind::kAbsNormal, milliseconds(10),
+                                    milliseconds(2)};
+    c.server.tail_rate = rate;
+    c.server.tail_factor = factor;
+    c.server.failure_rate = o.failure_rate.value_or(0);
+    c.client = MakeClientModel(v, base);
+    // A GET: safe and idempotent, no key, nothing to query.
+    c.client.policy.traits = RequestTraits{/*idempotent=*/true, /*safe=*/true, /*keyed=*/false};
+    c.client.policy.has_status_query = false;
+    c.workload = OpenLoop(o.rate, secs);
+    const Totals plain = RunTrials(c, o, trials, rates.size() == 1);
+
+    SimConfig h = c;
+    h.client.name += "+hedging";
+    h.client.hedging.enabled = true;
+    h.client.hedging.max_hedges = 1;
+    if (o.hedge_delay_ms.has_value()) {
+      h.client.hedging.delay =
+          std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(
+              *o.hedge_delay_ms));
+    } else {
+      h.client.hedging.delay_from_p95 = true;
+    }
+    const Totals hedged = RunTrials(h, o, trials, false);
+
+    const double n = static_cast<double>(std::max(trials, 1));
+    const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    Row row;
+    row["tail_rate"] = rate;
+    row["tail_factor"] = factor;
+    row["client"] = std::string(ClientVariantName(v));
+    row["hedge_delay"] = o.hedge_delay_ms.has_value() ? "fixed" : "p95";
+    row["hedge_delay_ms"] = Round(hedged.hedge_delay_ms / n, 2);
+    row["calls"] = Round(static_cast<double>(plain.sum.calls) / n, 1);
+    row["requests_no_hedge"] = Round(static_cast<double>(plain.sum.attempts) / n, 1);
+    row["requests_hedged"] = Round(static_cast<double>(hedged.sum.attempts) / n, 1);
+    row["hedges_sent"] = Round(static_cast<double>(hedged.sum.hedges) / n, 1);
+    row["extra_request_ratio"] = Round(
+        ratio(static_cast<double>(hedged.sum.attempts), static_cast<double>(plain.sum.attempts)) -
+            (plain.sum.attempts > 0 ? 1.0 : 0.0),
+        4);
+    row["p50_ms_no_hedge"] = Round(plain.p50_ms / n, 2);
+    row["p99_ms_no_hedge"] = Round(plain.p99_ms / n, 2);
+    row["p999_ms_no_hedge"] = Round(plain.p999_ms / n, 2);
+    row["p50_ms_hedged"] = Round(hedged.p50_ms / n, 2);
+    row["p99_ms_hedged"] = Round(hedged.p99_ms / n, 2);
+    row["p999_ms_hedged"] = Round(hedged.p999_ms / n, 2);
+    row["p99_ratio"] = Round(ratio(plain.p99_ms, hedged.p99_ms), 2);
+    row["success_rate_no_hedge"] = Round(plain.sum.SuccessRate(), 5);
+    row["success_rate_hedged"] = Round(hedged.sum.SuccessRate(), 5);
+    // Every client's usual figures, per run.
+    Row no_hedge_row;
+    plain.Write(no_hedge_row);
+    Row hedged_row;
+    hedged.Write(hedged_row);
+    row["no_hedge"] = std::move(no_hedge_row);
+    row["hedged"] = std::move(hedged_row);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::string_view ClientVariantName(ClientVariant v) {
@@ -528,7 +627,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
 
 const std::vector<std::string_view>& PresetNames() {
   static const auto* names = new std::vector<std::string_view>{
-      "contention", "brown-out", "lost-responses", "hang", "outage"};
+      "contention", "brown-out", "lost-responses", "hang", "outage", "tail"};
   return *names;
 }
 
@@ -540,6 +639,9 @@ std::string_view PresetDescription(std::string_view preset) {
     return "committed requests whose response hangs until the attempt timeout, slow commits";
   }
   if (preset == "outage") return "the downstream refuses for 10 s, then comes back";
+  if (preset == "tail") {
+    return "GETs, a few responses 100x slower: no hedging vs hedging at the observed p95";
+  }
   return "";
 }
 
@@ -552,6 +654,25 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
   if (absl::Status s = CheckRate("--failure-rate", o.failure_rate, 1.0); !s.ok()) return s;
   if (absl::Status s = CheckRate("--loss-rate", o.loss_rate, 1.0); !s.ok()) return s;
   if (absl::Status s = CheckRate("--slow-rate", o.slow_rate, 1.0); !s.ok()) return s;
+  if (absl::Status s = CheckRate("--tail-rate", o.tail_rate, 1.0); !s.ok()) return s;
+  if (o.tail_factor.has_value() && !(*o.tail_factor >= 1 && *o.tail_factor <= 10000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tail-factor: must be in [1, 10000], got ", *o.tail_factor));
+  }
+  if (o.hedge_delay_ms.has_value() && !(*o.hedge_delay_ms >= 0 && *o.hedge_delay_ms <= 60000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--hedge-delay-ms: must be in [0, 60000], got ", *o.hedge_delay_ms));
+  }
+  if (o.preset != "tail") {
+    const char* tail_flag = o.tail_rate       ? "--tail-rate"
+                            : o.tail_factor   ? "--tail-factor"
+                            : o.hedge_delay_ms ? "--hedge-delay-ms"
+                                               : nullptr;
+    if (tail_flag != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(tail_flag, ": used by the tail preset only, not ", o.preset));
+    }
+  }
   if (o.load_factor.has_value() && !(*o.load_factor > 0 && *o.load_factor <= 100)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--load-factor: must be in (0, 100], got ", *o.load_factor));
@@ -607,9 +728,14 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
     }
     return Outage(o);
   }
+  if (o.preset == "tail") {
+    if (o.loss_rate) return absl::InvalidArgumentError("--loss-rate: not used by tail");
+    if (o.load_factor) return absl::InvalidArgumentError("--load-factor: not used by tail");
+    return Tail(o);
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "--preset: unknown preset \"", o.preset,
-      "\" (contention, brown-out, lost-responses, hang, outage)"));
+      "\" (contention, brown-out, lost-responses, hang, outage, tail)"));
 }
 
 }  // namespace sim

@@ -10,6 +10,8 @@
 //   hang            responses lost by hanging until the attempt timeout,
 //                   plus slow commits (long in-progress windows)
 //   outage          the downstream refuses for 10 s, then the retry peak
+//   tail            GETs, 2 % of responses 100x slower: no hedging vs
+//                   hedging at the observed p95
 
 #ifndef SAFERETRY_TOOLS_SIM_PRESETS_H_
 #define SAFERETRY_TOOLS_SIM_PRESETS_H_
@@ -100,6 +102,12 @@ struct PresetOptions {
   /// outage: run every client without and with a circuit breaker (the
   /// policy's `circuitBreaker`, else `CircuitBreakerOptions{}`).
   bool breaker = false;
+  /// tail: the fraction of responses in the slow tail (default 0.02) and
+  /// how much slower they are (default 100).
+  std::optional<double> tail_rate;
+  std::optional<double> tail_factor;
+  /// tail: a fixed hedge delay in milliseconds instead of the observed p95.
+  std::optional<double> hedge_delay_ms;
   BasePolicy policy;
   /// For single points: the timeline of the (first) run.
   std::vector<TimelineBucket>* timeline = nullptr;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "saferetry/internal/latency_window.h"
 #include "saferetry/status_query.h"
 
 namespace saferetry {
@@ -83,6 +84,7 @@ enum class EventType : std::uint8_t {
   kClientReceive,  // the reply reaches the client
   kWaitOver,       // a backoff wait ends
   kAttemptTimeout, // the attempt timeout fires
+  kHedge,          // a hedge timer fires (`send`: the timer's number)
 };
 
 enum class Reply : std::uint8_t {
@@ -110,6 +112,14 @@ struct Event {
   std::uint32_t send;  // the call's send number the event belongs to
 };
 
+// A send in flight: an attempt or a status query.
+struct Flight {
+  std::uint32_t send = 0;        // the call's send number (events carry it)
+  std::uint32_t attempt_id = 0;  // the machine's
+  TimePoint start;
+  bool query = false;
+};
+
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
     if (a.at != b.at) return a.at > b.at;
@@ -122,10 +132,18 @@ enum class KeyState : std::uint8_t { kNone, kProcessing, kCommitted };
 struct CallState {
   std::unique_ptr<CallStateMachine> machine;
   TimePoint start;
-  TimePoint send_start;
+  // Sends in flight: one at a time, more only when hedging. A reply or a
+  // timeout for a send not in here (timed out, or cancelled when the call
+  // finished) is dropped.
+  std::vector<Flight> flights;
   std::uint32_t send = 0;
-  bool awaiting = false;
-  bool query = false;
+  // The hedge timer (at most one armed per call, as in AsyncClient): its
+  // number, so a timer cancelled by the call going idle is ignored.
+  std::uint32_t hedge_timer = 0;
+  bool hedge_armed = false;
+  bool hedging = false;  // the machine's policy allows hedges
+  int hedges = 0;
+  bool safe = false;     // a read: applies no effect
   bool done = false;
   KeyState key_state = KeyState::kNone;
   Outcome outcome = Outcome::kFailed;
@@ -187,7 +205,9 @@ class Engine {
   void OnServerDone(const Event& e);
   void OnClientReceive(const Event& e);
   void OnTimeout(const Event& e);
-  void Deliver(std::int32_t call, Reply reply, TimePoint now);
+  void OnHedge(const Event& e);
+  void ArmHedge(std::int32_t call, TimePoint now);
+  void Deliver(std::int32_t call, std::size_t flight, Reply reply, TimePoint now);
   void Finish(std::int32_t call, TimePoint now);
 
   const SimConfig& config_;
@@ -212,6 +232,10 @@ class Engine {
   int in_flight_ = 0;
   TimePoint last_arrival_ = kSimEpoch;
   TimePoint last_event_ = kSimEpoch;
+  // Answered attempts' latencies, for a hedge delay at the observed p95.
+  internal::LatencyWindow latencies_;
+  Duration::rep hedge_delay_sum_ = 0;
+  std::size_t tail_index_ = 0;  // the next entry of `tail_sequence`
   SimResult result_;
 };
 
@@ -259,6 +283,9 @@ SimResult Engine::Run() {
       case EventType::kAttemptTimeout:
         OnTimeout(e);
         break;
+      case EventType::kHedge:
+        OnHedge(e);
+        break;
     }
   }
 
@@ -278,11 +305,11 @@ SimResult Engine::Run() {
     switch (c.outcome) {
       case Outcome::kSucceeded:
         ++result_.succeeded;
-        if (c.effects == 0) ++result_.outcome_violations;
+        if (c.effects == 0 && !c.safe) ++result_.outcome_violations;
         break;
       case Outcome::kFailed:
         ++result_.failed;
-        if (c.effects != 0) ++result_.outcome_violations;
+        if (c.effects != 0 && !c.safe) ++result_.outcome_violations;
         break;
       case Outcome::kUnknown:
         ++result_.unknown;
@@ -300,7 +327,11 @@ SimResult Engine::Run() {
     };
     result_.p50 = at(0.50);
     result_.p99 = at(0.99);
+    result_.p999 = at(0.999);
     result_.mean_completion = Duration(sum / static_cast<Duration::rep>(completions.size()));
+  }
+  if (result_.hedge_timers > 0) {
+    result_.hedge_delay_mean = Duration(hedge_delay_sum_ / result_.hedge_timers);
   }
   result_.duration = last_done - kSimEpoch;
   result_.arrival_span = last_arrival_ - kSimEpoch;
@@ -347,6 +378,14 @@ void Engine::StartCall(std::int32_t client, TimePoint now, bool measured) {
     policy.has_status_query = false;
     policy.server_deduplicates = false;
   }
+  // Hedge only what is safe to send twice: the rule of internal::PrepareCall
+  // (src/call_setup.cc), applied to the modelled request's traits.
+  const HedgingOptions& h = m.hedging;
+  policy.hedging = h.enabled && h.max_hedges > 0 &&
+                   (policy.traits.safe || policy.traits.idempotent ||
+                    (policy.traits.keyed && policy.server_deduplicates));
+  c.hedging = policy.hedging;
+  c.safe = policy.traits.safe;
   c.machine = std::make_unique<CallStateMachine>(policy, budget_.get(), classifier_.get(), &random_,
                                                  nullptr, query_budget_.get());
   const CallAction action = c.machine->Start(now);
@@ -360,9 +399,7 @@ void Engine::Perform(std::int32_t call, const CallAction& action, TimePoint now)
     case CallAction::Kind::kSendStatusQuery: {
       const bool query = action.kind == CallAction::Kind::kSendStatusQuery;
       ++c.send;
-      c.awaiting = true;
-      c.query = query;
-      c.send_start = now;
+      c.flights.push_back(Flight{c.send, action.attempt_id, now, query});
       if (c.measured) {
         ++(query ? result_.status_queries : result_.attempts);
         if (TimelineBucket* b = Bucket(now)) ++(query ? b->status_queries : b->attempts);
@@ -370,6 +407,7 @@ void Engine::Perform(std::int32_t call, const CallAction& action, TimePoint now)
       Push(now + Hop(), EventType::kServerReceive, call, c.send, query);
       Push(now + std::min(action.timeout, kLongestHang), EventType::kAttemptTimeout, call, c.send,
            query);
+      if (!query) ArmHedge(call, now);
       break;
     }
     case CallAction::Kind::kWait:
@@ -379,8 +417,37 @@ void Engine::Perform(std::int32_t call, const CallAction& action, TimePoint now)
       Finish(call, now);
       break;
     case CallAction::Kind::kNone:
-      break;  // one attempt at a time: never returned here
+      break;  // another attempt in flight decides (only when hedging)
   }
+}
+
+void Engine::ArmHedge(std::int32_t call, TimePoint now) {
+  CallState& c = calls_[static_cast<std::size_t>(call)];
+  const HedgingOptions& h = config_.client.hedging;
+  if (!c.hedging || c.hedge_armed || c.hedges >= h.max_hedges) return;
+  Duration delay = h.delay;
+  if (h.delay_from_p95) {
+    if (std::optional<Duration> p95 = latencies_.P95(); p95.has_value()) delay = *p95;
+  }
+  c.hedge_armed = true;
+  ++c.hedge_timer;
+  if (c.measured) {
+    ++result_.hedge_timers;
+    hedge_delay_sum_ += delay.count();
+  }
+  Push(now + delay, EventType::kHedge, call, c.hedge_timer, false);
+}
+
+void Engine::OnHedge(const Event& e) {
+  CallState& c = calls_[static_cast<std::size_t>(e.call)];
+  if (c.done || !c.hedge_armed || e.send != c.hedge_timer) return;  // cancelled
+  c.hedge_armed = false;
+  if (c.flights.empty() || c.flights.front().query) return;
+  const CallAction action = c.machine->StartHedge(e.at);
+  if (action.kind != CallAction::Kind::kSendAttempt) return;  // refused: no more hedges
+  ++c.hedges;
+  if (c.measured) ++result_.hedges;
+  Perform(e.call, action, e.at);
 }
 
 void Engine::OnServerReceive(const Event& e) {
@@ -421,6 +488,13 @@ void Engine::OnServerReceive(const Event& e) {
   const bool lose = rng_.Bernoulli(s.loss_rate);
   const bool hang = rng_.Bernoulli(s.hang_rate);
   const bool slow = rng_.Bernoulli(s.slow_rate);
+  bool tail = false;
+  if (!s.tail_sequence.empty()) {
+    tail = tail_index_ < s.tail_sequence.size() && s.tail_sequence[tail_index_];
+    ++tail_index_;
+  } else {
+    tail = rng_.Bernoulli(s.tail_rate);
+  }
   const Reply lost = lose ? Reply::kLost : (hang ? Reply::kHang : Reply::kNone);
   Reply reply;
   bool commit = false;
@@ -438,8 +512,11 @@ void Engine::OnServerReceive(const Event& e) {
   ++in_flight_;
   // Only the work that commits is slow; a replay of the stored answer and a
   // failure take the ordinary service time.
-  const Duration service =
-      slow && commit ? s.slow_service.Sample(rng_) : s.service.Sample(rng_);
+  Duration service = slow && commit ? s.slow_service.Sample(rng_) : s.service.Sample(rng_);
+  if (tail) {
+    service = Duration(static_cast<Duration::rep>(static_cast<double>(service.count()) *
+                                                  std::max(s.tail_factor, 0.0)));
+  }
   Push(now + service, EventType::kServerDone, e.call, e.send, false, reply, commit);
 }
 
@@ -459,7 +536,7 @@ void Engine::OnServerDone(const Event& e) {
         reply = Reply::kNotFound;
         break;
     }
-  } else if (e.commit) {
+  } else if (e.commit && !c.safe) {
     if (config_.client.careless || !config_.client.policy.traits.keyed) {
       ++c.effects;
     } else if (c.key_state != KeyState::kCommitted) {
@@ -472,24 +549,37 @@ void Engine::OnServerDone(const Event& e) {
   Push(e.at + Hop(), EventType::kClientReceive, e.call, e.send, e.query, reply);
 }
 
+// The index of send `send` among the call's flights; flights.size() when it
+// is not in flight.
+std::size_t FindFlight(const CallState& c, std::uint32_t send) {
+  std::size_t i = 0;
+  while (i < c.flights.size() && c.flights[i].send != send) ++i;
+  return i;
+}
+
 void Engine::OnClientReceive(const Event& e) {
   CallState& c = calls_[static_cast<std::size_t>(e.call)];
-  if (c.done || !c.awaiting || e.send != c.send) return;  // a reply to a timed-out send
-  Deliver(e.call, e.reply, e.at);
+  if (c.done) return;  // a loser's reply: the call finished with another copy
+  const std::size_t f = FindFlight(c, e.send);
+  if (f == c.flights.size()) return;  // a reply to a timed-out send
+  Deliver(e.call, f, e.reply, e.at);
 }
 
 void Engine::OnTimeout(const Event& e) {
   CallState& c = calls_[static_cast<std::size_t>(e.call)];
-  if (c.done || !c.awaiting || e.send != c.send) return;
+  if (c.done) return;
+  const std::size_t f = FindFlight(c, e.send);
+  if (f == c.flights.size()) return;
   if (c.measured) ++result_.timeouts;
-  Deliver(e.call, Reply::kNone, e.at);
+  Deliver(e.call, f, Reply::kNone, e.at);
 }
 
-void Engine::Deliver(std::int32_t call, Reply reply, TimePoint now) {
+void Engine::Deliver(std::int32_t call, std::size_t flight, Reply reply, TimePoint now) {
   CallState& c = calls_[static_cast<std::size_t>(call)];
-  c.awaiting = false;
+  const Flight sent = c.flights[flight];
+  c.flights.erase(c.flights.begin() + static_cast<std::ptrdiff_t>(flight));
   AttemptEvidence ev;
-  ev.start = c.send_start;
+  ev.start = sent.start;
   ev.end = now;
   ev.delivery = Delivery::kResponseReceived;
   switch (reply) {
@@ -524,16 +614,20 @@ void Engine::Deliver(std::int32_t call, Reply reply, TimePoint now) {
       ev.http_status = 404;
       break;
   }
+  // Every answered attempt (send to answer) feeds the p95, as in AsyncClient.
+  if (!sent.query && ev.delivery == Delivery::kResponseReceived) latencies_.Add(now - sent.start);
   CallAction next;
-  if (c.query) {
+  if (sent.query) {
     StatusAnswer answer = StatusAnswer::kStillUnknown;
     if (reply == Reply::kFound) answer = StatusAnswer::kFound;
     if (reply == Reply::kNotFound) answer = StatusAnswer::kNotFound;
     if (reply == Reply::kProcessing) answer = StatusAnswer::kProcessing;
     next = c.machine->OnStatusAnswer(answer, std::move(ev), std::nullopt, now);
   } else {
-    next = c.machine->OnAttemptDone(std::move(ev), std::nullopt, now);
+    next = c.machine->OnAttemptDone(sent.attempt_id, std::move(ev), std::nullopt, now);
   }
+  // Nothing in flight: the hedge timer is cancelled (a retry arms its own).
+  if (c.flights.empty()) c.hedge_armed = false;
   Perform(call, next, now);
 }
 
@@ -542,6 +636,10 @@ void Engine::Finish(std::int32_t call, TimePoint now) {
   const CallResult r = c.machine->TakeResult();
   c.machine.reset();
   c.done = true;
+  // The losers are cancelled: their replies are dropped; the server still
+  // processes them.
+  c.flights.clear();
+  c.hedge_armed = false;
   c.outcome = r.outcome;
   c.completion = now - c.start;
   if (c.measured) {

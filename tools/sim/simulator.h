@@ -21,6 +21,13 @@
 // processing, same-key resends 409; an attempt whose timeout is shorter times
 // out and the server commits later).
 //
+// Hedging: a client whose `hedging` is enabled and whose request is safe to
+// send twice sends a hedge when an attempt is still unanswered after the
+// hedge delay (fixed, or the observed p95 of answered attempts, as
+// `AsyncClient` does); the first final answer finishes the call and the
+// other copies are dropped (the server still processes them). The server's
+// latency tail (`tail_rate`, `tail_factor`) is the fault hedging is for.
+//
 // The contention experiment (optimistic-concurrency writes, "Exponential
 // Backoff And Jitter") has its own small model, `RunContention`.
 
@@ -40,6 +47,7 @@
 #include "saferetry/call_state_machine.h"
 #include "saferetry/circuit_breaker.h"
 #include "saferetry/classifier.h"
+#include "saferetry/client.h"
 #include "saferetry/clock.h"
 #include "saferetry/random.h"
 #include "saferetry/result.h"
@@ -117,6 +125,18 @@ struct ServerModel {
   double slow_rate = 0;
   LatencyModel slow_service{LatencyModel::Kind::kUniform, std::chrono::seconds(15),
                             std::chrono::seconds(10)};
+  /// A latency tail: this fraction of processed attempts (one independent
+  /// draw each, so a hedge of a slow attempt is usually fast) takes
+  /// `tail_factor` times its service time (a pause, a busy replica). Unlike
+  /// a slow commit it changes nothing else: no key is held in progress
+  /// longer, and status queries are not affected.
+  double tail_rate = 0;
+  double tail_factor = 100;
+  /// For exact scenarios: when not empty, decides the tail instead of the
+  /// draw (nothing is drawn): the i-th processed attempt of the run (0-based,
+  /// in the order the server takes them) is in the tail iff
+  /// `tail_sequence[i]`; attempts beyond the sequence are not.
+  std::vector<bool> tail_sequence;
   /// One-way network latency, per hop.
   LatencyModel hop{LatencyModel::Kind::kAbsNormal, std::chrono::milliseconds(5),
                    std::chrono::milliseconds(1)};
@@ -154,6 +174,13 @@ struct ClientModel {
   /// A circuit breaker for the model server (one host), fresh each run and
   /// shared by every call, on the simulated clock. Empty = none.
   std::optional<CircuitBreakerOptions> circuit_breaker;
+  /// Hedging, as `CallOptions::hedging` of `AsyncClient`: applied only when
+  /// the request is safe to send twice (safe, idempotent, or keyed with
+  /// `server_deduplicates`; the rule of the library's call setup). With
+  /// `delay_from_p95` the delay is the p95 of the last 512 answered
+  /// attempts (`internal::LatencyWindow`, fed with every attempt answered in
+  /// the run), `delay` until 20 were seen. Default off.
+  HedgingOptions hedging;
 };
 
 /// When calls start.
@@ -202,6 +229,12 @@ struct SimResult {
   /// including same-key resends answered 409 (which the state machine counts
   /// as polls).
   std::int64_t attempts = 0;
+  /// Hedges sent (counted in `attempts` too).
+  std::int64_t hedges = 0;
+  /// Hedge timers armed (a hedge is sent when one fires with the attempt
+  /// still unanswered), and the mean of their delays; 0 without hedging.
+  std::int64_t hedge_timers = 0;
+  Duration hedge_delay_mean{0};
   /// Status queries (reads), counted apart from the writes.
   std::int64_t status_queries = 0;
   /// Sends (attempts and status queries) that ended by their timeout.
@@ -209,14 +242,15 @@ struct SimResult {
   std::int64_t succeeded = 0;
   std::int64_t failed = 0;
   std::int64_t unknown = 0;
-  /// Effects the server applied, in all.
+  /// Effects the server applied, in all. A safe request (a read) applies
+  /// none, however many copies the server processes.
   std::int64_t effects = 0;
   /// Effects beyond the first, summed over intents (calls): with a key, a
   /// second effect for the same key; for the careless client, extra orders
   /// per intent.
   std::int64_t duplicates = 0;
   /// Calls whose outcome contradicts the server: SUCCEEDED without an
-  /// effect, or FAILED with one (must be 0).
+  /// effect, or FAILED with one (must be 0). Reads are not checked.
   std::int64_t outcome_violations = 0;
   /// Calls stopped by the budget (or the status-query allowance).
   std::int64_t budget_exhausted = 0;
@@ -238,6 +272,7 @@ struct SimResult {
   Duration arrival_span{0};
   Duration p50{0};
   Duration p99{0};
+  Duration p999{0};
   Duration mean_completion{0};
   std::vector<TimelineBucket> timeline;
 
