@@ -15,9 +15,10 @@
 // client with many connections can spread them over several host:port
 // pairs. Exits on SIGTERM, SIGINT or when stdin reaches EOF (so it dies with
 // the process that started it), after printing one line
-// `stats accepted=A requests=R max_open=O max_pending=P refused=F closed_bad=B`
-// on stdout: `max_pending` is the most requests waiting for their delay at
-// once. Bounded: a connection whose buffered input passes 64 KiB, or whose
+// `stats accepted=A requests=R answered=N max_open=O max_pending=P refused=F
+// closed_bad=B` on stdout: `answered` counts answers queued for sending (a
+// connection closed by its peer before its answer was due gets none);
+// `max_pending` is the most requests waiting for their delay at once. Bounded: a connection whose buffered input passes 64 KiB, or whose
 // request is malformed or chunked, is closed; connections beyond
 // `--max-connections` are closed at once.
 
@@ -247,10 +248,11 @@ class Server {
       FireDue();
     }
     (void)watch_stdin;
-    std::printf("stats accepted=%llu requests=%llu max_open=%zu max_pending=%zu refused=%llu "
-                "closed_bad=%llu\n",
+    std::printf("stats accepted=%llu requests=%llu answered=%llu max_open=%zu max_pending=%zu "
+                "refused=%llu closed_bad=%llu\n",
                 static_cast<unsigned long long>(accepted_),
-                static_cast<unsigned long long>(requests_), max_open_, max_pending_,
+                static_cast<unsigned long long>(requests_),
+                static_cast<unsigned long long>(answered_), max_open_, max_pending_,
                 static_cast<unsigned long long>(refused_),
                 static_cast<unsigned long long>(closed_bad_));
     std::fflush(stdout);
@@ -381,6 +383,7 @@ class Server {
       ++requests_;
       c.close_after = close_requested;
       if (delay_ns_ == 0) {
+        ++answered_;
         c.out.append(kReply, sizeof(kReply) - 1);
         continue;
       }
@@ -439,6 +442,7 @@ class Server {
       if (c == nullptr || !c->waiting) continue;
       c->waiting = false;
       --pending_;
+      ++answered_;
       c->out.append(kReply, sizeof(kReply) - 1);
       Process(*c);
     }
@@ -455,7 +459,7 @@ class Server {
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
   std::uint32_t next_generation_ = 0;
   std::size_t open_ = 0, max_open_ = 0, pending_ = 0, max_pending_ = 0;
-  std::uint64_t accepted_ = 0, requests_ = 0, refused_ = 0, closed_bad_ = 0;
+  std::uint64_t accepted_ = 0, requests_ = 0, answered_ = 0, refused_ = 0, closed_bad_ = 0;
 };
 
 // Raises the soft RLIMIT_NOFILE to what `connections` need (plus a margin),
