@@ -22,6 +22,6 @@ g++ -std=c++17 -o "$work/pc_server_consumer" "$here/server_consumer_main.cc" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry-server-postgres)
 "$work/pc_server_consumer"
 cmake -S "$here/subdir_consumer" -B "$work/subdir" -DSAFERETRY_SOURCE_DIR="$here/../.." > /dev/null
-cmake --build "$work/subdir" -j2 > /dev/null
+cmake --build "$work/subdir" -j2 --target consumer > /dev/null
 "$work/subdir/consumer"
 echo "install test: find_package (with the server components), pkg-config and add_subdirectory consumers built and ran"
