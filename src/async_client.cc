@@ -9,7 +9,6 @@
 #include "saferetry/async_client.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <optional>
 #include <unordered_map>
@@ -355,8 +354,17 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   void Finish(Call& call) {
     if (call.hedge_timer != 0) loop_->CancelTimer(call.hedge_timer);
     if (call.wait_timer != 0) loop_->CancelTimer(call.wait_timer);
-    // The losers: cancelled, their connections closed, never reported.
-    for (const Flight& f : call.flights) transport_->Cancel(f.transport_id);
+    // The losers: cancelled, their connections closed, never reported. When
+    // another copy's answer decided the call, each loser's wait so far feeds
+    // the latency window (a lower bound; internal::LatencyWindow::Add).
+    const StopReason reason = call.machine->result().stop_reason;
+    const bool decided_by_answer =
+        reason == StopReason::kSuccess || reason == StopReason::kPermanentError;
+    const TimePoint now = clock().Now();
+    for (const Flight& f : call.flights) {
+      transport_->Cancel(f.transport_id);
+      if (decided_by_answer && !f.status_query) latencies_.Add(now - f.start);
+    }
     call.flights.clear();
     CallResult result = call.machine->TakeResult();
     internal::JournalFinish(*call.prepared, result);

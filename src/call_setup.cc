@@ -235,6 +235,12 @@ AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint
   return ev;
 }
 
+bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
+              bool server_deduplicates) {
+  return hedging.enabled && hedging.max_hedges > 0 &&
+         (traits.safe || traits.idempotent || (traits.keyed && server_deduplicates));
+}
+
 absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                                          const Request& request, const CallOptions& options,
                                          TimePoint start) {
@@ -307,11 +313,7 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.fence_when_giving_up =
       options.status_query.fence_when_giving_up && !options.status_query.callback;
   policy.server_deduplicates = options.server_deduplicates;
-  // Hedge only what is safe to send twice: a safe or idempotent request, or
-  // a keyed one whose server deduplicates the key.
-  policy.hedging = options.hedging.enabled && options.hedging.max_hedges > 0 &&
-                   (policy.traits.safe || policy.traits.idempotent ||
-                    (policy.traits.keyed && options.server_deduplicates));
+  policy.hedging = MayHedge(options.hedging, policy.traits, options.server_deduplicates);
   if (client.circuit_breakers != nullptr) {
     policy.circuit_breaker = client.circuit_breakers->ForUrl(request.url);
     if (policy.has_status_query && !options.status_query.callback) {

@@ -683,6 +683,21 @@ TEST(HedgingTest, TailRateZeroDrawsNothingAndKeepsTheStream) {
   ExpectSameRun(RunSimulation(c), a);
 }
 
+TEST(PresetTest, TailPresetMeetsTheHedgingGoalOnOtherSeeds) {
+  // The extra requests are ~5 % (hedges for the answers above the p95 of all
+  // answers, the slow copies included), well inside 7 % on every seed.
+  for (std::uint64_t seed = 2; seed <= 6; ++seed) {
+    PresetOptions o;
+    o.preset = "tail";
+    o.seed = seed;
+    auto rows = RunPreset(o);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    const Row& row = rows->front();
+    EXPECT_GE(row["p99_ratio"].get<double>(), 5.0) << "seed " << seed;
+    EXPECT_LE(row["extra_request_ratio"].get<double>(), 0.06) << "seed " << seed;
+  }
+}
+
 TEST(PresetTest, TailPresetMeetsTheHedgingGoal) {
   // The report's point: 2 % of responses 100x slower, GETs at 1000 calls/s
   // for 20 s, seed 1; hedging at the observed p95, one hedge per call.
@@ -697,12 +712,12 @@ TEST(PresetTest, TailPresetMeetsTheHedgingGoal) {
   EXPECT_EQ(row["hedge_delay"], "p95");
   EXPECT_EQ(row["calls"], 20000.0);
   EXPECT_EQ(row["requests_no_hedge"], 20000.0);
-  EXPECT_EQ(row["requests_hedged"], 21383.0);
-  EXPECT_EQ(row["hedges_sent"], 1383.0);
-  EXPECT_EQ(row["extra_request_ratio"], 0.0692);
+  EXPECT_EQ(row["requests_hedged"], 21049.0);
+  EXPECT_EQ(row["hedges_sent"], 1049.0);
+  EXPECT_EQ(row["extra_request_ratio"], 0.0525);
   EXPECT_EQ(row["p99_ms_no_hedge"], 1020.35);
-  EXPECT_EQ(row["p99_ms_hedged"], 44.0);
-  EXPECT_EQ(row["hedge_delay_ms"], 24.09);
+  EXPECT_EQ(row["p99_ms_hedged"], 44.92);
+  EXPECT_EQ(row["hedge_delay_ms"], 24.57);
   // The goal: p99 at least 5x lower for at most 7 % extra requests.
   EXPECT_GE(row["p99_ms_no_hedge"].get<double>() / row["p99_ms_hedged"].get<double>(), 5.0);
   EXPECT_GE(row["p99_ratio"].get<double>(), 5.0);

@@ -311,6 +311,32 @@ TEST_F(AsyncClientTest, HedgeDelayFromTheObservedP95) {
   EXPECT_EQ(r.elapsed, milliseconds(20));  // hedge at 19 ms, answered 1 ms later
 }
 
+TEST_F(AsyncClientTest, ALoserCutShortByAHedgeStillCountsInTheP95) {
+  auto client = Make();
+  // 20 answered calls of 1..20 ms: the p95 (nearest rank) is 19 ms.
+  for (int i = 1; i <= 20; ++i) transport_->Push(Step::Respond(200).After(milliseconds(i)));
+  for (int i = 0; i < 20; ++i) {
+    auto f = client->Execute(Get(), CallOptions{});
+    loop_->RunUntilIdle();
+    ASSERT_EQ(f.get().outcome, Outcome::kSucceeded);
+  }
+  CallOptions call = Hedged(milliseconds(500));
+  call.hedging.delay_from_p95 = true;
+  // A slow first copy, hedged at 19 ms; the hedge answers 1 ms later. The
+  // window gains the winner (1 ms) and the loser's wait (20 ms, a lower
+  // bound): 1, 1, 2, ..., 19, 20, 20 has its p95 at 20 ms. Without the loser
+  // it would have fallen to 19 ms, and kept falling as hedging hid the tail.
+  for (int expected_elapsed : {20, 21}) {
+    transport_->Push(Step::Respond(200).After(milliseconds(1000)));
+    transport_->Push(Step::Respond(200).After(milliseconds(1)));
+    auto f = client->Execute(Get(), call);
+    loop_->RunUntilIdle();
+    CallResult r = f.get();
+    EXPECT_EQ(r.attempts, 2);
+    EXPECT_EQ(r.elapsed, milliseconds(expected_elapsed));
+  }
+}
+
 TEST_F(AsyncClientTest, BadHedgingOptionsNameTheField) {
   auto client = Make();
   CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/9);

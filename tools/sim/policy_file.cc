@@ -27,6 +27,7 @@ absl::StatusOr<BasePolicy> LoadBasePolicy(const std::string& path) {
   base.server_deduplicates = policy->server_deduplicates;
   base.classifier = probe.classifier;
   base.circuit_breaker = policy->circuit_breaker;
+  base.hedging = policy->hedging;
   base.source = path;
   base.make_budget = [p = *std::move(policy)] {
     ClientOptions fresh;

@@ -467,6 +467,7 @@ std::vector<Row> Tail(const PresetOptions& o) {
     c.server.tail_factor = factor;
     c.server.failure_rate = o.failure_rate.value_or(0);
     c.client = MakeClientModel(v, base);
+    c.client.hedging = HedgingOptions{};  // the run without hedging
     // A GET: safe and idempotent, no key, nothing to query.
     c.client.policy.traits = RequestTraits{/*idempotent=*/true, /*safe=*/true, /*keyed=*/false};
     c.client.policy.has_status_query = false;
@@ -477,11 +478,13 @@ std::vector<Row> Tail(const PresetOptions& o) {
     h.client.name += "+hedging";
     h.client.hedging.enabled = true;
     h.client.hedging.max_hedges = 1;
+    if (base.hedging.enabled) h.client.hedging = base.hedging;  // the policy file's
     if (o.hedge_delay_ms.has_value()) {
+      h.client.hedging.delay_from_p95 = false;
       h.client.hedging.delay =
           std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(
               *o.hedge_delay_ms));
-    } else {
+    } else if (!base.hedging.enabled) {
       h.client.hedging.delay_from_p95 = true;
     }
     const Totals hedged = RunTrials(h, o, trials, false);
@@ -492,7 +495,7 @@ std::vector<Row> Tail(const PresetOptions& o) {
     row["tail_rate"] = rate;
     row["tail_factor"] = factor;
     row["client"] = std::string(ClientVariantName(v));
-    row["hedge_delay"] = o.hedge_delay_ms.has_value() ? "fixed" : "p95";
+    row["hedge_delay"] = h.client.hedging.delay_from_p95 ? "p95" : "fixed";
     row["hedge_delay_ms"] = Round(hedged.hedge_delay_ms / n, 2);
     row["calls"] = Round(static_cast<double>(plain.sum.calls) / n, 1);
     row["requests_no_hedge"] = Round(static_cast<double>(plain.sum.attempts) / n, 1);
@@ -576,6 +579,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   m.timeout = base.timeout;
   m.classifier = base.classifier;
   m.circuit_breaker = base.circuit_breaker;
+  if (variant == ClientVariant::kSaferetry) m.hedging = base.hedging;
   m.make_budget = base.make_budget ? base.make_budget : [] {
     return std::shared_ptr<RetryBudget>(RatioBudget::Create(RatioBudgetOptions{}).value());
   };

@@ -69,6 +69,10 @@ struct BasePolicy {
   std::shared_ptr<const Classifier> classifier;
   /// The policy's `saferetry.circuitBreaker`; empty: none.
   std::optional<CircuitBreakerOptions> circuit_breaker;
+  /// The policy's hedging (`hedgingPolicy`, `saferetry.hedging`): the
+  /// saferetry client hedges as the file says; the tail preset's hedged run
+  /// takes it instead of its own (one hedge at the observed p95).
+  HedgingOptions hedging;
   /// Where the policy came from, for the report.
   std::string source = "library defaults";
 };

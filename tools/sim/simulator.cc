@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "saferetry/internal/call_setup.h"
 #include "saferetry/internal/latency_window.h"
 #include "saferetry/status_query.h"
 
@@ -378,12 +379,9 @@ void Engine::StartCall(std::int32_t client, TimePoint now, bool measured) {
     policy.has_status_query = false;
     policy.server_deduplicates = false;
   }
-  // Hedge only what is safe to send twice: the rule of internal::PrepareCall
-  // (src/call_setup.cc), applied to the modelled request's traits.
-  const HedgingOptions& h = m.hedging;
-  policy.hedging = h.enabled && h.max_hedges > 0 &&
-                   (policy.traits.safe || policy.traits.idempotent ||
-                    (policy.traits.keyed && policy.server_deduplicates));
+  // Hedge only what is safe to send twice: the drivers' rule, applied to the
+  // modelled request's traits.
+  policy.hedging = internal::MayHedge(m.hedging, policy.traits, policy.server_deduplicates);
   c.hedging = policy.hedging;
   c.safe = policy.traits.safe;
   c.machine = std::make_unique<CallStateMachine>(policy, budget_.get(), classifier_.get(), &random_,
@@ -637,7 +635,13 @@ void Engine::Finish(std::int32_t call, TimePoint now) {
   c.machine.reset();
   c.done = true;
   // The losers are cancelled: their replies are dropped; the server still
-  // processes them.
+  // processes them. When an answer decided the call, each loser's wait so far
+  // feeds the p95 (a lower bound), as in AsyncClient.
+  if (r.stop_reason == StopReason::kSuccess || r.stop_reason == StopReason::kPermanentError) {
+    for (const Flight& f : c.flights) {
+      if (!f.query) latencies_.Add(now - f.start);
+    }
+  }
   c.flights.clear();
   c.hedge_armed = false;
   c.outcome = r.outcome;

@@ -54,6 +54,14 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
                                          const Request& request, const CallOptions& options,
                                          TimePoint start);
 
+/// Whether a call may be hedged: hedging is on with at least one hedge, and
+/// the request is safe to send twice (a safe or idempotent request, or a
+/// keyed one whose server deduplicates the key). `PrepareCall` sets
+/// `CallPolicy::hedging` from it; the simulator applies it to its modelled
+/// requests.
+bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
+              bool server_deduplicates);
+
 /// Fills the per-send headers for `action` (a send of the request): the
 /// attempt's timeout in the deadline header and "attempt=n; max=m".
 void StampAttemptHeaders(PreparedCall& call, const CallAction& action);

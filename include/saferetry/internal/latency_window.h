@@ -27,7 +27,14 @@ class LatencyWindow {
   /// Fewer samples than this give no p95.
   static constexpr std::size_t kMinSamples = 20;
 
-  /// Records one answered attempt's latency.
+  /// Records one answered attempt's latency, or, for a copy cancelled
+  /// because another copy of its call answered first, the time it had been
+  /// waiting (a lower bound of its latency). Leaving those out would keep
+  /// exactly the slow attempts that hedging cuts short out of the window: the
+  /// p95 would drift down into the fast answers and hedges be sent for more
+  /// than 5 % of calls. A lower bound ranks correctly whenever it is above
+  /// the p95, which a hedged-over copy's wait is (it waited at least the
+  /// hedge delay, and then for the winning copy).
   void Add(Duration d) {
     samples_[next_ % kSize] = d;
     ++next_;
