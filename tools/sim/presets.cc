@@ -335,6 +335,10 @@ std::vector<Row> LostResponses(const PresetOptions& o, bool hang) {
   return rows;
 }
 
+// A 100 ms bucket after the outage counts as overloaded when the server
+// turned away at least this share of the requests sent in it.
+constexpr double kOverloadedShare = 0.05;
+
 std::vector<Row> Outage(const PresetOptions& o) {
   std::vector<ClientVariant> clients =
       o.client.has_value()
@@ -374,6 +378,7 @@ std::vector<Row> Outage(const PresetOptions& o) {
       c.bucket = bucket;
       Totals t;
       double baseline = 0, peak = 0, during = 0, drain = 0;
+      std::int64_t rejected_after = 0;
       for (int i = 0; i < trials; ++i) {
         c.seed = o.seed + static_cast<std::uint64_t>(i);
         SimResult r = RunSimulation(c);
@@ -393,7 +398,16 @@ std::vector<Row> Outage(const PresetOptions& o) {
             ++during_n;
           } else if (b >= idx(outage_end)) {
             peak_i = std::max(peak_i, load);
-            if (r.timeline[b].rejected > 0) last_rejected = b + 1;
+            // Overloaded: the server turned away at least 5 % of the bucket's
+            // requests. A stray refusal (a momentary burst of arrivals at a
+            // server with room to spare) is not overload.
+            const std::int64_t sent = r.timeline[b].attempts + r.timeline[b].status_queries;
+            if (r.timeline[b].rejected > 0 &&
+                static_cast<double>(r.timeline[b].rejected) >=
+                    kOverloadedShare * static_cast<double>(sent)) {
+              last_rejected = b + 1;
+            }
+            rejected_after += r.timeline[b].rejected;
           }
         }
         baseline += base_n ? base_sum / static_cast<double>(base_n) : 0;
@@ -416,6 +430,7 @@ std::vector<Row> Outage(const PresetOptions& o) {
       row["peak_attempts_per_s_after_recovery"] = Round(peak / n, 1);
       row["peak_ratio"] = Round(baseline > 0 ? peak / baseline : 0, 2);
       row["overloaded_s_after_recovery"] = Round(drain / n, 1);
+      row["rejected_after_recovery"] = Round(static_cast<double>(rejected_after) / n, 1);
       row["breaker"] = breaker.has_value();
       // Requests that reached the dead server, and what the breaker spared it.
       row["outage_requests"] = Round(static_cast<double>(t.sum.outage_requests) / n, 1);
