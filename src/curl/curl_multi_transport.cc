@@ -75,9 +75,15 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
 
 class CurlMultiTransport final : public AsyncTransport {
  public:
-  CurlMultiTransport(std::shared_ptr<EventLoop> loop, CurlTransportOptions options, CURLM* multi)
+  CurlMultiTransport(std::shared_ptr<EventLoop> loop, CurlMultiTransportOptions options,
+                     CURLM* multi)
       : loop_(std::move(loop)), options_(std::move(options)), multi_(multi) {
     if (options_.user_agent.empty()) options_.user_agent = kDefaultUserAgent;
+    // A fixed cache size: libcurl's default follows the handles added at the
+    // moment a connection is returned, and a finished handle is removed
+    // before the next call's is added, so the default would shrink and
+    // close kept-alive connections under a steady load.
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options_.max_connections));
     curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlMultiTransport::OnSocket);
     curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
     curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlMultiTransport::OnTimer);
@@ -110,7 +116,7 @@ class CurlMultiTransport final : public AsyncTransport {
   void FailLater(TransportResult result, Callback done, AttemptId id);
 
   std::shared_ptr<EventLoop> loop_;
-  CurlTransportOptions options_;
+  CurlMultiTransportOptions options_;
   CURLM* multi_;
   // Loop thread only.
   std::unordered_map<AttemptId, std::unique_ptr<Transfer>> active_;
@@ -284,8 +290,12 @@ std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
 }  // namespace
 }  // namespace internal
 
+namespace {
+constexpr std::size_t kMaxConnectionsLimit = 1000000;
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<AsyncTransport>> MakeCurlMultiTransport(
-    std::shared_ptr<EventLoop> loop, CurlTransportOptions options) {
+    std::shared_ptr<EventLoop> loop, CurlMultiTransportOptions options) {
   if (loop == nullptr) return absl::InvalidArgumentError("loop: required");
   if (options.max_response_body == 0) {
     return absl::InvalidArgumentError("max_response_body: must be > 0, got 0");
@@ -297,6 +307,11 @@ absl::StatusOr<std::shared_ptr<AsyncTransport>> MakeCurlMultiTransport(
   if (options.max_idle_handles < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_idle_handles: must be >= 1, got ", options.max_idle_handles));
+  }
+  if (options.max_connections < 1 || options.max_connections > kMaxConnectionsLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_connections: must be in 1..",
+                                                   kMaxConnectionsLimit, ", got ",
+                                                   options.max_connections));
   }
   for (char c : options.user_agent) {
     if (c == '\r' || c == '\n' || c == '\0') {

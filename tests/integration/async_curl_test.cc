@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -180,6 +181,53 @@ TEST(AsyncCurlTest, ConnectionRefusedIsNotSent) {
   EXPECT_EQ(result.outcome, Outcome::kFailed);
   ASSERT_EQ(result.evidence.size(), 1u);
   EXPECT_EQ(result.evidence[0].delivery, Delivery::kNotSent);
+}
+
+TEST(AsyncCurlTest, MaxConnectionsIsValidated) {
+  auto loop = MakeEpollEventLoop();
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  for (std::size_t bad : {std::size_t{0}, std::size_t{1000001}}) {
+    CurlMultiTransportOptions o;
+    o.max_connections = bad;
+    auto transport = MakeCurlMultiTransport(*loop, o);
+    ASSERT_FALSE(transport.ok()) << bad;
+    EXPECT_EQ(transport.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(transport.status().message()),
+                ::testing::StartsWith("max_connections: must be in 1..1000000, got " +
+                                      std::to_string(bad)));
+  }
+  CurlMultiTransportOptions one;
+  one.max_connections = 1;
+  EXPECT_TRUE(MakeCurlMultiTransport(*loop, one).ok());
+  // The blocking transport's options are accepted as they are.
+  CurlTransportOptions plain;
+  plain.max_idle_handles = 4;
+  EXPECT_TRUE(MakeCurlMultiTransport(*loop, plain).ok());
+}
+
+// Waves of calls in flight, each wave started when the previous one has
+// finished: every wave reuses the connections of the first. The transfers
+// in flight dip as each wave ends, which must not shrink the connection
+// cache (libcurl's default size follows the transfers added at the moment).
+TEST(AsyncCurlTest, ConnectionsAreReusedAcrossCalls) {
+  constexpr int kWave = 16;
+  constexpr int kWaves = 20;
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  for (int wave = 0; wave < kWaves; ++wave) {
+    std::vector<std::future<CallResult>> futures;
+    for (int i = 0; i < kWave; ++i) futures.push_back(client->Execute(Get(server), Bounded()));
+    for (auto& f : futures) {
+      CallResult r = Await(std::move(f));
+      EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+      EXPECT_EQ(r.attempts, 1);
+    }
+  }
+  EXPECT_EQ(server.requests().size(), static_cast<std::size_t>(kWave * kWaves));
+  EXPECT_EQ(server.connections(), kWave);
 }
 
 }  // namespace
