@@ -2,6 +2,10 @@
 //
 // The built-in event loop: epoll for file descriptors, an eventfd to wake the
 // loop when another thread posts a task, and timers ordered by due time.
+//
+// Wake-ups: a task posted on the loop thread itself needs none (the loop
+// looks at the queue before it waits), and from other threads one eventfd
+// write stands for every task posted until the loop has read it.
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -15,6 +19,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,22 +44,49 @@ class EpollEventLoop final : public RunnableEventLoop {
       std::lock_guard<std::mutex> lock(mu_);
       posted_.push_back(std::move(task));
     }
-    Wake();
+    // On the loop thread: Run() finds the task before it waits next.
+    if (std::this_thread::get_id() == loop_thread_.load(std::memory_order_relaxed)) return;
+    // Else one write until the loop reads it: the loop takes the queue
+    // after reading the eventfd, so a task pushed before this flag was
+    // seen set is taken with the wake-up already pending.
+    if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) Wake();
   }
 
   TimerId AddTimer(Duration delay, Task task) override {
     const TimerId id = ++next_timer_;
     const TimePoint due = clock_->Now() + std::max(delay, Duration::zero());
-    timers_.emplace(std::make_pair(due, id), std::move(task));
-    timer_due_.emplace(id, due);
+    // Nodes of earlier timers are reused: a transport that moves its timer
+    // at every step (libcurl's) allocates nothing for it.
+    if (!spare_timers_.empty()) {
+      Timers::node_type node = std::move(spare_timers_.back());
+      spare_timers_.pop_back();
+      node.key() = std::make_pair(due, id);
+      node.mapped() = std::move(task);
+      timers_.insert(std::move(node));
+    } else {
+      timers_.emplace(std::make_pair(due, id), std::move(task));
+    }
+    if (!spare_dues_.empty()) {
+      TimerDues::node_type node = std::move(spare_dues_.back());
+      spare_dues_.pop_back();
+      node.key() = id;
+      node.mapped() = due;
+      timer_due_.insert(std::move(node));
+    } else {
+      timer_due_.emplace(id, due);
+    }
     return id;
   }
 
   void CancelTimer(TimerId id) override {
     auto it = timer_due_.find(id);
     if (it == timer_due_.end()) return;
-    timers_.erase(std::make_pair(it->second, id));
-    timer_due_.erase(it);
+    auto timer = timers_.find(std::make_pair(it->second, id));
+    Task task;
+    if (timer != timers_.end()) task = RemoveTimer(timer);
+    RemoveDue(it);
+    // `task` (what it holds) is destroyed here, after the maps are
+    // consistent again.
   }
 
   absl::Status WatchFd(int fd, int events, FdCallback callback) override {
@@ -84,6 +116,7 @@ class EpollEventLoop final : public RunnableEventLoop {
   }
 
   void Run() override {
+    loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     std::vector<epoll_event> events(256);
     std::deque<Task> batch;
     while (!stopping_.load(std::memory_order_acquire)) {
@@ -107,6 +140,9 @@ class EpollEventLoop final : public RunnableEventLoop {
         if (fd == wakefd_) {
           std::uint64_t count = 0;
           [[maybe_unused]] ssize_t r = read(wakefd_, &count, sizeof(count));
+          // After the read: a Post that still sees the flag set pushed its
+          // task before this point, and the queue is taken below.
+          wake_pending_.store(false, std::memory_order_release);
           continue;
         }
         auto it = watches_.find(fd);
@@ -154,12 +190,13 @@ class EpollEventLoop final : public RunnableEventLoop {
           if (older == timers_.end() || older->first.first > now) break;
           first = older;
         }
-        Task task = std::move(first->second);
-        timer_due_.erase(first->first.second);
-        timers_.erase(first);
+        auto due = timer_due_.find(first->first.second);
+        if (due != timer_due_.end()) RemoveDue(due);
+        Task task = RemoveTimer(first);
         task();
       }
     }
+    loop_thread_.store(std::thread::id(), std::memory_order_relaxed);
   }
 
   void Stop() override {
@@ -173,6 +210,25 @@ class EpollEventLoop final : public RunnableEventLoop {
     std::shared_ptr<FdCallback> callback;
   };
 
+  using Timers = std::map<std::pair<TimePoint, TimerId>, Task>;
+  using TimerDues = std::unordered_map<TimerId, TimePoint>;
+  // Spare map nodes kept for reuse, at most this many of each kind.
+  static constexpr std::size_t kSpareTimerNodes = 64;
+
+  // Takes a timer's task out of timers_, keeping the node for reuse.
+  Task RemoveTimer(Timers::iterator it) {
+    Timers::node_type node = timers_.extract(it);
+    Task task = std::move(node.mapped());
+    node.mapped() = nullptr;
+    if (spare_timers_.size() < kSpareTimerNodes) spare_timers_.push_back(std::move(node));
+    return task;
+  }
+
+  void RemoveDue(TimerDues::iterator it) {
+    TimerDues::node_type node = timer_due_.extract(it);
+    if (spare_dues_.size() < kSpareTimerNodes) spare_dues_.push_back(std::move(node));
+  }
+
   void Wake() {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t r = write(wakefd_, &one, sizeof(one));
@@ -182,11 +238,17 @@ class EpollEventLoop final : public RunnableEventLoop {
   const int epfd_;
   const int wakefd_;
   std::atomic<bool> stopping_{false};
+  // The thread in Run(), or none.
+  std::atomic<std::thread::id> loop_thread_{};
+  // An eventfd write that the loop has not read yet.
+  std::atomic<bool> wake_pending_{false};
   std::mutex mu_;
   std::deque<Task> posted_;  // Guarded by mu_.
   // Loop thread only.
-  std::map<std::pair<TimePoint, TimerId>, Task> timers_;
-  std::unordered_map<TimerId, TimePoint> timer_due_;
+  Timers timers_;
+  TimerDues timer_due_;
+  std::vector<Timers::node_type> spare_timers_;
+  std::vector<TimerDues::node_type> spare_dues_;
   TimerId next_timer_ = 0;
   std::unordered_map<int, Watch> watches_;
   std::uint32_t next_generation_ = 0;

@@ -17,6 +17,8 @@ namespace saferetry {
 namespace internal {
 namespace {
 
+constexpr std::size_t kTypicalHeaderCount = 8;
+
 // Strips optional whitespace (SP, HTAB) and stray CR/LF at both ends.
 std::string_view TrimOws(std::string_view s) {
   auto is_ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
@@ -69,6 +71,9 @@ extern "C" std::size_t OnHeader(char* data, std::size_t size, std::size_t n, voi
     // A new response starts (after a 1xx): only the final one's headers count.
     ex->status_code = ParseStatusCode(line);
     ex->headers.clear();
+    // Room for a typical response's headers at once (the vector is handed
+    // over with the response, so it starts empty for each exchange).
+    ex->headers.reserve(kTypicalHeaderCount);
     ex->expected_length = 0;
     ex->final_headers_done = false;
     return len;

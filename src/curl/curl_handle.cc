@@ -112,6 +112,7 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   CURL* c = h->curl;
   void* ex = &h->exchange;
   // Options that never change for this handle.
+  curl_easy_setopt(c, CURLOPT_PRIVATE, static_cast<void*>(h.get()));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->error);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);

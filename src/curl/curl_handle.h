@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,6 +37,9 @@ struct PooledHandle {
   std::vector<curl_slist> header_nodes;
   std::vector<std::size_t> header_offsets;
   char error[CURL_ERROR_SIZE] = {0};
+  // The multi transport's attempt running on this handle (0: none); the
+  // handle's CURLOPT_PRIVATE points at this struct.
+  std::uint64_t attempt = 0;
 
   PooledHandle() = default;
   PooledHandle(const PooledHandle&) = delete;

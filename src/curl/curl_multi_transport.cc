@@ -92,7 +92,7 @@ class CurlMultiTransport final : public AsyncTransport {
 
   ~CurlMultiTransport() override {
     if (timer_ != 0) loop_->CancelTimer(timer_);
-    for (auto& entry : active_) curl_multi_remove_handle(multi_, entry.second->handle->curl);
+    for (auto& entry : active_) curl_multi_remove_handle(multi_, entry.second.handle->curl);
     active_.clear();
     idle_.clear();
     for (int fd : watched_) loop_->WatchFd(fd, 0, nullptr).IgnoreError();
@@ -104,23 +104,29 @@ class CurlMultiTransport final : public AsyncTransport {
 
  private:
   struct Transfer {
-    AttemptId id = 0;
     std::unique_ptr<PooledHandle> handle;
     Callback done;
   };
+  using Transfers = std::unordered_map<AttemptId, Transfer>;
 
   static int OnSocket(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
   void Act(curl_socket_t fd, int flags);
   void CollectDone();
   void FailLater(TransportResult result, Callback done, AttemptId id);
+  // Takes the transfer out of active_, keeping its map node for reuse.
+  Transfer Release(Transfers::iterator it);
 
   std::shared_ptr<EventLoop> loop_;
   CurlMultiTransportOptions options_;
   CURLM* multi_;
   // Loop thread only.
-  std::unordered_map<AttemptId, std::unique_ptr<Transfer>> active_;
-  std::unordered_map<CURL*, AttemptId> by_handle_;
+  Transfers active_;
+  // Map nodes of finished transfers, reused by Start (no allocation per
+  // attempt in steady state); at most max_idle_handles.
+  std::vector<Transfers::node_type> spare_nodes_;
+  // CollectDone's list of finished attempts, kept for its capacity.
+  std::vector<std::pair<AttemptId, CURLcode>> finished_;
   std::vector<std::unique_ptr<PooledHandle>> idle_;
   std::vector<int> watched_;
   EventLoop::TimerId timer_ = 0;
@@ -173,28 +179,44 @@ void CurlMultiTransport::Act(curl_socket_t fd, int flags) {
   CollectDone();
 }
 
+CurlMultiTransport::Transfer CurlMultiTransport::Release(Transfers::iterator it) {
+  Transfers::node_type node = active_.extract(it);
+  Transfer t = std::move(node.mapped());
+  node.mapped().done = nullptr;
+  if (spare_nodes_.size() < options_.max_idle_handles) spare_nodes_.push_back(std::move(node));
+  return t;
+}
+
 void CurlMultiTransport::CollectDone() {
-  // Collected first, then reported: a callback may start or cancel others.
-  std::vector<std::pair<CURL*, CURLcode>> done;
+  // Collected first, by attempt id while every handle is alive, then
+  // reported: a callback may start or cancel others (and a cancelled
+  // attempt's handle is destroyed).
+  std::vector<std::pair<AttemptId, CURLcode>> done;
+  done.swap(finished_);
+  done.clear();
   int left = 0;
   while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-    if (msg->msg == CURLMSG_DONE) done.emplace_back(msg->easy_handle, msg->data.result);
+    if (msg->msg != CURLMSG_DONE) continue;
+    void* handle = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &handle);
+    if (handle != nullptr) {
+      done.emplace_back(static_cast<PooledHandle*>(handle)->attempt, msg->data.result);
+    }
   }
-  for (const auto& [easy, code] : done) {
-    auto h = by_handle_.find(easy);
-    if (h == by_handle_.end()) continue;  // cancelled by an earlier callback
-    auto it = active_.find(h->second);
-    by_handle_.erase(h);
-    std::unique_ptr<Transfer> t = std::move(it->second);
-    active_.erase(it);
-    curl_multi_remove_handle(multi_, t->handle->curl);
-    TransportResult result = Decide(*t->handle, code);
+  for (const auto& [id, code] : done) {
+    auto it = active_.find(id);
+    if (it == active_.end()) continue;  // cancelled by an earlier callback
+    Transfer t = Release(it);
+    curl_multi_remove_handle(multi_, t.handle->curl);
+    t.handle->attempt = 0;
+    TransportResult result = Decide(*t.handle, code);
     // A finished transfer leaves its connection in the multi's cache in a
     // clean state; the handle is pooled.
-    if (idle_.size() < options_.max_idle_handles) idle_.push_back(std::move(t->handle));
-    Callback cb = std::move(t->done);
-    cb(std::move(result));
+    if (idle_.size() < options_.max_idle_handles) idle_.push_back(std::move(t.handle));
+    t.done(std::move(result));
   }
+  done.clear();
+  if (done.capacity() > finished_.capacity()) done.swap(finished_);
 }
 
 void CurlMultiTransport::FailLater(TransportResult result, Callback done, AttemptId) {
@@ -250,30 +272,33 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   ao.cancellation = nullptr;  // cancelled through Cancel()
   PrepareHop(*handle, request, ao, hop, options.timeout, options_.max_response_body);
   CURL* easy = handle->curl;
-  auto t = std::make_unique<Transfer>();
-  t->id = id;
-  t->handle = std::move(handle);
-  t->done = std::move(done);
   const CURLMcode mc = curl_multi_add_handle(multi_, easy);
   if (mc != CURLM_OK) {
     refused.status = absl::InternalError(
         absl::StrCat("curl_multi_add_handle: ", curl_multi_strerror(mc), "; nothing sent"));
-    FailLater(std::move(refused), std::move(t->done), id);
+    FailLater(std::move(refused), std::move(done), id);
     return id;
   }
-  by_handle_.emplace(easy, id);
-  active_.emplace(id, std::move(t));
+  handle->attempt = id;
+  Transfer t{std::move(handle), std::move(done)};
+  if (!spare_nodes_.empty()) {
+    Transfers::node_type node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.key() = id;
+    node.mapped() = std::move(t);
+    active_.insert(std::move(node));
+  } else {
+    active_.emplace(id, std::move(t));
+  }
   return id;
 }
 
 std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
   auto it = active_.find(id);
   if (it == active_.end()) return std::nullopt;
-  std::unique_ptr<Transfer> t = std::move(it->second);
-  active_.erase(it);
-  by_handle_.erase(t->handle->curl);
+  Transfer t = Release(it);
   TransportResult r;
-  const bool started = RequestStarted(*t->handle) || t->handle->exchange.any_response_byte;
+  const bool started = RequestStarted(*t.handle) || t.handle->exchange.any_response_byte;
   r.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
   r.status = absl::CancelledError(started
                                       ? "cancelled during the attempt; the request may have been "
@@ -282,8 +307,8 @@ std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
   // Removed mid-transfer: libcurl closes the connection (it cannot be
   // reused with a response half read), and the handle is destroyed rather
   // than pooled.
-  curl_multi_remove_handle(multi_, t->handle->curl);
-  t->handle.reset();
+  curl_multi_remove_handle(multi_, t.handle->curl);
+  t.handle.reset();
   return r;
 }
 
