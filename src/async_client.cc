@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -71,10 +72,22 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     call->request = std::move(request);
     call->options = std::move(options);
     call->done = std::move(done);
-    std::weak_ptr<Core> weak = weak_from_this();
-    loop_->Post([weak, call]() mutable {
-      if (auto core = weak.lock()) core->Begin(std::move(call));
-    });
+    // Calls accepted meanwhile join the queue of the task already posted:
+    // one task (and one allocation for it) per batch rather than per call.
+    // Order is kept: a Cancel posted after this Execute returned runs after
+    // that task, which takes every call queued by then.
+    bool post = false;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      post = pending_.empty();
+      pending_.push_back(std::move(call));
+    }
+    if (post) {
+      std::weak_ptr<Core> weak = weak_from_this();
+      loop_->Post([weak] {
+        if (auto core = weak.lock()) core->BeginPending();
+      });
+    }
     return id;
   }
 
@@ -120,6 +133,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
   Clock& clock() { return *options_.client.clock; }
 
+  // Loop thread: begins the calls accepted since the last time, in order.
+  void BeginPending() {
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      begin_batch_.swap(pending_);
+    }
+    for (std::shared_ptr<Call>& call : begin_batch_) Begin(std::move(call));
+    begin_batch_.clear();
+  }
+
   // Mirrors the caller's token into the call's own; true when cancelled.
   static bool SyncCancellation(Call& call) {
     if (call.options.cancellation != nullptr && call.options.cancellation->IsCancelled() &&
@@ -152,7 +175,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
                           options_.client.classifier.get(), options_.client.random.get(),
                           &call->token, options_.client.status_query_budget.get());
     Call& c = *call;
-    calls_.emplace(c.id, std::move(call));
+    // A node of a finished call is reused when there is one.
+    if (!spare_nodes_.empty()) {
+      Calls::node_type node = std::move(spare_nodes_.back());
+      spare_nodes_.pop_back();
+      node.key() = c.id;
+      node.mapped() = std::move(call);
+      calls_.insert(std::move(node));
+    } else {
+      calls_.emplace(c.id, std::move(call));
+    }
     Drive(c, c.machine->Start(start));
   }
 
@@ -370,9 +402,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     internal::JournalFinish(*call.prepared, result);
     result.idempotency_key = std::move(call.prepared->key);
     if (call.options.listener != nullptr) call.options.listener->OnFinish(result);
-    auto it = calls_.find(call.id);
-    std::shared_ptr<Call> keep = std::move(it->second);
-    calls_.erase(it);
+    Calls::node_type node = calls_.extract(call.id);
+    std::shared_ptr<Call> keep = std::move(node.mapped());
+    if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
     Deliver(*keep, std::move(result));
   }
 
@@ -387,9 +419,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   const std::shared_ptr<AsyncTransport> transport_;
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<CallId> next_id_{0};
+  // Calls accepted, not begun yet; a task to begin them is posted.
+  std::mutex pending_mu_;
+  std::vector<std::shared_ptr<Call>> pending_;  // Guarded by pending_mu_.
   // Loop thread only.
+  using Calls = std::unordered_map<CallId, std::shared_ptr<Call>>;
+  static constexpr std::size_t kSpareNodes = 64;
+  std::vector<std::shared_ptr<Call>> begin_batch_;
   KeyFingerprints fingerprints_;
-  std::unordered_map<CallId, std::shared_ptr<Call>> calls_;
+  Calls calls_;
+  std::vector<Calls::node_type> spare_nodes_;  // of finished calls, empty
   internal::LatencyWindow latencies_;
   bool shutting_down_ = false;
 };
