@@ -14,6 +14,7 @@
 
 #include "saferetry/config.h"
 #include "saferetry/testing/async_fake_transport.h"
+#include "saferetry/testing/counting_budget.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 
@@ -23,6 +24,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::AsyncFakeTransport;
+using testing::CountingBudget;
 using testing::FakeClock;
 using testing::FakeEventLoop;
 using testing::ScriptedRandom;
@@ -41,26 +43,6 @@ Request Get() {
   r.url = "http://127.0.0.1:8080/orders/1";
   return r;
 }
-
-// Counts the budget's charges and allows `allowed` of them.
-class CountingBudget final : public RetryBudget {
- public:
-  explicit CountingBudget(int allowed) : allowed_(allowed) {}
-  void OnCallStart(TimePoint) override {}
-  void OnSuccess(std::int64_t, TimePoint) override {}
-  BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override {
-    BudgetDecision d;
-    d.allowed = charges_ < allowed_;
-    if (d.allowed) ++charges_;
-    return d;
-  }
-  double Balance(TimePoint) const override { return allowed_ - charges_; }
-  int charges() const { return charges_; }
-
- private:
-  int allowed_;
-  int charges_ = 0;
-};
 
 class AsyncClientTest : public ::testing::Test {
  protected:

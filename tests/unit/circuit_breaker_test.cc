@@ -17,6 +17,7 @@
 #include "saferetry/client.h"
 #include "saferetry/config.h"
 #include "saferetry/metrics.h"
+#include "saferetry/testing/counting_budget.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
@@ -30,6 +31,7 @@ using std::chrono::nanoseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::CountingBudget;
 using testing::FakeClock;
 using testing::FakeTransport;
 using testing::ScriptedRandom;
@@ -262,23 +264,6 @@ TEST(CircuitStateTest, Names) {
 
 // --- Through the blocking Client ---------------------------------------------------
 
-// Counts charges and refunds; always allows.
-class CountingBudget final : public RetryBudget {
- public:
-  void OnCallStart(TimePoint) override {}
-  void OnSuccess(std::int64_t, TimePoint) override {}
-  BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override {
-    ++charges;
-    BudgetDecision d;
-    d.allowed = true;
-    return d;
-  }
-  double Balance(TimePoint) const override { return 0; }
-  void Refund(const BudgetDecision&, TimePoint) override { ++refunds; }
-  int charges = 0;
-  int refunds = 0;
-};
-
 class CircuitBreakerClientTest : public ::testing::Test {
  protected:
   std::unique_ptr<Client> Make(CircuitBreakerOptions breaker_options) {
@@ -345,9 +330,9 @@ TEST_F(CircuitBreakerClientTest, StatusQueryRefusedByTheOpenBreakerEndsUnknown) 
   EXPECT_EQ(fake_->send_count(), 1);
   // The poll's wait was charged to the allowance, then refunded.
   EXPECT_THAT(clock_->sleeps(), ElementsAre(microseconds(37500)));
-  EXPECT_EQ(query_budget_->charges, 1);
-  EXPECT_EQ(query_budget_->refunds, 1);
-  EXPECT_EQ(budget_->refunds, 0);
+  EXPECT_EQ(query_budget_->charges(), 1);
+  EXPECT_EQ(query_budget_->refunds(), 1);
+  EXPECT_EQ(budget_->refunds(), 0);
 }
 
 TEST_F(CircuitBreakerClientTest, RetryRefusedAfterTheBreakerOpensIsRefunded) {
@@ -359,8 +344,8 @@ TEST_F(CircuitBreakerClientTest, RetryRefusedAfterTheBreakerOpensIsRefunded) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);  // a GET never ends UNKNOWN
   EXPECT_EQ(r.stop_reason, StopReason::kCircuitOpen);
   EXPECT_EQ(r.attempts, 1);
-  EXPECT_EQ(budget_->charges, 1);
-  EXPECT_EQ(budget_->refunds, 1);
+  EXPECT_EQ(budget_->charges(), 1);
+  EXPECT_EQ(budget_->refunds(), 1);
 }
 
 TEST_F(CircuitBreakerClientTest, HalfOpenProbeThroughTheClientCloses) {

@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "saferetry/testing/counting_budget.h"
 
 namespace saferetry {
 namespace {
@@ -873,6 +874,27 @@ TEST(CostQuotaTest, ConcurrentWithdrawalsStopExactlyAtZero) {
   });
   EXPECT_EQ(allowed.load(), 100);  // 500 / 5
   EXPECT_EQ(quota->Balance(At(0)), 0.0);
+}
+
+TEST(TestingCountingBudgetTest, GrantsTheAllowedChargesNetOfRefunds) {
+  testing::CountingBudget b(/*allowed=*/2);
+  const TimePoint t{};
+  b.OnCallStart(t);
+  const BudgetDecision first = b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t);
+  EXPECT_TRUE(first.allowed);
+  EXPECT_TRUE(b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t).allowed);
+  const BudgetDecision refused = b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.refusal, BudgetRefusal::kQuotaExhausted);
+  b.Refund(refused, t);  // a refused charge has nothing to give back
+  EXPECT_EQ(b.refunds(), 0);
+  b.Refund(first, t);
+  EXPECT_EQ(b.Balance(t), 1);
+  EXPECT_TRUE(b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t).allowed);
+  EXPECT_EQ(b.call_starts(), 1);
+  EXPECT_EQ(b.asks(), 4);
+  EXPECT_EQ(b.charges(), 3);
+  EXPECT_EQ(b.refunds(), 1);
 }
 
 }  // namespace
