@@ -392,7 +392,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     const StopReason reason = call.machine->result().stop_reason;
     const bool decided_by_answer =
         reason == StopReason::kSuccess || reason == StopReason::kPermanentError;
-    const TimePoint now = clock().Now();
+    const TimePoint now = call.flights.empty() ? TimePoint{} : clock().Now();
     for (const Flight& f : call.flights) {
       transport_->Cancel(f.transport_id);
       if (decided_by_answer && !f.status_query) latencies_.Add(now - f.start);

@@ -109,6 +109,9 @@ struct Loader {
   // `grpc_required`: inside a gRPC service config, where gRPC requires the
   // five classic fields.
   absl::Status RetryPolicy(const json& j, const std::string& path, bool grpc_required);
+  // A `maxAttempts` >= `min` into policy->max_attempts, clamped to the hard
+  // cap with a warning.
+  absl::Status MaxAttempts(const json& j, const std::string& path, std::int64_t min);
   // gRPC's hedgingPolicy; `grpc_required`: maxAttempts must be present.
   absl::Status HedgingPolicy(const json& j, const std::string& path, bool grpc_required);
   // `allow_empty`: an empty array is accepted (nonFatalStatusCodes).

@@ -37,15 +37,7 @@ absl::Status Loader::RetryPolicy(const json& j, const std::string& path, bool gr
     }
   }
   if (j.contains("maxAttempts")) {
-    std::int64_t v = 0;
-    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxAttempts"], Child(path, "maxAttempts"), 1,
-                                      std::numeric_limits<std::int64_t>::max(), &v));
-    if (v > kMaxAttemptsHardCap) {
-      Warn(Cat(Child(path, "maxAttempts"), ": ", v, " is above the hard cap of ",
-                        kMaxAttemptsHardCap, "; clamped to ", kMaxAttemptsHardCap));
-      v = kMaxAttemptsHardCap;
-    }
-    policy->max_attempts = static_cast<int>(v);
+    SAFERETRY_RETURN_IF_ERROR(MaxAttempts(j["maxAttempts"], Child(path, "maxAttempts"), 1));
   }
   if (j.contains("initialBackoff")) {
     SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["initialBackoff"], Child(path, "initialBackoff"),
@@ -81,6 +73,18 @@ absl::Status Loader::RetryPolicy(const json& j, const std::string& path, bool gr
   return absl::OkStatus();
 }
 
+absl::Status Loader::MaxAttempts(const json& j, const std::string& path, std::int64_t min) {
+  std::int64_t v = 0;
+  SAFERETRY_RETURN_IF_ERROR(ReadInt(j, path, min, std::numeric_limits<std::int64_t>::max(), &v));
+  if (v > kMaxAttemptsHardCap) {
+    Warn(Cat(path, ": ", v, " is above the hard cap of ", kMaxAttemptsHardCap, "; clamped to ",
+             kMaxAttemptsHardCap));
+    v = kMaxAttemptsHardCap;
+  }
+  policy->max_attempts = static_cast<int>(v);
+  return absl::OkStatus();
+}
+
 absl::Status Loader::HedgingPolicy(const json& j, const std::string& path, bool grpc_required) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
   SAFERETRY_RETURN_IF_ERROR(
@@ -89,22 +93,15 @@ absl::Status Loader::HedgingPolicy(const json& j, const std::string& path, bool 
     if (grpc_required) return Invalid(Child(path, "maxAttempts"), "required in a gRPC hedgingPolicy");
   } else {
     // gRPC: more than 1 (the original request and at least one hedge).
-    std::int64_t v = 0;
-    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxAttempts"], Child(path, "maxAttempts"), 2,
-                                      std::numeric_limits<std::int64_t>::max(), &v));
-    if (v > kMaxAttemptsHardCap) {
-      Warn(Cat(Child(path, "maxAttempts"), ": ", v, " is above the hard cap of ",
-               kMaxAttemptsHardCap, "; clamped to ", kMaxAttemptsHardCap));
-      v = kMaxAttemptsHardCap;
-    }
+    SAFERETRY_RETURN_IF_ERROR(MaxAttempts(j["maxAttempts"], Child(path, "maxAttempts"), 2));
+    const int v = policy->max_attempts;
     constexpr int kMaxHedges = CallStateMachine::kMaxInFlight - 1;
     if (v - 1 > kMaxHedges) {
       Warn(Cat(Child(path, "maxAttempts"), ": at most ", kMaxHedges + 1,
                " copies are in flight at once; the other ", v - 1 - kMaxHedges,
                " attempt(s) are sent only after copies fail"));
     }
-    policy->max_attempts = static_cast<int>(v);
-    policy->hedging.max_hedges = static_cast<int>(std::min<std::int64_t>(v - 1, kMaxHedges));
+    policy->hedging.max_hedges = std::min(v - 1, kMaxHedges);
   }
   // gRPC's default delay is 0: every copy is sent at once.
   policy->hedging.delay = Duration::zero();
