@@ -165,6 +165,9 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       return r;
     }
     call.journal_owner = owner;
+    // The earlier call's attempt may have taken effect: this one starts
+    // with that doubt, so it can end FAILED only on a definite answer.
+    call.policy.earlier_attempt_may_have_taken_effect = stored.attempt > 0;
   } else {
     call.journal_owner = stored.claim_owner;
   }
@@ -313,6 +316,7 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.fence_when_giving_up =
       options.status_query.fence_when_giving_up && !options.status_query.callback;
   policy.server_deduplicates = options.server_deduplicates;
+  policy.key_minted = key_minted;
   policy.hedging = MayHedge(options.hedging, policy.traits, options.server_deduplicates);
   if (client.circuit_breakers != nullptr) {
     policy.circuit_breaker = client.circuit_breakers->ForUrl(request.url);

@@ -8,20 +8,6 @@
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
-namespace {
-
-// A replayed final 4xx is the key's stored final error: the intent ended
-// with no effect. 409, 410, 422 and 429 say something about the key or the
-// server's load, never about the intent's effect (docs/adr/0007).
-bool IsDefiniteReplay(const AttemptEvidence& evidence) {
-  if (!evidence.hints.replayed || !evidence.http_status.has_value()) return false;
-  const int code = *evidence.http_status;
-  if (code < 400 || code > 499) return false;
-  return code != 409 && code != 410 && code != 422 && code != 429;
-}
-
-}  // namespace
-
 BackoffParams DefaultPollBackoff() {
   BackoffParams p;
   p.base = std::chrono::milliseconds(50);
@@ -99,6 +85,8 @@ CallAction CallStateMachine::Start(TimePoint now) {
   policy_.plan = MakeTimePlan(ChooseTimePlanKind(policy_), total_, policy_.deadline_options);
   budget_->OnCallStart(now);
   if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
+  // A continued intent starts with its predecessor's doubt.
+  maybe_effect_ = policy_.earlier_attempt_may_have_taken_effect && !policy_.traits.safe;
   pending_ = Next::kAttempt;
   return SendNow(now);
 }
@@ -127,7 +115,16 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
           : StatusQueryTimeout(policy_.deadline, now, policy_.deadline_options);
   // No send starts that could not do useful work before the deadline (a
   // wait that overslept, or a deadline that was already too close at start).
-  if (!policy_.deadline.is_infinite() && timeout < policy_.deadline_options.min_useful_attempt) {
+  // A wait this machine scheduled left a useful attempt; a clock that woke
+  // up late took some of it, and that lateness (up to half of a useful
+  // attempt) is forgiven, so the wait still leads to its send.
+  Duration needed = policy_.deadline_options.min_useful_attempt;
+  if (wake_due_.has_value()) {
+    const Duration late = now - *wake_due_;
+    if (late > Duration::zero()) needed -= std::min(late, needed / 2);
+    wake_due_.reset();
+  }
+  if (!policy_.deadline.is_infinite() && timeout < needed) {
     if (pending_charge_.has_value()) {
       pending_charge_budget_->Refund(*pending_charge_, now);
       pending_charge_.reset();
@@ -264,7 +261,14 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
     maybe_effect_ = true;
   }
 
-  const bool definite_replay = IsDefiniteReplay(evidence);
+  const Proof proof = ProofOfAnswer(evidence);
+  const bool fenced = IsFencedAnswer(evidence);
+  // A 410 for a key someone used before this call: its effect may exist.
+  if (IsExpiredKeyAnswer(evidence) && policy_.traits.keyed && !policy_.key_minted &&
+      !policy_.traits.safe) {
+    maybe_effect_ = true;
+  }
+  const bool expired = IsExpiredKeyAnswer(evidence) && maybe_effect_;
   if (response.has_value()) result_.last_response = std::move(response);
   const ServerHints hints = evidence.hints;
   RecordEvidence(std::move(evidence), now);
@@ -272,18 +276,37 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   switch (c.cls) {
     case AttemptClass::kSuccess:
       budget_->OnSuccess(last_retry_cost_, now);
-      if (maybe_effect_ && result_.attempts > 1) result_.resolved_by = ResolvedBy::kResponse;
+      if (maybe_effect_) result_.resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
-    case AttemptClass::kPreconditionFailed:
-      if (definite_replay && maybe_effect_) {
-        // The server replayed the key's stored final error: the intent ended
+    case AttemptClass::kPreconditionFailed: {
+      const StopReason reason = fenced ? StopReason::kFenced : StopReason::kPermanentError;
+      // Nothing before this answer may have taken effect: it is final.
+      if (!maybe_effect_) return Finish(Outcome::kFailed, reason, now);
+      if (proof == Proof::kNoEffect) {
+        // The key's stored final answer (or its fence): the intent ended
         // without effect, whatever the earlier attempts left open.
         maybe_effect_ = false;
         result_.resolved_by = ResolvedBy::kResponse;
+        return Finish(Outcome::kFailed, reason, now);
       }
-      return FinishFailure(StopReason::kPermanentError, now);
+      // Not definite: the earlier doubt stands. Only status queries may
+      // settle it from now on; a resend would get the same answer (or, after
+      // `expired`, could execute the key a second time).
+      no_resend_ = true;
+      if (expired) unsettled_reason_ = StopReason::kKeyExpired;
+      if (in_flight_count_ > 0 && !Cancelled()) {
+        CallAction none;
+        none.kind = CallAction::Kind::kNone;
+        return none;
+      }
+      if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
+      if (policy_.traits.keyed && policy_.has_status_query) {
+        return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
+      }
+      return FinishFailure(unsettled_reason_, now);
+    }
     default:
       break;
   }
@@ -351,6 +374,10 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       evidence.classification = AttemptClass::kPermanent;
       evidence.reason = "status query: fenced not found, no effect ever";
       break;
+    case StatusAnswer::kExpired:
+      evidence.classification = AttemptClass::kAmbiguous;
+      evidence.reason = "status query: the key's record expired, the effect may exist";
+      break;
   }
   if (query_permit_.allowed) {
     // The host's health from the query's own exchange: an HTTP answer is
@@ -393,17 +420,24 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
                     now);
     case StatusAnswer::kNotFound:
       // The original never took effect (so far): resend it with the same key
-      // through the ordinary checks. With no attempt left the original could
-      // still arrive: fence the key if allowed, else the outcome stays
-      // unknown.
-      if (attempts_counted_ >= policy_.max_attempts) {
+      // through the ordinary checks. With no attempt left, or after a final
+      // answer that a resend would only repeat, the original could still
+      // arrive: fence the key if allowed, else the outcome stays unknown.
+      if (no_resend_ || attempts_counted_ >= policy_.max_attempts) {
         if (policy_.fence_when_giving_up && !fence_sent_ && policy_.has_status_query) {
           pending_fence_ = true;
           return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kAmbiguous, hints, now);
         }
-        return FinishFailure(StopReason::kNotFoundNoAttemptsLeft, now);
+        return FinishFailure(no_resend_ ? unsettled_reason_ : StopReason::kNotFoundNoAttemptsLeft,
+                             now);
       }
       return ScheduleNext(Next::kAttempt, false, AttemptClass::kRetryableNotDelivered, hints, now);
+    case StatusAnswer::kExpired:
+      // The server reaped the key's record: it cannot say whether the effect
+      // happened, and it will not execute the key again. Never a resend.
+      no_resend_ = true;
+      unsettled_reason_ = StopReason::kKeyExpired;
+      return FinishFailure(StopReason::kKeyExpired, now);
     case StatusAnswer::kProcessing:
       seen_in_progress_ = true;
       return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kInProgress, hints, now);
@@ -416,6 +450,15 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
 CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls,
                                           const ServerHints& hints, TimePoint now) {
   if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
+  // 0. After a final answer that was not definite only status queries may
+  //    follow: a resend would repeat that answer, or execute an expired key.
+  if (next == Next::kAttempt && no_resend_) {
+    if (!policy_.traits.keyed || !policy_.has_status_query) {
+      return FinishFailure(unsettled_reason_, now);
+    }
+    next = Next::kStatusQuery;
+    poll = true;
+  }
   // 1. Caps: a poll counts against the status-query cap, a send of the
   //    request against the attempts.
   if (poll) {
@@ -429,14 +472,14 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
     return FinishFailure(StopReason::kAttemptsExhausted, now);
   }
 
-  // 2. The delay: the server's hint, else the backoff (retries) or the poll
-  //    pacing (polls). Drawing the sample does not commit to the retry.
+  // 2. The delay: the backoff (retries) or the poll pacing (polls), raised
+  //    to the server's Retry-After, which is a floor (docs/adr/0014): the
+  //    backoff's jitter survives above it. Drawing the sample does not commit
+  //    to the retry. A hint longer than the configured maximum stops the
+  //    call: coming back sooner would disregard the server's "not before".
+  if (hints.retry_after_above_max) return FinishFailure(StopReason::kRetryAfterTooLong, now);
   Duration delay;
-  bool from_hint = false;
-  if (hints.retry_after.has_value()) {
-    delay = *hints.retry_after;
-    from_hint = true;
-  } else if (poll) {
+  if (poll) {
     delay = ComputeBackoff(policy_.poll_backoff, ++poll_waits_, previous_poll_delay_,
                            random_->Uniform());
     previous_poll_delay_ = delay;
@@ -449,16 +492,23 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
                 : ComputeBackoff(policy_.backoff, retry_waits_, previous_delay_, u);
     previous_delay_ = delay;
   }
+  const bool from_hint = hints.retry_after.has_value();
+  const Duration hint = hints.retry_after.value_or(Duration::zero());
+  delay = std::max(delay, hint);
 
   // 3. Time. A wait that would leave no room for a useful send is shortened
-  //    to the longest that does; a server's Retry-After is never shortened.
+  //    to the longest that does, never below the server's Retry-After: when
+  //    the hint alone does not fit, the call ends.
   if (!WaitFits(policy_.deadline, now, delay, policy_.deadline_options)) {
-    if (from_hint) return FinishFailure(StopReason::kRetryAfterBeyondDeadline, now);
+    if (from_hint && !WaitFits(policy_.deadline, now, hint, policy_.deadline_options)) {
+      return FinishFailure(StopReason::kRetryAfterBeyondDeadline, now);
+    }
     if (!WaitFits(policy_.deadline, now, Duration::zero(), policy_.deadline_options)) {
       return OutOfTime(now);
     }
-    delay = policy_.deadline.at() - now - policy_.deadline_options.min_useful_attempt -
-            policy_.deadline_options.margin;
+    delay = std::max(hint, policy_.deadline.at() - now -
+                               policy_.deadline_options.min_useful_attempt -
+                               policy_.deadline_options.margin);
   }
 
   // 4. The budget, charged now that the send will happen (refunded if the
@@ -479,6 +529,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   pending_ = next;
   pending_poll_ = poll && next == Next::kAttempt;
   if (next == Next::kAttempt) pending_fence_ = false;
+  wake_due_ = now + delay;
   AttemptEvidence& last = result_.evidence.back();
   last.delay_after = delay;
   last.delay_from_server_hint = from_hint;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "saferetry/internal/call_setup.h"
+#include "saferetry/settlement.h"
 
 namespace saferetry {
 namespace {
@@ -217,11 +218,6 @@ CallResult Unresolved(std::string_view key, StopReason reason, absl::Status stat
   return r;
 }
 
-bool IsDefiniteRefusal(int status) {
-  return status >= 400 && status < 500 && status != 408 && status != 409 && status != 425 &&
-         status != 429;
-}
-
 }  // namespace
 
 absl::Status ValidateResolveOptions(const ResolveOptions& options) {
@@ -354,66 +350,65 @@ CallResult Client::Resolve(std::string_view key, const ResolveOptions& options) 
     ev.is_status_query = true;
     r.evidence.push_back(std::move(ev));
     r.last_transport_status = tr.status;
-    switch (MapStatusAnswer(tr)) {
-      case StatusAnswer::kFound:
+    const StatusAnswer answer = MapStatusAnswer(tr);
+    switch (ProofOfStatusAnswer(answer)) {
+      case Proof::kTookEffect:
         r.outcome = Outcome::kSucceeded;
         r.stop_reason = StopReason::kSuccess;
         done = true;
         break;
-      case StatusAnswer::kCompletedWithError:
+      case Proof::kNoEffect:
         r.outcome = Outcome::kFailed;
-        r.stop_reason = StopReason::kPermanentError;
+        r.stop_reason =
+            answer == StatusAnswer::kFenced ? StopReason::kFenced : StopReason::kPermanentError;
         done = true;
         break;
-      case StatusAnswer::kFenced:
-        r.outcome = Outcome::kFailed;
-        r.stop_reason = StopReason::kFenced;
-        done = true;
+      case Proof::kNothing:
         break;
-      case StatusAnswer::kNotFound:
-        if (options.fence && !fenced_query) {
-          fence_next = true;
-          break;
+    }
+    if (answer == StatusAnswer::kExpired) {
+      // The record was reaped, perhaps after its effect: never a resend.
+      r.stop_reason = StopReason::kKeyExpired;
+      done = true;
+    } else if (answer == StatusAnswer::kNotFound) {
+      if (options.fence && !fenced_query) {
+        fence_next = true;
+      } else if (options.resend_if_server_deduplicates && intent->body.has_value() && !resent) {
+        // One same-key resend; its answer is judged by the one rule for
+        // "definite" (saferetry/settlement.h), and one that proves nothing
+        // leaves the intent to the next status query.
+        resent = true;
+        if (!journal.MarkSent(key, intent->attempt + 1).ok()) continue;
+        Request again{intent->method, intent->url, original.headers, *intent->body};
+        Headers resend_extra = key_header;
+        AttemptOptions rao;
+        rao.timeout = deadline.Remaining(clock.Now());
+        rao.extra_headers = &resend_extra;
+        if (rao.timeout <= Duration::zero()) continue;
+        const TimePoint s0 = clock.Now();
+        TransportResult rr = options_.transport->Send(again, rao);
+        AttemptEvidence rev = internal::EvidenceOf(rr, s0, clock.Now(), clock.WallNow(), options_);
+        rev.number = ++r.attempts;
+        r.last_transport_status = rr.status;
+        const Proof proof = ProofOfAnswer(rev);
+        if (proof != Proof::kNothing) {
+          r.outcome = proof == Proof::kTookEffect ? Outcome::kSucceeded : Outcome::kFailed;
+          r.stop_reason = proof == Proof::kTookEffect ? StopReason::kSuccess
+                          : IsFencedAnswer(rev)       ? StopReason::kFenced
+                                                      : StopReason::kPermanentError;
+          r.resolved_by = ResolvedBy::kResponse;
+          r.last_response = std::move(rr.response);
+          done = true;
+        } else if (IsExpiredKeyAnswer(rev)) {
+          r.stop_reason = StopReason::kKeyExpired;
+          done = true;
         }
-        if (options.resend_if_server_deduplicates && intent->body.has_value() && !resent) {
-          resent = true;
-          if (!journal.MarkSent(key, intent->attempt + 1).ok()) break;
-          Request again{intent->method, intent->url, original.headers, *intent->body};
-          Headers resend_extra = key_header;
-          AttemptOptions rao;
-          rao.timeout = deadline.Remaining(clock.Now());
-          rao.extra_headers = &resend_extra;
-          if (rao.timeout <= Duration::zero()) break;
-          const TimePoint s0 = clock.Now();
-          TransportResult rr = options_.transport->Send(again, rao);
-          AttemptEvidence rev = internal::EvidenceOf(rr, s0, clock.Now(), clock.WallNow(), options_);
-          rev.number = ++r.attempts;
-          r.evidence.push_back(std::move(rev));
-          r.last_transport_status = rr.status;
-          if (rr.response.has_value()) {
-            const int code = rr.response->status_code;
-            if (code >= 200 && code < 300) {
-              r.outcome = Outcome::kSucceeded;
-              r.stop_reason = StopReason::kSuccess;
-            } else if (IsDefiniteRefusal(code)) {
-              r.outcome = Outcome::kFailed;
-              r.stop_reason = StopReason::kPermanentError;
-            }
-            if (r.outcome != Outcome::kUnknown) {
-              r.resolved_by = ResolvedBy::kResponse;
-              r.last_response = std::move(rr.response);
-              done = true;
-            }
-          }
-          break;
-        }
+        r.evidence.push_back(std::move(rev));
+      } else if (!done) {
         // An unfenced "not found" proves nothing: it stays UNKNOWN.
         r.stop_reason = StopReason::kNotFoundNoAttemptsLeft;
         done = true;
-        break;
-      case StatusAnswer::kProcessing:
-      case StatusAnswer::kStillUnknown:
-        break;
+      }
     }
     if (done && r.outcome != Outcome::kUnknown && r.resolved_by == ResolvedBy::kNone) {
       r.resolved_by = ResolvedBy::kStatusQuery;

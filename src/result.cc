@@ -40,6 +40,12 @@ std::string_view StopReasonName(StopReason reason) {
       return "not_found_no_attempts_left";
     case StopReason::kFenced:
       return "fenced";
+    case StopReason::kKeyExpired:
+      return "key_expired";
+    case StopReason::kAnswerNotDefinite:
+      return "answer_not_definite";
+    case StopReason::kRetryAfterTooLong:
+      return "retry_after_too_long";
     case StopReason::kCancelled:
       return "cancelled";
     case StopReason::kServerDoNotRetry:

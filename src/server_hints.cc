@@ -208,8 +208,9 @@ ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
     }
   }
   if (delay.has_value()) {
-    hints.retry_after =
-        std::min(*delay, std::max(Duration::zero(), options.max_retry_after));
+    const Duration max = std::max(Duration::zero(), options.max_retry_after);
+    hints.retry_after = std::min(*delay, max);
+    hints.retry_after_above_max = *delay > max;
   }
   if (auto state = FindHeader(headers, "Idempotency-Key-State")) {
     hints.key_state = ParseKeyState(*state);

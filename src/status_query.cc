@@ -99,6 +99,9 @@ StatusAnswer MapStatusAnswer(const TransportResult& result) {
       if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(v), "fenced")) {
         return StatusAnswer::kFenced;
       }
+      if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(v), "expired")) {
+        return StatusAnswer::kExpired;
+      }
     }
     return StatusAnswer::kNotFound;
   }

@@ -15,29 +15,40 @@
 // test in tests/unit/call_state_machine_test.cc):
 //   1. classify; record whether the attempt may have taken effect;
 //   2. success -> Finish(SUCCEEDED);
-//   3. a replayed final 4xx (the key's stored error) is definite: it clears
-//      the history; permanent / precondition -> Finish, no charge;
+//   3. a final answer (permanent / precondition; no charge): with nothing
+//      in the history that may have taken effect, FAILED; a 410 not fenced
+//      for a key the call did not mint puts that doubt in the history. Once
+//      it is there only a definite answer (saferetry/settlement.h: a 410
+//      fenced, a final 4xx the server marked as the key's stored answer)
+//      ends FAILED; any other is settled by status queries (whose "not
+//      found" never leads to a resend), else UNKNOWN with
+//      kAnswerNotDefinite or kKeyExpired;
 //   4. cancelled -> Finish; server says do-not-retry -> Finish, no charge;
 //   5. ambiguous -> idempotent: retry | keyed + status query: query |
 //      keyed + (server deduplicates or 409 seen): same-key resend |
 //      else Finish(kAmbiguousUnresolved);
 //      in progress (409) -> poll: query if configured, else same-key resend
 //      (a resend answered 409 counts as a poll, not as an attempt);
-//   6. next step: cap (attempts, or polls) -> delay (Retry-After, else the
-//      backoff for attempts or the poll pacing for polls) -> time: a
-//      Retry-After that does not fit ends the call; a drawn delay that does
-//      not fit is shortened to the longest that leaves a useful attempt ->
+//   6. next step: cap (attempts, or polls) -> delay (the backoff for
+//      attempts or the poll pacing for polls, raised to the server's
+//      Retry-After: a floor, docs/adr/0014) -> time: a Retry-After above
+//      the maximum, or one that alone does not fit, ends the call; a delay
+//      that does not fit is shortened (never below the hint) to the longest
+//      that leaves a useful attempt ->
 //      budget (retries) or status-query allowance (polls) is charged only
 //      now, when the next send is certain -> Wait(delay).
 //   7. after the wait: cancelled? (refund) -> send with the planned timeout.
+//      A wait the machine scheduled leads to a send even when the clock
+//      woke late: the useful-attempt check forgives the lateness, up to half
+//      of `min_useful_attempt`.
 // Before every send (the first attempt, a retry, a status query, a hedge)
 // the circuit breaker, when the policy has one, is asked last, right before
 // the send: a refusal ends the call with kCircuitOpen (refunding the wait's
 // charge), outcome by history; a refused hedge is simply not sent. Every
 // finished send is reported to it (docs/circuit-breaker.md).
 // History decides the outcome: once any attempt may have taken effect, only a
-// success, a "found" status answer or a definite answer (a stored final
-// error, a fenced "not found") avoids kUnknown.
+// definite answer (saferetry/settlement.h: a success, a "found" status answer,
+// a stored final error, a fenced answer) avoids kUnknown.
 
 #ifndef SAFERETRY_CALL_STATE_MACHINE_H_
 #define SAFERETRY_CALL_STATE_MACHINE_H_
@@ -54,6 +65,7 @@
 #include "saferetry/random.h"
 #include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
+#include "saferetry/settlement.h"
 #include "saferetry/status_query.h"
 
 namespace saferetry {
@@ -95,6 +107,15 @@ struct CallPolicy {
   bool fence_when_giving_up = false;
   /// The caller declares that the server deduplicates keys.
   bool server_deduplicates = false;
+  /// The call minted its key: no one used it before. A key from the caller
+  /// (the default, the cautious value) may have been used by an earlier
+  /// process, so a 410 for it (`IsExpiredKeyAnswer`) means "may have taken
+  /// effect".
+  bool key_minted = false;
+  /// An earlier call with this key (a journaled intent continued after a
+  /// crash) may have taken effect: the history starts with that doubt, so
+  /// the call can end FAILED only on a definite answer.
+  bool earlier_attempt_may_have_taken_effect = false;
   /// More than one attempt may be in flight (`StartHedge`): only for
   /// requests that are safe to send twice (idempotent, or keyed with a
   /// deduplicating server). The driver checks; the machine trusts it.
@@ -238,7 +259,13 @@ class CallStateMachine {
   std::uint32_t next_id_ = 0;
   bool finished_ = false;
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
+  // A final answer that was not definite (or a 410 for a used key) came
+  // after that doubt: only status queries may settle it, never a resend.
+  bool no_resend_ = false;
+  StopReason unsettled_reason_ = StopReason::kAnswerNotDefinite;
   bool seen_in_progress_ = false;
+  // The end of the pending wait: a send after it forgives a late wake-up.
+  std::optional<TimePoint> wake_due_;
   Next pending_ = Next::kAttempt;
   bool pending_poll_ = false;   // the pending send is a poll
   bool pending_fence_ = false;  // the pending status query carries the fence

@@ -42,6 +42,7 @@ enum class Outcome {
 enum class StopReason {
   kSuccess,                  ///< A success response or a "found" status answer.
   kPermanentError,           ///< A final error (4xx, 412, a stored final error): retrying cannot help.
+                             ///< FAILED only (never UNKNOWN: see `kAnswerNotDefinite`).
   kAttemptsExhausted,        ///< `max_attempts` sends made and the last one was still retryable.
   kStatusQueriesExhausted,   ///< The status-query (poll) cap was reached, still unresolved.
   kDeadlineExceeded,         ///< The deadline was reached during an attempt, a query or a wait.
@@ -50,7 +51,18 @@ enum class StopReason {
   kRetryAfterBeyondDeadline, ///< The server's Retry-After ends past the deadline; never shortened.
   kAmbiguousUnresolved,      ///< May have taken effect; no status query and no deduplicating resend.
   kNotFoundNoAttemptsLeft,   ///< Status says "not found" (unfenced) but no attempt is left.
-  kFenced,                   ///< A fenced status query answered "not found": no effect, ever.
+  kFenced,                   ///< Fenced (a status answer or a 410): no effect, ever.
+  /// The server's record of the key is gone (410 `expired` or without a
+  /// state, a status answer `expired`): the effect may exist, and the key is
+  /// never resent. Always UNKNOWN, unless a status answer settled it.
+  kKeyExpired,
+  /// A final answer that is not definite (a 4xx the server did not mark as
+  /// the key's stored answer, 409/422 and the like) after an attempt that
+  /// may have taken effect, and no status answer settled it. Always UNKNOWN.
+  kAnswerNotDefinite,
+  /// The server's Retry-After is longer than `HintOptions::max_retry_after`:
+  /// coming back sooner would disregard its "not before", so the call stops.
+  kRetryAfterTooLong,
   kCancelled,                ///< The caller's cancellation token fired.
   kServerDoNotRetry,         ///< The server asked not to be retried.
   kCircuitOpen,              ///< Reserved for a circuit breaker.
@@ -118,8 +130,12 @@ enum class KeyState {
 /// What the server said about retrying and about the key.
 struct ServerHints {
   /// Parsed `Retry-After` (or `retry-after-ms` / `x-ms-retry-after-ms`),
-  /// already clamped to the configured maximum.
+  /// clamped to the configured maximum (`HintOptions::max_retry_after`).
   std::optional<Duration> retry_after;
+  /// The hint was longer than that maximum (`retry_after` holds the
+  /// maximum): the call stops with `kRetryAfterTooLong` rather than come
+  /// back before the server's "not before".
+  bool retry_after_above_max = false;
   /// The configured "do not retry" response header was present.
   bool do_not_retry = false;
   /// `Idempotency-Key-State`.

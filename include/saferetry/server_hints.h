@@ -4,8 +4,10 @@
 // `retry-after-ms` and `x-ms-retry-after-ms`, a configurable "do not retry"
 // header, and what the server says about the idempotency key
 // (`Idempotency-Key-State`, `Idempotent-Replayed`; docs/server-contract.md).
-// A delay hint replaces the backoff delay; hints above a maximum are clamped;
-// the deadline beats both (the call gives up at once when the hint would
+// A delay hint is a floor under the backoff: the call waits the longer of
+// the two (docs/adr/0014-retry-after-is-a-floor.md). A hint above a maximum
+// stops the call (`kRetryAfterTooLong`) instead of being shortened; the
+// deadline beats both (the call gives up at once when the hint alone would
 // overshoot it).
 //
 // An HTTP-date `Retry-After` is measured against the response's own `Date`
@@ -44,7 +46,8 @@ namespace saferetry {
 /// How hints are read. Defaults: `Retry-After` honoured up to 60 s, no
 /// do-not-retry header.
 struct HintOptions {
-  /// Longer hints are clamped to this. > 0.
+  /// The longest hint the call honours. A longer one is reported clamped
+  /// (`ServerHints::retry_after_above_max`) and stops the call. > 0.
   Duration max_retry_after = std::chrono::seconds(60);
   /// A response header whose presence means "do not retry" (e.g.
   /// "X-Should-Retry: false" style APIs use a value; here presence with any
@@ -82,7 +85,8 @@ KeyState ParseKeyState(std::string_view value);
 /// Reads the hints of one response:
 /// - `retry_after` from `retry-after-ms`, `x-ms-retry-after-ms` or
 ///   `Retry-After` (with `Date`), in that order of precedence (see the top of
-///   this file), clamped to `options.max_retry_after`;
+///   this file), clamped to `options.max_retry_after`, with
+///   `retry_after_above_max` set when it was longer;
 /// - `do_not_retry` from `options.do_not_retry_header`;
 /// - `key_state` from `Idempotency-Key-State` (see `ParseKeyState`);
 /// - `replayed` from `Idempotent-Replayed`: true only for the value "true" in

@@ -8,15 +8,20 @@
 //                                           effect
 //   404 + Idempotency-Key-State: completed  the key's stored final error  FAILED (definite), that answer
 //   404 + Idempotency-Key-State: fenced     fenced: no effect, ever       FAILED (definite)
+//   404 + Idempotency-Key-State: expired    the record was reaped, maybe  UNKNOWN (`key_expired`);
+//                                           after its effect              never a resend
 //   other 404                               not found (yet): unfenced,    resend, same key, via the
-//                                           proves nothing final          retry checks
+//                                           proves nothing final          retry checks (none after
+//                                                                         an expired or undecided
+//                                                                         final answer)
 //   409, 202                                processing                    poll again (paced)
 //   anything else / transport failure       still unknown                 poll again within the
 //                                                                         allowance and deadline,
 //                                                                         else UNKNOWN; never a resend
 //
 // Only the two definite 404s may turn an ambiguous history into FAILED
-// (docs/server-contract.md, docs/adr/0007-definite-answers.md).
+// (saferetry/settlement.h, docs/server-contract.md,
+// docs/adr/0007-definite-answers.md).
 //
 // @code
 //   CallOptions call;
@@ -47,6 +52,9 @@ enum class StatusAnswer {
   kStillUnknown,        ///< Anything else, or no answer.
   kCompletedWithError,  ///< 404 + `completed`: a stored final error; definite.
   kFenced,              ///< 404 + `fenced`: the key can never take effect; definite.
+  /// 404 + `expired`: the server reaped the key's record, perhaps after its
+  /// effect; not definite, and the key will not be executed again.
+  kExpired,
 };
 
 /// A status answer with its evidence.

@@ -627,7 +627,73 @@ TEST_F(CallStateMachineTest,
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kRetryAfterBeyondDeadline);
   EXPECT_EQ(budget_.charges(), 0);
-  EXPECT_EQ(random_->uniform_draws(), 0);
+  // The backoff was drawn (the hint is a floor under it), nothing else.
+  EXPECT_EQ(random_->uniform_draws(), 1);
+}
+
+// Retry-After is a floor (docs/adr/0014): a hint shorter than the backoff
+// leaves the backoff, jitter and all.
+TEST_F(CallStateMachineTest, RetryAfterShorterThanTheBackoffKeepsTheBackoff) {
+  CallStateMachine& m = Make(Get(seconds(5)), {0.5});
+  m.Start(kT0);
+  // Full jitter of 100 ms at u = 0.5: 50 ms, above the 10 ms hint.
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(10))),
+                                     ResponseOf(503), At(milliseconds(10))),
+                     milliseconds(50), /*from_hint=*/true));
+}
+
+// Near the deadline only the backoff part shrinks, never below the hint.
+TEST_F(CallStateMachineTest, RetryAfterNearTheDeadlineShrinksOnlyTheBackoff) {
+  CallPolicy p = Get(seconds(1));
+  p.backoff.base = milliseconds(900);
+  p.backoff.jitter = JitterKind::kNone;
+  CallStateMachine& m = Make(p, {0.5});
+  m.Start(kT0);
+  // Backoff 900 ms does not fit at 100 ms (100 + 900 + 50 + 10 > 1000); the
+  // 300 ms hint does: the wait is the longest that fits, 840 ms.
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(300))),
+                                     ResponseOf(503), At(milliseconds(100))),
+                     milliseconds(840), /*from_hint=*/true));
+}
+
+// A hint above `max_retry_after` stops the call: shortening it would come
+// back before the server's "not before".
+TEST_F(CallStateMachineTest, RetryAfterAboveTheMaximumStopsRetryAfterTooLong) {
+  CallStateMachine& m = Make(Get(seconds(100)), {0.5});
+  m.Start(kT0);
+  ServerHints h = RetryAfter(seconds(60));
+  h.retry_after_above_max = true;
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, h), ResponseOf(503), At(milliseconds(10)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kRetryAfterTooLong);
+  EXPECT_EQ(budget_.charges(), 0);
+}
+
+// Rule 7: a wait the machine shortened to fit ends exactly when a useful
+// attempt is left; a clock that wakes a few ms late still gets its send.
+TEST_F(CallStateMachineTest, AShortenedWaitLeadsToASendOnALateClock) {
+  for (Duration late : {Duration::zero(), Duration(milliseconds(1)), Duration(milliseconds(5)), Duration(milliseconds(25))}) {
+    SCOPED_TRACE(late.count());
+    CallPolicy p = Get(seconds(1));
+    p.backoff.base = seconds(2);
+    p.backoff.jitter = JitterKind::kNone;
+    CallStateMachine& m = Make(p, {0.5});
+    m.Start(kT0);
+    EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(100))),
+                       milliseconds(840)));
+    EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(940)) + late), 2,
+                       milliseconds(50) - late));
+  }
+  // Later than half a useful attempt: the wait overslept, no send.
+  CallPolicy p = Get(seconds(1));
+  p.backoff.base = seconds(2);
+  p.backoff.jitter = JitterKind::kNone;
+  CallStateMachine& m = Make(p, {0.5});
+  m.Start(kT0);
+  m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(100)));
+  EXPECT_TRUE(IsFinish(m.OnWaitOver(At(milliseconds(966)))));
+  EXPECT_EQ(Result().stop_reason, StopReason::kNoTimeForUsefulAttempt);
 }
 
 // kAmbiguousUnresolved: rule 5, an ambiguous write with no key has no way to
@@ -961,7 +1027,8 @@ TEST_F(CallStateMachineTest, RetryAfterThatFitsIsWaitedExactly) {
       IsWait(m.OnAttemptDone(Answered(429, RetryAfter(milliseconds(300))),
                              ResponseOf(429), At(milliseconds(10))),
              milliseconds(300), /*from_hint=*/true));
-  EXPECT_EQ(random_->uniform_draws(), 0);
+  // The backoff (50 ms) was drawn and lies under the hint.
+  EXPECT_EQ(random_->uniform_draws(), 1);
   // 429 is a throttling answer: the budget is told so.
   EXPECT_THAT(budget_.throttled(), ElementsAre(true));
   EXPECT_TRUE(
@@ -1178,7 +1245,8 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenCleanFinalErrorIsUnknown) {
       m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(70)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
-  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  // Not `permanent_error`: an UNKNOWN never reads as a definite failure.
+  EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kNone);
 }
 
@@ -1210,7 +1278,8 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenReplayed410Or422StaysUnknown) {
                                  ResponseOf(status), At(milliseconds(70)))));
     const CallResult r = Result();
     EXPECT_EQ(r.outcome, Outcome::kUnknown);
-    EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+    EXPECT_EQ(r.stop_reason,
+              status == 410 ? StopReason::kKeyExpired : StopReason::kAnswerNotDefinite);
     EXPECT_EQ(r.resolved_by, ResolvedBy::kNone);
   }
 }
@@ -1264,10 +1333,11 @@ TEST_F(CallStateMachineTest, HistoryStatusAnswerCompletedWithErrorIsFailed) {
 }
 
 // An unfenced "not found" does not clear the history: the resend's clean
-// final error still leaves UNKNOWN.
-TEST_F(CallStateMachineTest, HistoryNotFoundThenCleanFinalErrorIsUnknown) {
+// (unmarked) final error gets one settling status query, whose "not found"
+// never leads to another resend, and the call ends UNKNOWN.
+TEST_F(CallStateMachineTest, HistoryNotFoundThenCleanFinalErrorIsSettledByAQuery) {
   CallPolicy p = KeyedPost(seconds(1));
-  p.max_attempts = 2;
+  p.max_attempts = 3;
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)));
@@ -1276,11 +1346,206 @@ TEST_F(CallStateMachineTest, HistoryNotFoundThenCleanFinalErrorIsUnknown) {
                    At(milliseconds(130)));
   EXPECT_TRUE(
       IsSend(m.OnWaitOver(At(milliseconds(130))), 2, milliseconds(560)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(140)))));
+  EXPECT_TRUE(IsWait(
+      m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(140))),
+      microseconds(37500)));
+  EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(178))), Kind::kSendStatusQuery));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
+                                        ResponseOf(404), At(milliseconds(180)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
+  EXPECT_EQ(r.attempts, 2);  // one attempt was left: no resend after the 400
+  EXPECT_EQ(r.status_queries, 2);
+}
+
+// The same settling query can settle it either way.
+TEST_F(CallStateMachineTest, HistoryUnmarkedFinalErrorThenFoundSucceeds) {
+  for (StatusAnswer answer : {StatusAnswer::kFound, StatusAnswer::kCompletedWithError,
+                              StatusAnswer::kFenced, StatusAnswer::kExpired}) {
+    SCOPED_TRACE(static_cast<int>(answer));
+    CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.0});
+    m.Start(kT0);
+    m.OnAttemptDone(TimedOut(), std::nullopt, At(milliseconds(100)));
+    m.OnWaitOver(At(milliseconds(125)));
+    m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                     At(milliseconds(130)));
+    m.OnWaitOver(At(milliseconds(130)));
+    EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(422), ResponseOf(422), At(milliseconds(140))),
+                       microseconds(37500)));
+    EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(178))), Kind::kSendStatusQuery));
+    const int code = answer == StatusAnswer::kFound ? 200 : 404;
+    EXPECT_TRUE(IsFinish(m.OnStatusAnswer(answer, Answered(code), ResponseOf(code),
+                                          At(milliseconds(180)))));
+    const CallResult r = Result();
+    switch (answer) {
+      case StatusAnswer::kFound:
+        EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+        EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
+        break;
+      case StatusAnswer::kCompletedWithError:
+        EXPECT_EQ(r.outcome, Outcome::kFailed);
+        EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+        break;
+      case StatusAnswer::kFenced:
+        EXPECT_EQ(r.outcome, Outcome::kFailed);
+        EXPECT_EQ(r.stop_reason, StopReason::kFenced);
+        break;
+      default:
+        EXPECT_EQ(r.outcome, Outcome::kUnknown);
+        EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
+        break;
+    }
+  }
+}
+
+// Rule 1: a final answer the server marks as the key's stored answer
+// (`Idempotency-Key-State: completed`, first time or replay) is definite.
+TEST_F(CallStateMachineTest, HistoryAmbiguousThenMarkedFirstTimeFinalErrorIsFailed) {
+  CallStateMachine& m = Make(DedupPost(seconds(1), 2), {0.5});
+  m.Start(kT0);
+  m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
+  m.OnWaitOver(At(milliseconds(60)));
+  ServerHints completed;
+  completed.key_state = KeyState::kCompleted;
+  EXPECT_TRUE(IsFinish(
+      m.OnAttemptDone(Answered(400, completed), ResponseOf(400), At(milliseconds(70)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
+}
+
+// 410 + fenced is definite, with or without doubt before it.
+TEST_F(CallStateMachineTest, Fenced410IsFailedFenced) {
+  ServerHints fenced;
+  fenced.key_state = KeyState::kFenced;
+  for (bool doubt : {false, true}) {
+    SCOPED_TRACE(doubt);
+    CallStateMachine& m = Make(DedupPost(seconds(1), 2), {0.5});
+    m.Start(kT0);
+    if (doubt) {
+      m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
+      m.OnWaitOver(At(milliseconds(60)));
+    }
+    EXPECT_TRUE(IsFinish(
+        m.OnAttemptDone(Answered(410, fenced), ResponseOf(410), At(milliseconds(70)))));
+    const CallResult r = Result();
+    EXPECT_EQ(r.outcome, Outcome::kFailed);
+    EXPECT_EQ(r.stop_reason, StopReason::kFenced);
+  }
+}
+
+// Rule 2: a 410 not fenced (expired, or no state) on the first attempt of a
+// key the call did not mint: the key was used before, so it may have taken
+// effect. With a status query it is asked, never resent.
+TEST_F(CallStateMachineTest, ExpiredKeyOfTheCallerIsAskedNeverResent) {
+  for (KeyState state : {KeyState::kExpired, KeyState::kNone}) {
+    SCOPED_TRACE(static_cast<int>(state));
+    CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.0});
+    m.Start(kT0);
+    ServerHints h;
+    h.key_state = state;
+    EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(410, h), ResponseOf(410), At(milliseconds(10))),
+                       milliseconds(25)));
+    EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(35))), Kind::kSendStatusQuery));
+    EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
+                                          ResponseOf(404), At(milliseconds(40)))));
+    const CallResult r = Result();
+    EXPECT_EQ(r.outcome, Outcome::kUnknown);
+    EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
+    EXPECT_EQ(r.attempts, 1);
+  }
+}
+
+TEST_F(CallStateMachineTest, ExpiredKeyFoundByTheStatusQuerySucceeds) {
+  CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.0});
+  m.Start(kT0);
+  ServerHints h;
+  h.key_state = KeyState::kExpired;
+  m.OnAttemptDone(Answered(410, h), ResponseOf(410), At(milliseconds(10)));
+  m.OnWaitOver(At(milliseconds(35)));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kFound, Answered(200), ResponseOf(200),
+                                        At(milliseconds(40)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->status_code, 200);
+}
+
+// Without a status query: UNKNOWN with a stop reason of its own.
+TEST_F(CallStateMachineTest, ExpiredKeyWithoutAStatusQueryIsUnknownKeyExpired) {
+  CallStateMachine& m = Make(DedupPost(seconds(1), 3), {0.0});
+  m.Start(kT0);
+  ServerHints h;
+  h.key_state = KeyState::kExpired;
+  EXPECT_TRUE(
+      IsFinish(m.OnAttemptDone(Answered(410, h), ResponseOf(410), At(milliseconds(10)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
+}
+
+// A minted key on its first attempt keeps today's rule: a 410 is final.
+TEST_F(CallStateMachineTest, ExpiredAnswerForAMintedKeyOnItsFirstAttemptIsFailed) {
+  CallPolicy p = KeyedPost(seconds(1));
+  p.key_minted = true;
+  CallStateMachine& m = Make(p, {0.0});
+  m.Start(kT0);
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(410), ResponseOf(410), At(milliseconds(10)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+}
+
+// A status answer "expired" never leads to a resend.
+TEST_F(CallStateMachineTest, StatusAnswerExpiredIsUnknownKeyExpired) {
+  CallPolicy p = KeyedPost(seconds(1));
+  p.max_attempts = 3;
+  CallStateMachine& m = Make(p, {0.0});
+  m.Start(kT0);
+  m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)));
+  m.OnWaitOver(At(milliseconds(125)));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kExpired, Answered(404), ResponseOf(404),
+                                        At(milliseconds(130)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
+  EXPECT_EQ(r.attempts, 1);
+}
+
+// Rule 3: a continued intent starts as "may have taken effect": refused
+// connections, then a clean 4xx, never end it FAILED.
+TEST_F(CallStateMachineTest, ContinuedIntentStartsWithTheDoubt) {
+  CallPolicy p = DedupPost(seconds(1), 2);
+  p.earlier_attempt_may_have_taken_effect = true;
+  AttemptEvidence refused;
+  refused.delivery = Delivery::kNotSent;
+  refused.transport_status = absl::UnavailableError("connection refused");
+  CallStateMachine& m = Make(p, {0.0});
+  m.Start(kT0);
+  m.OnAttemptDone(refused, std::nullopt, At(milliseconds(1)));
+  m.OnWaitOver(At(milliseconds(26)));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(refused, std::nullopt, At(milliseconds(27)))));
+  const CallResult refused_twice = Result();
+  EXPECT_EQ(refused_twice.outcome, Outcome::kUnknown);
+  EXPECT_EQ(refused_twice.stop_reason, StopReason::kAttemptsExhausted);
+
+  CallStateMachine& again = Make(p, {0.0});
+  again.Start(kT0);
+  EXPECT_TRUE(IsFinish(again.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(1)))));
+  const CallResult clean_400 = Result();
+  EXPECT_EQ(clean_400.outcome, Outcome::kUnknown);
+  EXPECT_EQ(clean_400.stop_reason, StopReason::kAnswerNotDefinite);
+
+  // A success settles it, as a resend's response.
+  CallStateMachine& ok = Make(p, {0.0});
+  ok.Start(kT0);
+  EXPECT_TRUE(IsFinish(ok.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(1)))));
+  const CallResult success = Result();
+  EXPECT_EQ(success.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(success.resolved_by, ResolvedBy::kResponse);
 }
 
 // Rule 5: an idempotent request's ambiguous attempt is retried, but the

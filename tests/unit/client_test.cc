@@ -209,7 +209,7 @@ TEST_F(ClientTest, AmbiguousThenUnavailableEndsUnknown) {
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(r.attempts, 3);
   EXPECT_EQ(server_->effects(*r.idempotency_key), 1);  // the order exists
-  // Retry-After: 1 from the 503 replaces the backoff.
+  // Retry-After: 1 from the 503 is a floor above the backoff.
   EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50), seconds(1)));
   EXPECT_FALSE(r.evidence[0].delay_from_server_hint);
   EXPECT_TRUE(r.evidence[1].delay_from_server_hint);
@@ -222,7 +222,7 @@ TEST_F(ClientTest, AmbiguousThenCleanClientErrorStillUnknown) {
   call.server_deduplicates = true;
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
-  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
 }
 
 TEST_F(ClientTest, DedupResendReplaysTheStoredResponse) {

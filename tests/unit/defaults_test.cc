@@ -260,7 +260,7 @@ TEST(DefiniteAnswers, UnreplayedClientErrorAfterAmbiguityStaysUnknown) {
   call.server_deduplicates = true;
   CallResult r = DefaultClient(fake, clock)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
-  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kNone);
 }
 

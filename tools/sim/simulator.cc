@@ -374,6 +374,7 @@ void Engine::StartCall(std::int32_t client, TimePoint now, bool measured) {
   CallPolicy policy = m.policy;
   policy.deadline = Deadline::After(now, m.timeout);
   policy.circuit_breaker = breaker_.get();
+  policy.key_minted = true;  // each simulated call mints its own key
   if (m.careless) {
     policy.traits = RequestTraits{/*idempotent=*/true, /*safe=*/false, /*keyed=*/false};
     policy.has_status_query = false;
