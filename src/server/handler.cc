@@ -103,7 +103,7 @@ Answer IdempotentHandler::Replay(const StoredResponse& stored) {
   a.status = stored.status;
   a.body = stored.body;
   a.headers.emplace_back(std::string(kReplayedHeader), "true");
-  return a;
+  return WithState(std::move(a), "completed");
 }
 
 Answer IdempotentHandler::StorageError(const absl::Status& status) {
@@ -224,10 +224,12 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
       return Replay(done->response);
     }
     counters_.executed++;
+    // The first final answer is marked like its replays: the client may take
+    // it as the key's definite answer (saferetry/settlement.h).
     Answer a;
     a.status = done->response.status;
     a.body = std::move(done->response.body);
-    return a;
+    return WithState(std::move(a), "completed");
   }
 
   // Fenced off: someone took the key over (or fenced it) while this worker

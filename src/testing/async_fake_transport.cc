@@ -63,7 +63,7 @@ int FakeEventLoop::RunSome(std::optional<TimePoint> until) {
         timers_.erase(first);
         lock.unlock();
         const TimePoint now = clock_->Now();
-        if (due > now) clock_->Advance(due - now);
+        if (due > now) clock_->Advance(due - now + clock_->NextWakeLateness());
       } else {
         break;
       }

@@ -72,6 +72,17 @@ void SimulatedOrderServer::SetProcessingTime(Duration processing_time) {
   processing_time_ = std::max(Duration::zero(), processing_time);
 }
 
+void SimulatedOrderServer::Expire(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(key);
+  if (it == records_.end()) {
+    Record r;
+    r.creates_order = false;
+    it = records_.emplace(key, r).first;
+  }
+  it->second.expired = true;
+}
+
 TimePoint SimulatedOrderServer::NowLocked() const {
   return clock_ != nullptr ? clock_->Now() : TimePoint{};
 }
@@ -124,6 +135,9 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
     if (InProgressLocked(rec)) {
       return Answer(409, R"({"state":"PROCESSING"})", {{"Idempotency-Key-State", "processing"}});
     }
+    if (rec.expired && !rec.creates_order) {
+      return Answer(404, R"({"error":"expired"})", {{"Idempotency-Key-State", "expired"}});
+    }
     if (!rec.creates_order) {
       return Answer(404, absl::StrCat(R"({"final_status":)", rec.status, "}"),
                     {{"Idempotency-Key-State", "completed"}});
@@ -156,6 +170,9 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
     return Answer(503, R"({"error":"rejected before any work"})",
                   {{"Idempotency-Key-State", "rejected"}});
   }
+  if (fault == OrderFault::kUnmarkedClientError) {
+    return Answer(400, R"({"error":"bad request from a gateway"})");
+  }
 
   // The attempt's hang: the client waits out its whole timeout.
   auto hang = [&]() {
@@ -175,6 +192,10 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
       if (rec.fenced) {
         return Answer(410, R"({"error":"idempotency_key_fenced"})",
                       {{"Idempotency-Key-State", "fenced"}});
+      }
+      if (rec.expired) {
+        return Answer(410, R"({"error":"idempotency_key_expired"})",
+                      {{"Idempotency-Key-State", "expired"}});
       }
       if (rec.body != request.body) {
         return Answer(422, R"({"error":"idempotency key reused with another payload"})");
@@ -197,11 +218,14 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
     }
     Record rec;
     rec.body = request.body;
-    if (fault == OrderFault::kStoredFinalErrorThenLose) {
+    if (fault == OrderFault::kStoredFinalErrorThenLose || fault == OrderFault::kStoredFinalError) {
       rec.status = 400;
       rec.response_body = R"({"error":"sku out of stock"})";
       rec.creates_order = false;
       records_[*key] = rec;
+      if (fault == OrderFault::kStoredFinalError) {
+        return Answer(rec.status, rec.response_body, {{"Idempotency-Key-State", "completed"}});
+      }
       return Lost(absl::UnavailableError("connection reset after a final error was stored"));
     }
     body = absl::StrCat(R"({"order_id":)", next_order_id_++, "}");
@@ -239,7 +263,9 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
     if (clock_ != nullptr && work > options.timeout - kLatency) return hang();  // a slow commit
     if (clock_ != nullptr) clock_->Advance(work);
   }
-  return Answer(status, body);
+  if (!key.has_value()) return Answer(status, body);
+  // Every final answer the server stores is marked with the key's state.
+  return Answer(status, body, {{"Idempotency-Key-State", "completed"}});
 }
 
 int SimulatedOrderServer::effects(const std::string& key) const {

@@ -81,6 +81,8 @@ class Harness {
   // Client-wide seams. `defaults`: only the clock is set (what a new user
   // gets); else the scripted random (u = 0.5) and unlimited budgets.
   void SetBudget(std::shared_ptr<RetryBudget> budget) { budget_ = std::move(budget); }
+  // Every jitter sample is `u`.
+  void SetUniform(double u) { random_ = std::make_shared<ScriptedRandom>(std::vector<double>{u}); }
   void UseDefaults() { defaults_ = true; }
 
   CallResult Run(const Request& request, const CallOptions& call) {
@@ -230,6 +232,77 @@ TEST_P(ParityTest, StoredFinalErrorFoundByStatusQueryIsFailed) {
   EXPECT_EQ(server->total_effects(), 0);
 }
 
+// Rule 1 on both drivers: an attempt reset before it reached the service, a
+// status query "not found", a same-key resend answered with the service's
+// first-time stored 400 (marked `completed`): definite, FAILED.
+TEST_P(ParityTest, ResetThenFirstTimeStoredErrorIsFailed) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kDropBeforeCommit, OrderFault::kStoredFinalError});
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallOptions call;
+  call.timeout = seconds(3);
+  call.status_query.url_template = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.status_queries, 1);
+  EXPECT_EQ(server->total_effects(), 0);
+}
+
+// The same sequence with a 400 that nobody marked (a gateway's): one
+// settling status query, whose "not found" does not lead to a resend.
+TEST_P(ParityTest, ResetThenUnmarkedClientErrorIsSettledOrUnknown) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kDropBeforeCommit, OrderFault::kUnmarkedClientError});
+  h_.UseServer(server);
+  CallOptions call;
+  call.timeout = seconds(3);
+  call.status_query.url_template = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.status_queries, 2);
+  EXPECT_EQ(server->posts_received(), 2);
+  EXPECT_EQ(server->total_effects(), 0);
+}
+
+// Rule 2 on both drivers: the caller's key ran before and its record was
+// reaped; the 410 `expired` is asked about, never resent, never FAILED.
+TEST_P(ParityTest, ExpiredKeyOfAnEarlierOrderIsFoundByTheStatusQuery) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallOptions call;
+  call.timeout = seconds(3);
+  call.idempotency_key = "order-2026-0001";
+  call.status_query.url_template = kStatus;
+  CallResult first = h_.Run(Post(), call);
+  ASSERT_EQ(first.outcome, Outcome::kSucceeded);
+  server->Expire("order-2026-0001");
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 1);
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->status_code, 201);
+  EXPECT_EQ(server->posts_received(), 2);
+  EXPECT_EQ(server->total_effects(), 1);
+
+  // Without a status query: UNKNOWN with a reason of its own, no resend.
+  CallOptions blind = call;
+  blind.status_query = StatusQuery{};
+  CallResult u = h_.Run(Post(), blind);
+  EXPECT_EQ(u.outcome, Outcome::kUnknown);
+  EXPECT_EQ(u.stop_reason, StopReason::kKeyExpired);
+  EXPECT_EQ(u.attempts, 1);
+  EXPECT_EQ(server->posts_received(), 3);
+}
+
 TEST_P(ParityTest, BudgetRefusalStops) {
   auto throttle = TokenThrottle::Create({/*max_tokens=*/2, /*token_ratio=*/0.1});
   ASSERT_TRUE(throttle.ok());
@@ -364,6 +437,62 @@ TEST_P(ParityDeadlineGrid, CommitThenHangSucceedsThroughAStatusQuery) {
   ASSERT_GE(r.evidence.size(), 2u);
   EXPECT_EQ(r.evidence[0].end - r.evidence[0].start, planned);
   EXPECT_LE(h.clock().Now(), start + t);
+}
+
+// Rule 5 on both drivers: a wait the machine scheduled always leads to a
+// send, on a clock that wakes 0-5 ms late. Always-503, a grid of deadlines,
+// attempt timeouts and jitter draws: no call ends no_time_for_useful_attempt
+// right after a wait it chose, and the last send leaves no room for another.
+class LateClockGrid
+    : public ::testing::TestWithParam<std::tuple<Driver, Duration, Duration, double>> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    DriversDeadlinesTimeoutsDraws, LateClockGrid,
+    ::testing::Combine(::testing::Values(Driver::kBlocking, Driver::kAsync),
+                       ::testing::Values(Duration(milliseconds(300)), Duration(seconds(1)),
+                                         Duration(milliseconds(1500)), Duration(seconds(3))),
+                       ::testing::Values(Duration(milliseconds(100)), Duration(seconds(1))),
+                       ::testing::Values(0.0, 0.5, testing::kJustBelowOne)),
+    [](const auto& p) {
+      return DriverName(std::get<0>(p.param)) + "_" +
+             std::to_string(
+                 std::chrono::duration_cast<milliseconds>(std::get<1>(p.param)).count()) +
+             "ms_cap" +
+             std::to_string(
+                 std::chrono::duration_cast<milliseconds>(std::get<2>(p.param)).count()) +
+             "ms_u" + std::to_string(static_cast<int>(std::get<3>(p.param) * 100));
+    });
+
+TEST_P(LateClockGrid, AScheduledWaitAlwaysLeadsToASend) {
+  const auto [driver, timeout, cap, u] = GetParam();
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE(seed);
+    Harness h(driver);
+    h.clock().SetWakeLateness(milliseconds(5), seed);
+    h.SetUniform(u);
+    for (int i = 0; i < kMaxAttemptsHardCap; ++i) h.Push(Step::Respond(503));
+    CallOptions call;
+    call.timeout = timeout;
+    call.max_attempts = kMaxAttemptsHardCap;
+    call.deadline_options.attempt_cap = cap;
+    const TimePoint start = h.clock().Now();
+    CallResult r = h.Run(Get(), call);
+    ASSERT_FALSE(r.evidence.empty());
+    if (r.stop_reason == StopReason::kNoTimeForUsefulAttempt) {
+      EXPECT_FALSE(r.evidence.back().delay_after.has_value())
+          << "no send after a wait the machine chose";
+    }
+    if (r.stop_reason != StopReason::kAttemptsExhausted) {
+      // Out of time: the last send started when no other useful attempt
+      // (50 ms + 10 ms margin + a 1 ms answer) could follow it.
+      const TimePoint last = r.evidence.back().start;
+      EXPECT_GT(last + milliseconds(50) + milliseconds(10) + milliseconds(1),
+                start + timeout - milliseconds(50) - milliseconds(10))
+          << "last send at " << std::chrono::duration_cast<milliseconds>(last - start).count()
+          << " ms, stop " << StopReasonName(r.stop_reason);
+    }
+    EXPECT_LE(h.clock().Now(), start + timeout);
+  }
 }
 
 }  // namespace

@@ -35,8 +35,12 @@
 //   410  `expired`: the key was reaped after its retention
 //   422  the key was used for a different request
 //   409  `processing`: another worker holds the lease
-//   any  replay of the stored final answer, `Idempotent-Replayed: true`
-//   any  the effect's answer (fresh execution; also after a takeover)
+//   any  replay of the stored final answer, `Idempotent-Replayed: true` and
+//        `Idempotency-Key-State: completed`
+//   any  the effect's answer (fresh execution; also after a takeover),
+//        `Idempotency-Key-State: completed`: every final answer the handler
+//        stores carries the key's state, first time and replay alike, so a
+//        client can take a final 4xx as definite (saferetry/settlement.h)
 //   500  the database failed; nothing committed
 //
 // Thread-safety: one handler is shared by every request thread.

@@ -51,7 +51,8 @@ class FakeEventLoop final : public EventLoop {
   absl::Status WatchFd(int fd, int events, FdCallback callback) override;
 
   /// Runs posted tasks; when none is left, advances the clock to the next
-  /// timer (`FakeClock::Advance`, not a recorded sleep) and runs it; until
+  /// timer (`FakeClock::Advance`, not a recorded sleep; plus the clock's
+  /// wake-up lateness, `FakeClock::SetWakeLateness`) and runs it; until
   /// neither is left. Returns how many tasks and timers ran.
   int RunUntilIdle();
   /// Like `RunUntilIdle`, but never advances the clock past `until`; timers

@@ -13,6 +13,7 @@
 #ifndef SAFERETRY_TESTING_FAKE_CLOCK_H_
 #define SAFERETRY_TESTING_FAKE_CLOCK_H_
 
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -37,6 +38,15 @@ class FakeClock final : public Clock {
   /// records nothing and returns).
   void SleepFor(Duration d, const CancellationToken& token) override;
 
+  /// Makes the clock wake up late, as real ones do: every later sleep of
+  /// d > 0 advances by d plus a lateness drawn uniformly from [0, `max`]
+  /// (a fixed sequence for a given `seed`), and `FakeEventLoop` fires each
+  /// timer that late. `sleeps()` still records the durations asked for.
+  /// `max` = 0 (the default) turns it off: exact time.
+  void SetWakeLateness(Duration max, std::uint64_t seed = 1);
+  /// The lateness of the next wake-up (0 when off); advances the sequence.
+  Duration NextWakeLateness();
+
   /// Moves both clocks forward without recording a sleep.
   void Advance(Duration d);
   /// Sets the wall clock (e.g. to test skew against a `Date` header).
@@ -51,6 +61,8 @@ class FakeClock final : public Clock {
   TimePoint steady_;
   WallTime wall_;
   std::vector<Duration> sleeps_;
+  Duration max_lateness_{0};
+  std::uint64_t lateness_state_ = 0;
 };
 
 }  // namespace testing

@@ -61,6 +61,13 @@ enum class OrderFault {
   /// 503 with `Idempotency-Key-State: rejected`: refused before any work,
   /// nothing recorded.
   kRejectBeforeWork,
+  /// The server completes the key with a final 400 (no order) and answers
+  /// it, marked `Idempotency-Key-State: completed` like every final answer
+  /// it stores; a later status query answers 404 `completed`.
+  kStoredFinalError,
+  /// A 400 from something in front of the server (a gateway): no effect,
+  /// nothing recorded, no key state.
+  kUnmarkedClientError,
 };
 
 /// Thread-safe; also a `Transport`, so it plugs straight into a client.
@@ -68,8 +75,10 @@ enum class OrderFault {
 /// Status answers follow docs/server-contract.md: 200 found (`completed`),
 /// 409 processing, 404 `completed` for a stored final error, 404 `fenced`,
 /// 404 `unknown`. A status query carrying `Idempotency-Key-Fence: true`
-/// fences an unknown key; any later POST with it gets 410. Replays carry
-/// `Idempotent-Replayed: true`.
+/// fences an unknown key; any later POST with it gets 410. Every final
+/// answer to a keyed POST carries `Idempotency-Key-State: completed`, and a
+/// replay also `Idempotent-Replayed: true`. An expired key (`Expire`) gets
+/// 410 `expired`.
 class SimulatedOrderServer final : public Transport {
  public:
   /// `clock` may be null (then processing takes no time). `key_header`
@@ -83,6 +92,11 @@ class SimulatedOrderServer final : public Transport {
   /// server goes on and commits later (a slow commit); meanwhile the key is
   /// in progress (409). Needs a clock.
   void SetProcessingTime(Duration processing_time);
+  /// The key's retention ran out: its stored answer is reaped, the order (if
+  /// any) stays. POSTs with the key get 410 `expired` and are never executed
+  /// again; status queries answer 200 with the order when there is one (the
+  /// service looks its resources up) and 404 `expired` otherwise.
+  void Expire(const std::string& key);
   TransportResult Send(const Request& request, const AttemptOptions& options) override;
   /// Orders created for `key` (must be 0 or 1 when the client is safe).
   /// Counts commits due by the clock's current time.
@@ -101,6 +115,7 @@ class SimulatedOrderServer final : public Transport {
     TimePoint commit_at{};  // in progress (409) until then
     bool creates_order = true;
     bool fenced = false;
+    bool expired = false;
   };
   bool InProgressLocked(const Record& record) const;
   TimePoint NowLocked() const;
