@@ -219,6 +219,53 @@ TEST_F(ClientJournalTest, UnresolvedIntentIsNotResentByANewCall) {
   EXPECT_EQ(transport_->send_count(), 1);
 }
 
+// Rule 3: a call killed after its send leaves the intent with attempt 1
+// marked; the same key continued with `server_deduplicates` against a server
+// that refuses connections (or answers a clean 400) ends UNKNOWN, never
+// FAILED, and the journal keeps it unresolved for the reconciler.
+TEST_F(ClientJournalTest, AContinuedIntentWhoseAttemptMayHaveLeftIsNeverFailed) {
+  // The killed process: recorded, marked as sent, never finished.
+  ASSERT_TRUE(memory_
+                  ->Record(MakeIntent(Order(), "k-killed", "", clock_->WallNow(),
+                                      clock_->WallNow() + std::chrono::seconds(1)))
+                  .ok());
+  ASSERT_TRUE(memory_->MarkSent("k-killed", 1).ok());
+  clock_->Advance(std::chrono::seconds(10));  // its claim ran out with it
+  for (int i = 0; i < 3; ++i) transport_->Push(Step::NotSent());
+  CallOptions call = Keyed("k-killed");
+  call.server_deduplicates = true;
+  CallResult r = MakeClient()->Execute(Order(), call);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_EQ(r.attempts, 3);
+  Intent stored = memory_->Get("k-killed").value();
+  EXPECT_EQ(stored.state, IntentState::kUnknown);
+  EXPECT_EQ(stored.attempt, 4);  // 1 from the killed process, then 3
+
+  transport_->Push(Step::Respond(400));
+  CallResult clean = MakeClient()->Execute(Order(), call);
+  EXPECT_EQ(clean.outcome, Outcome::kUnknown);
+  EXPECT_EQ(clean.stop_reason, StopReason::kAnswerNotDefinite);
+  EXPECT_EQ(memory_->Get("k-killed").value().state, IntentState::kUnknown);
+}
+
+// The same intent with nothing sent yet (PENDING, attempt 0) is a fresh
+// start: refused connections prove nothing happened.
+TEST_F(ClientJournalTest, AContinuedIntentThatNeverSentCanFail) {
+  ASSERT_TRUE(memory_
+                  ->Record(MakeIntent(Order(), "k-pending", "", clock_->WallNow(),
+                                      clock_->WallNow() + std::chrono::seconds(1)))
+                  .ok());
+  clock_->Advance(std::chrono::seconds(10));
+  for (int i = 0; i < 3; ++i) transport_->Push(Step::NotSent());
+  CallOptions call = Keyed("k-pending");
+  call.server_deduplicates = true;
+  CallResult r = MakeClient()->Execute(Order(), call);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_EQ(memory_->Get("k-pending").value().state, IntentState::kFailed);
+}
+
 TEST_F(ClientJournalTest, UnkeyedCallsAreNotJournaled) {
   transport_->Push(Step::Respond(200));
   auto client = MakeClient();
@@ -363,6 +410,94 @@ TEST_F(ResolveTest, StoredFinalErrorFails) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
   EXPECT_EQ(memory_->Get("k-1").value().summary.stop_reason, "permanent_error");
+}
+
+// Rule 1 in the reconciler: a same-key resend answered 410 or 422 (or an
+// unmarked 400) says nothing about the intent's effect: never FAILED in the
+// journal. A 410 `expired` ends the resolve (never another resend).
+TEST_F(ResolveTest, AResendAnsweredWithANonDefiniteRefusalIsNeverFailed) {
+  struct Case {
+    int status;
+    Headers headers;
+    StopReason reason;
+  };
+  const Case cases[] = {
+      {410, {{"Idempotency-Key-State", "expired"}}, StopReason::kKeyExpired},
+      {410, {}, StopReason::kKeyExpired},
+      {422, {}, StopReason::kNotFoundNoAttemptsLeft},
+      {400, {}, StopReason::kNotFoundNoAttemptsLeft},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.status);
+    JournalOptions jo;
+    jo.clock = clock_;
+    jo.owner = "test-client";
+    jo.body_cap = 1024;
+    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    journal_ = std::make_shared<FlakyJournal>(memory_);
+    transport_ = std::make_shared<FakeTransport>(clock_);
+    LeaveUnknown();
+    transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
+    transport_->Push(Step::Respond(c.status, c.headers));
+    transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
+    ResolveOptions ro;
+    ro.resend_if_server_deduplicates = true;
+    CallResult r = MakeClient()->Resolve("k-1", ro);
+    EXPECT_EQ(r.outcome, Outcome::kUnknown);
+    EXPECT_EQ(r.stop_reason, c.reason);
+    EXPECT_EQ(r.attempts, 1);
+    EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
+  }
+}
+
+// The resend's answer is definite when the server marks it as the key's
+// stored answer, or fences the key.
+TEST_F(ResolveTest, AResendAnsweredWithAMarkedFinalErrorIsFailed) {
+  for (bool fenced : {false, true}) {
+    SCOPED_TRACE(fenced);
+    JournalOptions jo;
+    jo.clock = clock_;
+    jo.owner = "test-client";
+    jo.body_cap = 1024;
+    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    journal_ = std::make_shared<FlakyJournal>(memory_);
+    transport_ = std::make_shared<FakeTransport>(clock_);
+    LeaveUnknown();
+    transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
+    if (fenced) {
+      transport_->Push(Step::Respond(410, {{"Idempotency-Key-State", "fenced"}}));
+    } else {
+      transport_->Push(Step::Respond(400, {{"Idempotency-Key-State", "completed"}}));
+    }
+    ResolveOptions ro;
+    ro.resend_if_server_deduplicates = true;
+    CallResult r = MakeClient()->Resolve("k-1", ro);
+    EXPECT_EQ(r.outcome, Outcome::kFailed);
+    EXPECT_EQ(r.stop_reason, fenced ? StopReason::kFenced : StopReason::kPermanentError);
+    EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
+    EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kFailed);
+  }
+}
+
+// A status answer `expired` is not "not found": no resend follows it.
+TEST_F(ResolveTest, AnExpiredStatusAnswerStaysUnknownWithoutAResend) {
+  JournalOptions jo;
+  jo.clock = clock_;
+  jo.owner = "test-client";
+  jo.body_cap = 1024;
+  memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+  journal_ = std::make_shared<FlakyJournal>(memory_);
+  LeaveUnknown();
+  const int sent_before = transport_->send_count();
+  transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "expired"}}));
+  ResolveOptions ro;
+  ro.resend_if_server_deduplicates = true;
+  CallResult r = MakeClient()->Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
+  EXPECT_EQ(r.attempts, 0);
+  EXPECT_EQ(transport_->send_count(), sent_before + 1);
+  EXPECT_EQ(memory_->Get("k-1").value().summary.stop_reason, "key_expired");
 }
 
 TEST_F(ResolveTest, NoAnswerStaysUnknownWithinTheQueryCap) {

@@ -14,6 +14,14 @@
 //   (reset) hang-after      processed, then no reply until the attempt timeout
 //   409             the request is still being processed: 409 now, the
 //                   commit lands `kProcessingTime` later
+//   stored-400      a key the server never saw completes with a final 400
+//                   (no effect), answered and marked `completed`; a known
+//                   key is processed as usual
+//   gateway-400     a 400 from something in front of the server: no effect,
+//                   nothing recorded, no marker
+//   expire          the key's retention ran out: its record is reaped (an
+//                   order it made stays) and the POST gets 410 `expired`; a
+//                   key the server never saw is processed as usual
 //
 // and each status query the next of:
 //
@@ -29,10 +37,18 @@
 //
 // Invariants checked on every run: no duplicate effect (one key, never a
 // fresh request); SUCCEEDED => exactly one effect, committed; FAILED => no
-// effect, not even one that lands later; UNKNOWN => the call stopped on a
-// limit, with an attempt that may have taken effect and nothing that settled
-// it; the call and every send stay inside the deadline. A GET (safe) is run
-// the same way and must never end UNKNOWN.
+// effect, not even one that lands later, and (rule 1, docs/outcomes.md)
+// after an attempt that may have taken effect only on an answer this test's
+// own table calls definite; UNKNOWN => the call stopped on a limit or on an
+// answer that settled nothing, with an attempt that may have taken effect and
+// nothing that settled it; the call and every send stay inside the deadline.
+// A GET (safe) is run the same way and must never end UNKNOWN.
+//
+// The POST is also run as a continued intent: a process sent it with the
+// caller's key (and committed it, or not) and was killed; its journal holds
+// the intent, and the call is run again with the same key and
+// `server_deduplicates`. It must never end FAILED where the first process's
+// attempt committed.
 //
 // SAFERETRY_EXHAUSTIVE_DEPTH sets the depth (default 12: every behaviour of the model, about 4 000 sequences in 0.15 s).
 
@@ -53,6 +69,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "saferetry/client.h"
+#include "saferetry/journal.h"
+#include "saferetry/testing/memory_journal.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 
@@ -83,6 +101,9 @@ enum class Event {
   kLostAfterCommit,
   kHangAfterCommit,
   kInProgress,
+  kStoredError,
+  kGateway400,
+  kExpire,
   // Status queries.
   kTruthful,
   kQueryTimeout,
@@ -94,7 +115,10 @@ constexpr Event kSendEvents[] = {Event::kOk,
                                  Event::kLostBeforeCommit,
                                  Event::kLostAfterCommit,
                                  Event::kHangAfterCommit,
-                                 Event::kInProgress};
+                                 Event::kInProgress,
+                                 Event::kStoredError,
+                                 Event::kGateway400,
+                                 Event::kExpire};
 constexpr Event kQueryEvents[] = {Event::kTruthful, Event::kQueryTimeout,
                                   Event::kQuery5xx};
 
@@ -112,6 +136,12 @@ const char* EventName(Event e) {
       return "hang-after";
     case Event::kInProgress:
       return "409";
+    case Event::kStoredError:
+      return "stored-400";
+    case Event::kGateway400:
+      return "gateway-400";
+    case Event::kExpire:
+      return "expire";
     case Event::kTruthful:
       return "truthful";
     case Event::kQueryTimeout:
@@ -234,6 +264,8 @@ class ModelServer final : public Transport {
     return n;
   }
   std::size_t keys_seen() const { return keys_.size(); }
+  // A request with `key` reached the server before the call and committed.
+  void Preload(const std::string& key) { records_[key] = Record{}; }
   int unkeyed_posts() const { return unkeyed_effects_; }
 
  private:
@@ -242,6 +274,7 @@ class ModelServer final : public Transport {
     bool creates_order = true;
     int orders = 1;  // more than one only for a server that forgets keys
     bool fenced = false;
+    bool expired = false;  // reaped: 410 `expired`, status 404 `expired`
   };
 
   // Every send starts only when a minimum useful attempt and the margin fit,
@@ -278,10 +311,11 @@ class ModelServer final : public Transport {
         return Answer(409, {{"Idempotency-Key-State", "processing"}},
                       R"({"error":"request_in_progress"})");
       }
-      return Answer(201, {}, R"({"order_id":1})");
+      return Answer(201, {{"Idempotency-Key-State", "completed"}}, R"({"order_id":1})");
     }
     Record& rec = it->second;
     if (rec.fenced) return Answer(410, {{"Idempotency-Key-State", "fenced"}});
+    if (rec.expired) return Answer(410, {{"Idempotency-Key-State", "expired"}});
     if (now < rec.commit_at) {
       return Answer(409, {{"Idempotency-Key-State", "processing"}},
                     R"({"error":"request_in_progress"})");
@@ -289,6 +323,12 @@ class ModelServer final : public Transport {
     if (flaw_ == Flaw::kForgetsKeys) {
       ++rec.orders;
       return Answer(201, {}, R"({"order_id":2})");
+    }
+    if (!rec.creates_order) {
+      return Answer(400,
+                    {{"Idempotent-Replayed", "true"},
+                     {"Idempotency-Key-State", "completed"}},
+                    R"({"error":"out_of_stock"})");
     }
     return Answer(201,
                   {{"Idempotent-Replayed", "true"},
@@ -330,6 +370,26 @@ class ModelServer final : public Transport {
       case Event::kInProgress:
         Spend(kLatency);
         return Process(*key, kProcessingTime);
+      case Event::kStoredError:
+        Spend(kLatency);
+        if (records_.count(*key) == 0) {
+          Record rec;
+          rec.creates_order = false;
+          records_[*key] = rec;
+          return Answer(400, {{"Idempotency-Key-State", "completed"}},
+                        R"({"error":"out_of_stock"})");
+        }
+        return Process(*key, Duration::zero());
+      case Event::kGateway400:
+        Spend(kLatency);
+        return Answer(400, {}, R"({"error":"bad_request"})");
+      case Event::kExpire:
+        Spend(kLatency);
+        if (auto it = records_.find(*key);
+            it != records_.end() && !it->second.fenced && clock_->Now() >= it->second.commit_at) {
+          it->second.expired = true;
+        }
+        return Process(*key, Duration::zero());
       default:
         break;
     }
@@ -359,6 +419,12 @@ class ModelServer final : public Transport {
     if (rec.fenced) return Answer(404, {{"Idempotency-Key-State", "fenced"}});
     if (clock_->Now() < rec.commit_at)
       return Answer(409, {{"Idempotency-Key-State", "processing"}});
+    // Reaped: this server has no resource lookup, so it cannot tell.
+    if (rec.expired) return Answer(404, {{"Idempotency-Key-State", "expired"}});
+    if (!rec.creates_order) {
+      return Answer(404, {{"Idempotency-Key-State", "completed"}},
+                    R"({"final_status":400})");
+    }
     if (flaw_ == Flaw::kStoredErrorForAnOrder) {
       return Answer(404, {{"Idempotency-Key-State", "completed"}},
                     R"({"final_status":400})");
@@ -385,6 +451,13 @@ class ModelServer final : public Transport {
       case Event::kInProgress:
         Spend(kLatency);
         return Answer(409);
+      case Event::kStoredError:
+      case Event::kGateway400:
+        Spend(kLatency);
+        return Answer(400);
+      case Event::kExpire:
+        Spend(kLatency);
+        return Answer(410);
       default:
         break;
     }
@@ -412,11 +485,43 @@ bool IsLimit(StopReason r) {
     case StopReason::kAttemptsExhausted:
     case StopReason::kStatusQueriesExhausted:
     case StopReason::kNotFoundNoAttemptsLeft:
+    // Not limits, but no failure either: the server's answer settled
+    // nothing (saferetry/settlement.h).
+    case StopReason::kAnswerNotDefinite:
+    case StopReason::kKeyExpired:
       return true;
     default:
       return false;
   }
 }
+
+// Rule 1, written here from docs/outcomes.md and not from the code: the
+// answers that prove the intent had no effect.
+bool ProvesNoEffect(const AttemptEvidence& ev) {
+  if (!ev.http_status.has_value()) return false;
+  const int code = *ev.http_status;
+  if (ev.is_status_query) {
+    return code == 404 && (ev.hints.key_state == KeyState::kCompleted ||
+                           ev.hints.key_state == KeyState::kFenced);
+  }
+  if (code == 410) return ev.hints.key_state == KeyState::kFenced;
+  if (code < 400 || code > 499 || code == 409 || code == 422 || code == 429) return false;
+  return ev.hints.replayed || ev.hints.key_state == KeyState::kCompleted;
+}
+
+bool MayHaveApplied(const AttemptEvidence& ev) {
+  return !ev.is_status_query &&
+         (ev.delivery == Delivery::kMaybeDelivered || ev.classification == AttemptClass::kAmbiguous ||
+          ev.classification == AttemptClass::kInProgress ||
+          (ev.http_status == 410 && ev.hints.key_state != KeyState::kFenced));
+}
+
+// How the POST's key came to the call.
+enum class Prior {
+  kNone,          // minted by the call
+  kSentLost,      // a killed process sent it; nothing reached the server
+  kSentCommitted  // a killed process sent it and the server committed it
+};
 
 struct RunReport {
   std::vector<bool> sends;
@@ -426,8 +531,10 @@ struct RunReport {
   std::vector<std::string> violations;
 };
 
+constexpr char kContinuedKey[] = "order-7f3a-continued";
+
 RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
-                      Flaw flaw = Flaw::kNone) {
+                      Flaw flaw = Flaw::kNone, Prior prior = Prior::kNone) {
   auto clock = std::make_shared<FakeClock>();
   const TimePoint start = clock->Now();
   const Deadline deadline = Deadline::After(start, kCallTimeout);
@@ -437,18 +544,6 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
   options.transport = server;
   options.clock = clock;
   options.random = std::make_shared<ScriptedRandom>(std::vector<double>{u});
-  auto client = Client::Create(std::move(options));
-  RunReport run;
-  if (!client.ok()) {
-    run.violations.push_back(
-        absl::StrCat("Client::Create: ", client.status().ToString()));
-    return run;
-  }
-
-  CallOptions call;  // defaults, but for the timeout and the status URL
-  call.timeout = kCallTimeout;
-  call.status_query.url_template = kByKey;
-
   Request request;
   if (post) {
     request.method = "POST";
@@ -459,6 +554,41 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
     request.method = "GET";
     request.url = kOrderUrl;
   }
+  RunReport run;
+  if (prior != Prior::kNone) {
+    // The killed process's journal: the intent recorded, its attempt 1
+    // marked as sent, never finished.
+    JournalOptions jo;
+    jo.clock = clock;
+    auto journal = testing::MakeMemoryJournal(jo);
+    if (!journal.ok()) {
+      run.violations.push_back(journal.status().ToString());
+      return run;
+    }
+    const absl::StatusOr<RecordResult> recorded = (*journal)->Record(
+        MakeIntent(request, kContinuedKey, kByKey, clock->WallNow(), clock->WallNow() + seconds(1)));
+    if (!recorded.ok() || !(*journal)->MarkSent(kContinuedKey, 1).ok()) {
+      run.violations.push_back("could not prepare the journal");
+      return run;
+    }
+    options.journal = *journal;
+    if (prior == Prior::kSentCommitted) server->Preload(kContinuedKey);
+  }
+  auto client = Client::Create(std::move(options));
+  if (!client.ok()) {
+    run.violations.push_back(
+        absl::StrCat("Client::Create: ", client.status().ToString()));
+    return run;
+  }
+
+  CallOptions call;  // defaults, but for the timeout and the status URL
+  call.timeout = kCallTimeout;
+  call.status_query.url_template = kByKey;
+  if (prior != Prior::kNone) {
+    call.idempotency_key = kContinuedKey;
+    call.server_deduplicates = true;
+  }
+
   const CallResult r = (*client)->Execute(request, call);
   const TimePoint end = clock->Now();
 
@@ -500,10 +630,19 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
                                  " committed effects"));
       }
       break;
-    case Outcome::kFailed:
+    case Outcome::kFailed: {
       if (run.eventual_effects != 0)
         v.push_back("FAILED but the effect exists (or will)");
+      // Rule 1: after an attempt that may have taken effect, FAILED only on
+      // a definite answer that came after it.
+      bool doubt = prior != Prior::kNone;
+      for (const AttemptEvidence& ev : r.evidence) {
+        if (MayHaveApplied(ev)) doubt = true;
+        if (ProvesNoEffect(ev)) doubt = false;
+      }
+      if (doubt) v.push_back("FAILED after an attempt that may have taken effect, unsettled");
       break;
+    }
     case Outcome::kUnknown: {
       if (!IsLimit(r.stop_reason)) {
         v.push_back(absl::StrCat("UNKNOWN on a stop that is not a limit: ",
@@ -516,20 +655,10 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
         if (ev.classification == AttemptClass::kSuccess) {
           v.push_back("UNKNOWN after a success or a \"found\" answer");
         }
-        if (ev.is_status_query &&
-            (ev.hints.key_state == KeyState::kFenced ||
-             (ev.http_status == 404 &&
-              ev.hints.key_state == KeyState::kCompleted))) {
-          v.push_back("UNKNOWN after a definite status answer");
-        }
-        if (!ev.is_status_query &&
-            (ev.delivery == Delivery::kMaybeDelivered ||
-             ev.classification == AttemptClass::kAmbiguous ||
-             ev.classification == AttemptClass::kInProgress)) {
-          may_have_applied = true;
-        }
+        if (ProvesNoEffect(ev)) v.push_back("UNKNOWN after a definite answer");
+        if (MayHaveApplied(ev)) may_have_applied = true;
       }
-      if (!may_have_applied)
+      if (!may_have_applied && prior == Prior::kNone)
         v.push_back("UNKNOWN without an attempt that may have applied");
       if (r.resolved_by != ResolvedBy::kNone)
         v.push_back("UNKNOWN but marked resolved");
@@ -567,6 +696,7 @@ struct Tally {
   // The negative controls run a flawed server and collect the violations
   // instead of failing.
   Flaw flaw = Flaw::kNone;
+  Prior prior = Prior::kNone;
   std::vector<std::string> collected;
 };
 
@@ -574,7 +704,7 @@ struct Tally {
 // the call sends next, up to `depth` events.
 void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
              Tally& tally) {
-  const RunReport run = RunSequence(post, prefix, u, tally.flaw);
+  const RunReport run = RunSequence(post, prefix, u, tally.flaw, tally.prior);
   ++tally.runs;
   ++tally.outcomes[run.outcome];
   ++tally.reasons[run.stop_reason];
@@ -612,14 +742,12 @@ void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
     Explore(post, u, depth, prefix, tally);
     prefix.pop_back();
   };
+  // The normal event too: the run of `prefix` + normal behaves like this
+  // one, but what the call sends after it has its own abnormal events.
   if (next_is_query) {
-    for (Event e : kQueryEvents) {
-      if (e != Event::kTruthful) branch(e);
-    }
+    for (Event e : kQueryEvents) branch(e);
   } else {
-    for (Event e : kSendEvents) {
-      if (e != Event::kOk) branch(e);
-    }
+    for (Event e : kSendEvents) branch(e);
   }
 }
 
@@ -672,6 +800,35 @@ TEST(ExhaustiveTest, EveryEventSequenceOfAPostKeepsTheInvariants) {
   }
 }
 
+// Rule 3: a continued intent, whose first process's attempt may have
+// committed, never ends FAILED unless a definite answer came.
+TEST(ExhaustiveTest, EveryEventSequenceOfAContinuedPostKeepsTheInvariants) {
+  const int depth = DepthFromEnv();
+  Tally all;
+  for (Prior prior : {Prior::kSentLost, Prior::kSentCommitted}) {
+    for (double u : kSamples) {
+      Tally t;
+      t.list = ListFromEnv();
+      t.prior = prior;
+      std::vector<Event> prefix;
+      Explore(/*post=*/true, u, depth, prefix, t);
+      Print(prior == Prior::kSentLost ? "continued POST (lost)" : "continued POST (committed)",
+            u, depth, t);
+      all.runs += t.runs;
+      all.failures += t.failures;
+      for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
+    }
+  }
+  std::cout << "continued POST: " << all.runs << " sequences checked, " << all.failures
+            << " violations\n";
+  EXPECT_EQ(all.failures, 0);
+  if (depth >= 3) {
+    EXPECT_GT(all.outcomes[Outcome::kSucceeded], 0);
+    EXPECT_GT(all.outcomes[Outcome::kFailed], 0);
+    EXPECT_GT(all.outcomes[Outcome::kUnknown], 0);
+  }
+}
+
 TEST(ExhaustiveTest,
      EveryEventSequenceOfAGetKeepsTheInvariantsAndIsNeverUnknown) {
   const int depth = DepthFromEnv();
@@ -706,7 +863,7 @@ TEST(ExhaustiveTest, SearchBranchesOnEveryAbnormalEvent) {
   Tally t;
   std::vector<Event> prefix;
   Explore(/*post=*/true, 0.5, /*depth=*/1, prefix, t);
-  EXPECT_EQ(t.runs, 1 + 5);
+  EXPECT_EQ(t.runs, 1 + 8);
   Tally zero;
   Explore(/*post=*/true, 0.5, /*depth=*/0, prefix, zero);
   EXPECT_EQ(zero.runs, 1);
