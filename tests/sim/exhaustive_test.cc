@@ -863,7 +863,7 @@ TEST(ExhaustiveTest, SearchBranchesOnEveryAbnormalEvent) {
   Tally t;
   std::vector<Event> prefix;
   Explore(/*post=*/true, 0.5, /*depth=*/1, prefix, t);
-  EXPECT_EQ(t.runs, 1 + 8);
+  EXPECT_EQ(t.runs, 1 + 9);  // every send event, the normal one too
   Tally zero;
   Explore(/*post=*/true, 0.5, /*depth=*/0, prefix, zero);
   EXPECT_EQ(zero.runs, 1);
