@@ -971,6 +971,110 @@ TEST(CliTest, ResetBeforeCommitIsNotFoundByStatusQueryThenResent) {
   ASSERT_EQ(server.status_requests().size(), 1u);
 }
 
+// Finding 4: reset before it reached the service, "not found", a same-key
+// resend answered with the service's first-time stored 400 (marked with the
+// key's state): definite, FAILED at once, no second status query.
+TEST(CliTest, ResetThenFirstTimeStoredErrorFails) {
+  ServerOptions o;
+  o.reset_connections = {0};
+  o.script = {WithHeaders(Respond(400, "sku out of stock"),
+                          {{"Idempotency-Key-State", "completed"}})};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "3s", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "permanent_error");
+  EXPECT_EQ(run.summary["resolved_by"], "response");
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_EQ(server.effects(), 0);
+}
+
+// The same with a 400 nobody marked (a gateway's): one settling status
+// query, no resend after it, UNKNOWN with a reason that does not read as a
+// failure.
+TEST(CliTest, ResetThenUnmarkedClientErrorIsUnknownAfterOneSettlingQuery) {
+  ServerOptions o;
+  o.reset_connections = {0};
+  o.script = {Respond(400, "bad request")};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--deadline", "3s", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "answer_not_definite");
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["status_queries"], 2);
+  // The reset connection was closed unread: the resend is the one request
+  // the service read.
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.status_requests().size(), 2u);
+}
+
+// Finding 1: a key kept for the retention and then expired: 410 `expired`.
+// With a status URL that finds the order: SUCCEEDED with it; without one:
+// UNKNOWN `key_expired`, never FAILED, never a resend.
+TEST(CliTest, ExpiredKeyWithAStatusUrlSucceedsAndWithoutOneIsUnknown) {
+  ServerOptions o;
+  o.dedup = true;
+  o.script = {Respond(201, "", true),
+              WithHeaders(Respond(410, "key expired"), {{"Idempotency-Key-State", "expired"}}),
+              WithHeaders(Respond(410, "key expired"), {{"Idempotency-Key-State", "expired"}})};
+  OrderService server(o);
+  const std::vector<std::string> base = {"--summary-json", "--idempotency-key", "order-0042",
+                                         "-d", "x"};
+  std::vector<std::string> first = base;
+  first.push_back(server.OrdersUrl());
+  ASSERT_EQ(RunCli(first).exit_code, 0);
+
+  std::vector<std::string> with_status = base;
+  with_status.insert(with_status.end(), {"--status-url", server.StatusUrl(), server.OrdersUrl()});
+  CliRun run = RunCli(with_status);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(run.summary["http_status"], 200);
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+
+  std::vector<std::string> blind = base;
+  blind.push_back(server.OrdersUrl());
+  CliRun unknown = RunCli(blind);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_EQ(unknown.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(unknown.summary["stop_reason"], "key_expired");
+  EXPECT_EQ(unknown.summary["attempts"], 1);
+  EXPECT_EQ(server.orders_requests().size(), 3u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+// Finding 5 on the real clock: always 503, a 1.5 s deadline, 1 s attempt
+// cap, many attempts allowed: the call keeps trying until no useful attempt
+// fits, so its last send leaves after 1 s and it never stops on a wait it
+// chose itself.
+TEST(CliTest, AlwaysUnavailableKeepsTryingUntilNoUsefulAttemptFits) {
+  for (int run_index = 0; run_index < 3; ++run_index) {
+    SCOPED_TRACE(run_index);
+    ServerOptions o;
+    for (int i = 0; i < 12; ++i) o.script.push_back(Respond(503, "busy"));
+    OrderService server(o);
+    CliRun run = RunCli({"--summary-json", "--deadline", "1500ms", "--max-attempts", "50",
+                         "--attempt-timeout", "1s", "-d", "x", server.OrdersUrl()});
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    EXPECT_EQ(run.summary["outcome"], "FAILED");
+    const auto at = server.arrivals();
+    ASSERT_GE(at.size(), 2u);
+    const auto last_ms =
+        std::chrono::duration_cast<milliseconds>(at.back() - at.front()).count();
+    EXPECT_GT(last_ms, 1000) << run.summary.dump();
+    // It stopped right after that send (no wait it chose and then gave up
+    // on): 1500 ms - 50 ms useful attempt - 10 ms margin is 1440 ms.
+    EXPECT_GE(last_ms, 1380) << run.summary.dump();
+    EXPECT_LT(run.summary["elapsed_ms"].get<int>() - last_ms, 100) << run.summary.dump();
+  }
+}
+
 TEST(CliTest, NotFoundWithNoAttemptLeftIsUnknown) {
   ServerOptions o;
   o.reset_connections = {0};
