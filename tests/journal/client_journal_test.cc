@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -264,6 +265,34 @@ TEST_F(ClientJournalTest, AContinuedIntentThatNeverSentCanFail) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(memory_->Get("k-pending").value().state, IntentState::kFailed);
+}
+
+// Every stop reason has its own name, and a journaled outcome reads back
+// with the reason it was written with (the new ones included).
+TEST_F(ClientJournalTest, EveryStopReasonNameIsDistinctAndReadsBackFromTheJournal) {
+  std::set<std::string> names;
+  for (int i = 0; i < kStopReasonCount; ++i) {
+    const auto reason = static_cast<StopReason>(i);
+    const std::string name(StopReasonName(reason));
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(name.empty());
+    EXPECT_TRUE(names.insert(name).second);
+    const std::string key = "k-reason-" + std::to_string(i);
+    ASSERT_TRUE(memory_
+                    ->Record(MakeIntent(Order(), key, "", clock_->WallNow(),
+                                        clock_->WallNow() + std::chrono::seconds(1)))
+                    .ok());
+    IntentSummary summary;
+    summary.stop_reason = name;
+    ASSERT_TRUE(memory_->Finish(key, IntentState::kFailed, summary).ok());
+    CallResult r = MakeClient()->Execute(Order(), Keyed(key));
+    EXPECT_EQ(r.outcome, Outcome::kFailed);
+    EXPECT_EQ(r.stop_reason, reason);
+  }
+  EXPECT_TRUE(names.count("key_expired"));
+  EXPECT_TRUE(names.count("answer_not_definite"));
+  EXPECT_TRUE(names.count("retry_after_too_long"));
+  EXPECT_EQ(transport_->send_count(), 0);
 }
 
 TEST_F(ClientJournalTest, UnkeyedCallsAreNotJournaled) {
