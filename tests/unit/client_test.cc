@@ -360,6 +360,35 @@ TEST_F(ClientTest, RetryAfterPastTheDeadlineStopsAtOnce) {
   EXPECT_THAT(clock_->sleeps(), IsEmpty());
 }
 
+// Finding 6 (ADR 14): a hint shorter than the backoff no longer shortens
+// the wait. Full jitter at u = 0.5: 50 ms, then 100 ms; `Retry-After: 0`
+// changes neither.
+TEST_F(ClientTest, RetryAfterShorterThanTheBackoffIsAFloorNotAReplacement) {
+  fake_->Push(Step::RespondRetryAfter(503, "0"))
+      .Push(Step::RespondRetryAfter(503, "0"))
+      .Push(Step::Respond(200));
+  CallResult r = Make(fake_)->Execute(Get(), CallOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50), milliseconds(100)));
+  EXPECT_TRUE(r.evidence[0].delay_from_server_hint);
+}
+
+// A hint above `hints.max_retry_after` (60 s) stops the call rather than
+// come back before the server's "not before".
+TEST_F(ClientTest, RetryAfterAboveTheMaximumStops) {
+  fake_->Push(Step::RespondRetryAfter(503, "120")).Push(Step::Respond(200));
+  CallOptions call;
+  call.timeout = std::chrono::minutes(10);
+  CallResult r = Make(fake_)->Execute(Get(), call);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kRetryAfterTooLong);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_THAT(clock_->sleeps(), IsEmpty());
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].hints.retry_after, seconds(60));
+  EXPECT_TRUE(r.evidence[0].hints.retry_after_above_max);
+}
+
 TEST_F(ClientTest, RetryAfterIsHonouredExactly) {
   fake_->Push(Step::RespondRetryAfter(429, "3")).Push(Step::Respond(201));
   CallResult r = Make(fake_)->Execute(Post(), CallOptions{});

@@ -343,6 +343,21 @@ TEST(ExtractServerHints, ClampsToConfiguredMaximum) {
               Optional(Duration(milliseconds(1500))));
 }
 
+// The clamp is reported, so the call can stop instead of coming back early.
+TEST(ExtractServerHints, SaysWhenTheHintWasAboveTheMaximum) {
+  HintOptions options;
+  options.max_retry_after = milliseconds(1500);
+  EXPECT_TRUE(ExtractServerHints({{"Retry-After", "2"}}, Epoch(kNoon), options)
+                  .retry_after_above_max);
+  EXPECT_TRUE(ExtractServerHints({{"retry-after-ms", "1501"}}, Epoch(kNoon), options)
+                  .retry_after_above_max);
+  EXPECT_FALSE(ExtractServerHints({{"retry-after-ms", "1500"}}, Epoch(kNoon), options)
+                   .retry_after_above_max);
+  EXPECT_FALSE(ExtractServerHints({{"Retry-After", "1"}}, Epoch(kNoon), options)
+                   .retry_after_above_max);
+  EXPECT_FALSE(ExtractServerHints({}, Epoch(kNoon), options).retry_after_above_max);
+}
+
 TEST(ExtractServerHints, UsesDateHeaderForSkew) {
   // Server one hour behind; 45 s after its own Date.
   Headers const headers = {{"date", "Fri, 17 May 2024 11:00:00 GMT"},
