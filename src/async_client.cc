@@ -304,7 +304,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (it == call->flights.end()) return;
     const Flight flight = *it;
     call->flights.erase(it);
-    if (!flight.status_query) internal::JournalAfterSend(*call->prepared);
     if (result.delivery == Delivery::kResponseReceived && !flight.status_query) {
       latencies_.Add(clock().Now() - flight.start);
     }

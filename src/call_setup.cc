@@ -2,15 +2,9 @@
 
 #include "saferetry/internal/call_setup.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "saferetry/server_hints.h"
 
@@ -22,29 +16,6 @@ absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
 }
-
-// The test-only crash switch, read once. `point` empty: off (the normal
-// case: the environment variable is not set).
-struct CrashSwitch {
-  std::string point;
-  int call_index = 1;
-};
-
-const CrashSwitch& TestCrashSwitch() {
-  static const CrashSwitch* const kSwitch = [] {
-    auto* sw = new CrashSwitch;
-    if (const char* at = std::getenv("SAFERETRY_TEST_CRASH_AT"); at != nullptr) {
-      sw->point = at;
-      if (const char* n = std::getenv("SAFERETRY_TEST_CRASH_CALL"); n != nullptr) {
-        if (!absl::SimpleAtoi(n, &sw->call_index)) sw->call_index = 1;
-      }
-    }
-    return sw;
-  }();
-  return *kSwitch;
-}
-
-std::atomic<int> journaled_calls{0};
 
 // Unbounded calls hold their claim for a day at most: a killed process must
 // not keep its intents from reconciliation for longer.
@@ -83,12 +54,6 @@ CallResult StoredOutcome(const Intent& intent) {
   }
   r.idempotency_key = intent.key;
   return r;
-}
-
-void MaybeCrashForTest(std::string_view point, int call_index) {
-  const CrashSwitch& sw = TestCrashSwitch();
-  if (sw.point.empty() || sw.point != point || sw.call_index != call_index) return;
-  ::kill(::getpid(), SIGKILL);
 }
 
 IntentSummary SummaryOf(const CallResult& result) {
@@ -173,9 +138,6 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
   }
   call.journal = &journal;
   call.attempt_offset = stored.attempt;
-  if (!TestCrashSwitch().point.empty()) {
-    call.journal_call_index = journaled_calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  }
   return std::nullopt;
 }
 
@@ -189,18 +151,11 @@ std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number)
     tr.status = absl::UnavailableError(absl::StrCat("journal: ", s.message()));
     return tr;
   }
-  MaybeCrashForTest("before_send", call.journal_call_index);
   return std::nullopt;
-}
-
-void JournalAfterSend(const PreparedCall& call) {
-  if (call.journal == nullptr) return;
-  MaybeCrashForTest("after_send", call.journal_call_index);
 }
 
 void JournalFinish(PreparedCall& call, const CallResult& result) {
   if (call.journal == nullptr) return;
-  MaybeCrashForTest("after_answer", call.journal_call_index);
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
                             : result.outcome == Outcome::kFailed  ? IntentState::kFailed
                                                                   : IntentState::kUnknown;

@@ -142,7 +142,6 @@ CallResult Client::Execute(const Request& request, const CallOptions& options) {
         std::optional<TransportResult> unmarked = internal::JournalBeforeSend(call, action.number);
         TransportResult tr =
             unmarked.has_value() ? *std::move(unmarked) : options_.transport->Send(request, ao);
-        internal::JournalAfterSend(call);
         const TimePoint t1 = clock.Now();
         AttemptEvidence ev = internal::EvidenceOf(tr, t0, t1, clock.WallNow(), options_);
         action = machine.OnAttemptDone(std::move(ev), std::move(tr.response), t1);

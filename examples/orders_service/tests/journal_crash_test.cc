@@ -66,20 +66,24 @@ class ServiceProcess {
 
 // Starts the crash client with `extra_env` added to the environment
 // (proxies removed: everything goes to loopback).
+// `crash_at` ("" for none) and `crash_call` tell the client where to kill
+// itself (see journal_crash_client.cc).
 pid_t SpawnClient(const std::string& journal, const std::string& base, const std::string& prefix,
-                  int count, const std::vector<std::string>& extra_env) {
+                  int count, const std::string& crash_at = "", int crash_call = 0) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string v(*e);
     std::string name = v.substr(0, v.find('='));
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (name.find("proxy") != std::string::npos) continue;
-    if (name.rfind("saferetry_test_crash", 0) == 0) continue;
     env.push_back(std::move(v));
   }
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
   std::vector<std::string> args = {JOURNAL_CRASH_CLIENT_BIN, journal, base, prefix,
                                    std::to_string(count)};
+  if (!crash_at.empty()) {
+    args.push_back(crash_at);
+    args.push_back(std::to_string(crash_call));
+  }
   const pid_t pid = fork();
   if (pid == 0) {
     const int null_fd = ::open("/dev/null", O_WRONLY);
@@ -145,9 +149,7 @@ TEST(JournalCrashTest, KilledCallersLoseNoIntentAndDuplicateNoOrder) {
     const std::string prefix = "hook" + std::to_string(i);
     runs[prefix] = call;
     const pid_t pid =
-        SpawnClient(journal_path, base, prefix, call,
-                    {"SAFERETRY_TEST_CRASH_AT=" + point,
-                     "SAFERETRY_TEST_CRASH_CALL=" + std::to_string(call)});
+        SpawnClient(journal_path, base, prefix, call, point, call);
     ASSERT_GT(pid, 0);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -164,7 +166,7 @@ TEST(JournalCrashTest, KilledCallersLoseNoIntentAndDuplicateNoOrder) {
     const std::string prefix = "rand" + std::to_string(i);
     constexpr int kCalls = 30;
     runs[prefix] = kCalls;
-    const pid_t pid = SpawnClient(journal_path, base, prefix, kCalls, {});
+    const pid_t pid = SpawnClient(journal_path, base, prefix, kCalls);
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
     kill(pid, SIGKILL);

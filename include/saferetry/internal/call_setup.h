@@ -41,9 +41,6 @@ struct PreparedCall {
   int attempt_offset = 0;
   /// The claim owner to release at the end.
   std::string journal_owner;
-  /// This call's index among the process's journaled calls (1-based), for
-  /// the test-only crash hooks.
-  int journal_call_index = 0;
 };
 
 /// Validates `request` and `options`, chooses the key and checks it against
@@ -90,17 +87,11 @@ CallResult InvalidCall(absl::Status status);
 //
 // Every driver calls these at the same points: `JournalBegin` after
 // `PrepareCall` and before the machine starts; `JournalBeforeSend` before
-// each send of the request; `JournalAfterSend` when the transport returned;
-// `JournalFinish` with the result. Without a journal (or without a key) they
-// do nothing.
-//
-// Test-only crash hooks: when (and only when) the environment variable
-// SAFERETRY_TEST_CRASH_AT is set to `before_send` (after MarkSent, before
-// the transport), `after_send` (the transport returned, the answer not yet
-// processed) or `after_answer` (the outcome known, before Finish is
-// written), the process kills itself with SIGKILL at that point of its
-// journaled call number SAFERETRY_TEST_CRASH_CALL (1-based, default 1).
-// Used by the crash test; never set it in production.
+// each send of the request; `JournalFinish` with the result. Without a
+// journal (or without a key) they do nothing. Nothing here reads the
+// environment: the crash test kills its client at these points through a
+// journal and a transport that wrap the real ones
+// (examples/orders_service/tests/journal_crash_client.cc).
 
 /// Records the intent of `call` before anything is sent. Returns a result
 /// when the call must end now: FAILED / kJournalUnavailable when the journal
@@ -117,16 +108,9 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
 /// (not sent, kUnavailable "journal: ...").
 std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number);
 
-/// The transport returned an attempt's result (crash hook `after_send`).
-void JournalAfterSend(const PreparedCall& call);
-
 /// Writes the outcome of `result` and releases the claim. A failed write
 /// leaves the intent unresolved for the reconciler; `result` is unchanged.
 void JournalFinish(PreparedCall& call, const CallResult& result);
-
-/// The test-only crash hook (see above); a no-op unless the environment
-/// asks for `point` at `call_index`.
-void MaybeCrashForTest(std::string_view point, int call_index);
 
 /// The stored outcome of a resolved intent, as a call result (no response).
 CallResult StoredOutcome(const Intent& intent);
