@@ -115,7 +115,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       r.idempotency_key = stored.key;
       return r;
     }
-    const std::string owner = JournalOwner(JournalOptions{});
+    const std::string owner = journal.Owner();
     absl::StatusOr<bool> claimed = journal.Claim(stored.key, owner, deadline + kContinueClaimGrace);
     if (!claimed.ok() || !*claimed) {
       const bool maybe_sent = stored.attempt > 0;

@@ -276,8 +276,7 @@ CallResult Client::Resolve(std::string_view key, const ResolveOptions& options) 
   }
 
   const std::string owner =
-      options.owner.empty() ? "reconciler:" + internal::JournalOwner(JournalOptions{})
-                            : options.owner;
+      options.owner.empty() ? "reconciler:" + journal.Owner() : options.owner;
   absl::StatusOr<bool> claimed =
       journal.Claim(key, owner, clock.WallNow() + options.timeout + kResolveClaimGrace);
   if (!claimed.ok()) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <string>
 #include <utility>
@@ -85,6 +86,31 @@ Intent MakeIntent(const Request& request, std::string key, std::string status_ur
   return intent;
 }
 
+std::string DefaultJournalOwner() {
+  // Drawn once per process start (a forked child that goes on without exec
+  // has its own pid, so the name stays unique).
+  static const std::string* const kInstance = [] {
+    std::string instance;
+    absl::StatusOr<std::string> key = MintIdempotencyKey();
+    if (key.ok()) {
+      for (char c : *key) {
+        if (c != '-' && instance.size() < 16) instance.push_back(c);
+      }
+    }
+    if (instance.empty()) {
+      // No CSPRNG: the monotonic clock at first use still tells two starts
+      // of the same pid apart.
+      instance = absl::StrCat(
+          std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    return new std::string(instance);
+  }();
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] != '\0' ? host : "localhost", ":", static_cast<long>(getpid()), ":",
+                      *kInstance);
+}
+
 namespace internal {
 
 std::int64_t ToUnixMillis(WallTime t) {
@@ -123,9 +149,7 @@ IntentSummary RedactSummary(const IntentSummary& summary) {
 
 std::string JournalOwner(const JournalOptions& options) {
   if (!options.owner.empty()) return options.owner;
-  char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return absl::StrCat(host[0] != '\0' ? host : "localhost", ":", static_cast<long>(getpid()));
+  return DefaultJournalOwner();
 }
 
 absl::Status ValidateJournalOptions(const JournalOptions& options) {

@@ -231,7 +231,8 @@ struct ResolveOptions {
   int max_status_queries = 5;
   /// Pacing between queries answered "processing" or not at all.
   BackoffParams poll_backoff = DefaultPollBackoff();
-  /// The claim owner; empty (the default): "reconciler:<host>:<pid>".
+  /// The claim owner; empty (the default): "reconciler:" + the journal's
+  /// `IntentJournal::Owner()`.
   std::string owner;
 };
 

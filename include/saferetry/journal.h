@@ -164,10 +164,19 @@ Intent MakeIntent(const Request& request, std::string key, std::string status_ur
                   WallTime created, WallTime deadline,
                   const std::vector<std::string>& extra_secret_headers = {});
 
+/// This process's name in claims: "<host>:<pid>:<instance>", where the
+/// instance is 16 hex digits from the operating system's CSPRNG, drawn once
+/// per process start. A container restarted in the same pod has the same
+/// host name and often pid 1; the instance keeps it from taking the claims of
+/// the process it replaces for its own. Thread-safe.
+std::string DefaultJournalOwner();
+
 /// Options every journal shares.
 struct JournalOptions {
-  /// This process's name in claims, e.g. "orders-7f9c:4242". Empty: the
-  /// journal makes one from the host name and the process id.
+  /// This process's name in claims, e.g. "orders-7f9c:4242:boot-20261201T1200".
+  /// It must be unique per process start: a process that starts with the
+  /// name of one that died takes that one's claims for its own. Empty (the
+  /// default): `DefaultJournalOwner()`.
   std::string owner;
   /// How long after the call's deadline `Record`'s claim lasts: a killed
   /// process blocks reconciliation of its intents for at most this long
@@ -241,6 +250,13 @@ struct PruneResult {
 class IntentJournal {
  public:
   virtual ~IntentJournal() = default;
+
+  /// The name this journal claims intents with: `JournalOptions::owner` when
+  /// set (it must then be unique per process start), else
+  /// `DefaultJournalOwner()`. The call setup continues an intent and
+  /// `Client::Resolve` claims one under this name. The default is for
+  /// implementations that keep no owner of their own.
+  virtual std::string Owner() const { return DefaultJournalOwner(); }
 
   /// Persist-before-send: records `intent` as PENDING, claimed by this
   /// journal's owner until `intent.deadline + claim_grace`, and returns it
@@ -344,7 +360,7 @@ absl::Status CheckSameIntent(const Intent& stored, const Intent& incoming);
 absl::Status CheckMarkSent(const Intent& stored, int attempt);
 /// OK when `Finish(outcome)` is allowed from `stored`.
 absl::Status CheckFinish(const Intent& stored, IntentState outcome);
-/// `options.owner`, or "<host>:<pid>" when it is empty.
+/// `options.owner`, or `DefaultJournalOwner()` when it is empty.
 std::string JournalOwner(const JournalOptions& options);
 /// Checks `options` (claim_grace range). kInvalidArgument naming the field.
 absl::Status ValidateJournalOptions(const JournalOptions& options);

@@ -207,6 +207,8 @@ class SqliteJournal final : public IntentJournal {
     return CheckCompanionFiles(options_.path);
   }
 
+  std::string Owner() const override { return owner_; }
+
   absl::StatusOr<RecordResult> Record(const Intent& intent) override {
     absl::StatusOr<Intent> normal =
         internal::NormalizeIntent(intent, options_, owner_, clock_->WallNow());

@@ -30,6 +30,8 @@ class MemoryJournal final : public IntentJournal {
         owner_(internal::JournalOwner(options)),
         clock_(options.clock != nullptr ? options.clock : SystemClock()) {}
 
+  std::string Owner() const override { return owner_; }
+
   absl::StatusOr<RecordResult> Record(const Intent& intent) override {
     absl::StatusOr<Intent> normal = internal::NormalizeIntent(intent, options_, owner_, Now());
     if (!normal.ok()) return normal.status();

@@ -41,6 +41,7 @@ constexpr char kStatusUrl[] = "http://orders.test/orders/by-key/{key}";
 class FlakyJournal final : public IntentJournal {
  public:
   explicit FlakyJournal(std::shared_ptr<IntentJournal> inner) : inner_(std::move(inner)) {}
+  std::string Owner() const override { return inner_->Owner(); }
   std::atomic<bool> fail_record{false};
   std::atomic<bool> fail_mark_sent{false};
 
@@ -248,6 +249,30 @@ TEST_F(ClientJournalTest, AContinuedIntentWhoseAttemptMayHaveLeftIsNeverFailed) 
   EXPECT_EQ(clean.outcome, Outcome::kUnknown);
   EXPECT_EQ(clean.stop_reason, StopReason::kAnswerNotDefinite);
   EXPECT_EQ(memory_->Get("k-killed").value().state, IntentState::kUnknown);
+}
+
+// A continued intent is claimed under the journal's configured owner, not
+// under a name made from the host and the process id.
+TEST_F(ClientJournalTest, AContinuedIntentIsClaimedUnderTheConfiguredOwner) {
+  ASSERT_TRUE(memory_
+                  ->Record(MakeIntent(Order(), "k-owned", "", clock_->WallNow(),
+                                      clock_->WallNow() + std::chrono::seconds(1)))
+                  .ok());
+  clock_->Advance(std::chrono::seconds(10));
+  std::string holder;
+  transport_->SetHandler([&](const Request&, const AttemptOptions&) {
+    holder = memory_->Get("k-owned").value().claim_owner;
+    TransportResult r;
+    r.delivery = Delivery::kResponseReceived;
+    r.response = Response{201, {}, "{}", false};
+    return r;
+  });
+  CallOptions call = Keyed("k-owned");
+  call.server_deduplicates = true;
+  CallResult r = MakeClient()->Execute(Order(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(holder, "test-client");
+  EXPECT_EQ(memory_->Get("k-owned").value().claim_owner, "");
 }
 
 // The same intent with nothing sent yet (PENDING, attempt 0) is a fresh

@@ -506,14 +506,41 @@ TEST_P(JournalConformance, OptionsAreValidated) {
   EXPECT_EQ(GetParam().open(bad, dir_.path()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_P(JournalConformance, DefaultOwnerNamesHostAndProcess) {
+// The default owner names the host, the process and this process start's
+// instance, and is the journal's `Owner()`; a configured owner is used as
+// given.
+TEST_P(JournalConformance, DefaultOwnerNamesHostProcessAndInstance) {
   JournalOptions o = options_;
   o.owner.clear();
   std::shared_ptr<IntentJournal> j = Open(o);
   ASSERT_NE(j, nullptr);
   absl::StatusOr<RecordResult> r = j->Record(NewIntent("k-owner"));
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(r->intent.claim_owner, ::testing::EndsWith(":" + std::to_string(getpid())));
+  EXPECT_THAT(r->intent.claim_owner,
+              ::testing::MatchesRegex(".+:" + std::to_string(getpid()) + ":[0-9a-f]{16}"));
+  EXPECT_EQ(r->intent.claim_owner, DefaultJournalOwner());
+  EXPECT_EQ(j->Owner(), DefaultJournalOwner());
+  o.owner = "orders-7f9c:boot-42";
+  std::shared_ptr<IntentJournal> named = Open(o);
+  ASSERT_NE(named, nullptr);
+  EXPECT_EQ(named->Owner(), "orders-7f9c:boot-42");
+}
+
+// A process restarted with the same host name and pid (a container's pid 1)
+// is another owner: it does not take the claims of the one it replaces.
+TEST_P(JournalConformance, ARestartedProcessWithTheSameHostAndPidDoesNotInheritClaims) {
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  JournalOptions before = options_;
+  before.owner = std::string(host) + ":" + std::to_string(getpid());  // 0.2.0's name for it
+  std::shared_ptr<IntentJournal> old_process = Open(before);
+  ASSERT_NE(old_process, nullptr);
+  ASSERT_TRUE(old_process->Record(NewIntent("k-pod")).ok());
+  // The restarted process claims under its own default owner.
+  absl::StatusOr<bool> claimed = old_process->Claim("k-pod", DefaultJournalOwner(),
+                                                    clock_->WallNow() + std::chrono::seconds(30));
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_FALSE(*claimed);
 }
 
 INSTANTIATE_TEST_SUITE_P(

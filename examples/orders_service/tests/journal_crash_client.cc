@@ -51,6 +51,7 @@ class CrashingJournal final : public saferetry::IntentJournal {
  public:
   CrashingJournal(std::shared_ptr<saferetry::IntentJournal> inner, CrashPlan* plan)
       : inner_(std::move(inner)), plan_(plan) {}
+  std::string Owner() const override { return inner_->Owner(); }
   absl::StatusOr<saferetry::RecordResult> Record(const saferetry::Intent& intent) override {
     ++plan_->current;
     return inner_->Record(intent);
