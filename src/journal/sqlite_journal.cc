@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -29,9 +30,11 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "journal_codec.h"
 #include "sqlite_support.h"
@@ -181,8 +184,34 @@ class SqliteJournal final : public IntentJournal {
         owner_(internal::JournalOwner(options)),
         clock_(options.clock != nullptr ? options.clock : SystemClock()) {}
 
+  // Opens the file, retrying while another process holds a lock the busy
+  // handler does not wait for. Two processes opening a file that does not
+  // exist yet race to switch it to WAL and to create the schema; SQLite
+  // answers some of those steps SQLITE_BUSY at once, without calling the
+  // busy handler (it cannot wait there without risking a deadlock). The
+  // whole sequence is idempotent, so it is run again, within `busy_timeout`.
   absl::Status Open() {
     if (auto s = PrepareFile(options_.path); !s.ok()) return s;
+    const auto give_up = std::chrono::steady_clock::now() + options_.busy_timeout;
+    for (int round = 0;; ++round) {
+      absl::Status s = OpenOnce();
+      const bool busy = writer_.LastErrorWasBusy() || reader_.LastErrorWasBusy() ||
+                        absl::StrContains(s.message(), "database is locked") ||
+                        absl::StrContains(s.message(), "database table is locked");
+      if (s.ok() || !absl::IsUnavailable(s) || !busy ||
+          std::chrono::steady_clock::now() >= give_up) {
+        return s;
+      }
+      writer_.Close();
+      reader_.Close();
+      // 1, 2, 4 ... 16 ms, plus a share of the process id so that processes
+      // started together do not retry in step.
+      const int pause_us = (1000 << std::min(round, 4)) + static_cast<int>(getpid() % 997);
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    }
+  }
+
+  absl::Status OpenOnce() {
     for (Connection* conn : {&writer_, &reader_}) {
       if (auto s = conn->Open(options_.path, options_.busy_timeout); !s.ok()) return s;
     }

@@ -50,6 +50,21 @@ class Connection {
 
   sqlite3* db() const { return db_; }
 
+  /// Finalizes the statements and closes the connection; `Open` may follow.
+  void Close() {
+    for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+    statements_.clear();
+    if (db_ != nullptr) sqlite3_close_v2(db_);
+    db_ = nullptr;
+  }
+
+  /// The last error on this connection was SQLITE_BUSY or SQLITE_LOCKED.
+  bool LastErrorWasBusy() const {
+    if (db_ == nullptr) return false;
+    const int code = sqlite3_extended_errcode(db_) & 0xff;
+    return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+  }
+
   absl::Status Exec(const char* sql) {
     const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
     return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, rc, sql);

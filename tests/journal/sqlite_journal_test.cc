@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -329,6 +330,68 @@ TEST_F(SqliteJournalTest, ForkedProcessesClaimEachKeyExactlyOnce) {
   std::shared_ptr<IntentJournal> j = Open();
   ASSERT_NE(j, nullptr);
   EXPECT_THAT(j->Get("k0").value().claim_owner, ::testing::StartsWith("proc-"));
+}
+
+// 50 processes open one journal file that does not exist yet, at once, and
+// each journals a call (records an intent, marks it sent, finishes it): every
+// one succeeds, waiting within `busy_timeout` for the others' locks.
+TEST_F(SqliteJournalTest, ConcurrentFirstOpensOfAFreshFileAllSucceed) {
+  constexpr int kProcesses = 50;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    const std::string path = dir_.path() + "/fresh-" + std::to_string(round) + ".db";
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    std::vector<pid_t> children;
+    for (int p = 0; p < kProcesses; ++p) {
+      const pid_t pid = fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        close(go[1]);
+        char c = 0;
+        if (read(go[0], &c, 1) != 1) _exit(2);
+        SqliteJournalOptions o;
+        o.path = path;
+        absl::StatusOr<std::shared_ptr<IntentJournal>> j = OpenSqliteJournal(o);
+        if (!j.ok()) {
+          std::fprintf(stderr, "open: %s\n", j.status().ToString().c_str());
+          _exit(3);
+        }
+        const std::string key = "k-" + std::to_string(p);
+        Request r{"POST", "https://orders.internal/orders", {}, "{}"};
+        const WallTime now = std::chrono::system_clock::now();
+        absl::Status s = (*j)->Record(MakeIntent(r, key, "", now, now + seconds(5))).status();
+        if (s.ok()) s = (*j)->MarkSent(key, 1);
+        if (s.ok()) s = (*j)->Finish(key, IntentState::kSucceeded, IntentSummary{});
+        if (!s.ok()) {
+          std::fprintf(stderr, "journal: %s\n", s.ToString().c_str());
+          _exit(4);
+        }
+        _exit(0);
+      }
+      children.push_back(pid);
+    }
+    close(go[0]);
+    const std::string start(kProcesses, 'g');
+    ASSERT_EQ(write(go[1], start.data(), start.size()), static_cast<ssize_t>(start.size()));
+    close(go[1]);
+    int failures = 0;
+    for (pid_t pid : children) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pid, &status, 0), pid);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    }
+    EXPECT_EQ(failures, 0);
+    SqliteJournalOptions o;
+    o.path = path;
+    std::shared_ptr<IntentJournal> j = Open(o);
+    ASSERT_NE(j, nullptr);
+    for (int p = 0; p < kProcesses; ++p) {
+      absl::StatusOr<Intent> got = j->Get("k-" + std::to_string(p));
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->state, IntentState::kSucceeded);
+    }
+  }
 }
 
 // A child records intents, tells the parent, and is killed with SIGKILL before
