@@ -587,6 +587,13 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   finished_ = true;
   result_.outcome = outcome;
   result_.stop_reason = reason;
+  // What the outcome rests on (ResolvedBy): the status answer set it; else a
+  // response to the request, when there is one; UNKNOWN rests on nothing.
+  if (outcome == Outcome::kUnknown) {
+    result_.resolved_by = ResolvedBy::kNone;
+  } else if (result_.resolved_by == ResolvedBy::kNone && result_.last_response.has_value()) {
+    result_.resolved_by = ResolvedBy::kResponse;
+  }
   result_.elapsed = now - start_;
   CallAction action;
   action.kind = CallAction::Kind::kFinish;

@@ -74,11 +74,19 @@ enum class StopReason {
 /// The number of `StopReason` values, for arrays indexed by reason.
 inline constexpr int kStopReasonCount = static_cast<int>(StopReason::kInvalidArgument) + 1;
 
-/// What settled an outcome that earlier attempts had left open.
+/// What a SUCCEEDED or FAILED outcome rests on: one vocabulary for
+/// `CallResult::resolved_by`, the journal's `IntentSummary::resolved_by`
+/// and the CLI's `resolved_by` ("response", "status_query", or none).
 enum class ResolvedBy {
-  kNone,         ///< Nothing had to be resolved (or nothing did).
-  kStatusQuery,  ///< A status answer (found, a stored final error, fenced).
-  kResponse,     ///< A same-key resend's response (a replay or a success).
+  /// Nothing: the outcome is UNKNOWN, or FAILED without any answer (refused
+  /// connections, a deadline too close to start, a journal that could not
+  /// record the intent).
+  kNone,
+  /// A status answer (found, a stored final error, fenced).
+  kStatusQuery,
+  /// A response to the request: the first answer, a retry's, a same-key
+  /// resend's or a replay.
+  kResponse,
 };
 
 /// What the client can prove about whether the request reached the server.
@@ -198,8 +206,8 @@ struct [[nodiscard]] CallResult {
   /// True when a status answer decided the outcome (found, a stored final
   /// error, or fenced "not found").
   bool resolved_by_status_query = false;
-  /// What settled an earlier ambiguous attempt: a status answer, a same-key
-  /// resend's response, or nothing.
+  /// What the outcome rests on: a response to the request, a status
+  /// answer, or nothing (always nothing for UNKNOWN).
   ResolvedBy resolved_by = ResolvedBy::kNone;
   /// Every attempt and status query in order.
   std::vector<AttemptEvidence> evidence;

@@ -46,6 +46,7 @@ TEST(ExitCodeTest, OnePerOutcome) {
 TEST(SummaryTest, SucceededByResponseExactText) {
   CallResult r = Result(Outcome::kSucceeded, StopReason::kSuccess, 2, 0);
   r.last_response = MakeResponse(201, R"({"order":1})");
+  r.resolved_by = ResolvedBy::kResponse;
   r.idempotency_key = "k-1";
   EXPECT_EQ(SummaryText(r, milliseconds(1234)),
             R"({"outcome":"SUCCEEDED","stop_reason":"success","attempts":2,"status_queries":0,)"
@@ -57,6 +58,7 @@ TEST(SummaryTest, SucceededByStatusQueryReportsTheStatusAnswer) {
   CallResult r = Result(Outcome::kSucceeded, StopReason::kSuccess, 1, 2);
   r.last_response = MakeResponse(200, "found");
   r.resolved_by_status_query = true;
+  r.resolved_by = ResolvedBy::kStatusQuery;
   r.idempotency_key = "k";
   nlohmann::ordered_json j = SummaryJson(r, milliseconds(5));
   EXPECT_EQ(j["resolved_by"], "status_query");
@@ -69,6 +71,7 @@ TEST(SummaryTest, SucceededByStatusQueryReportsTheStatusAnswer) {
 TEST(SummaryTest, FailedWithAResponseIsResolvedByTheResponse) {
   CallResult r = Result(Outcome::kFailed, StopReason::kPermanentError, 1, 0);
   r.last_response = MakeResponse(422, "bad sku");
+  r.resolved_by = ResolvedBy::kResponse;
   nlohmann::ordered_json j = SummaryJson(r, milliseconds(3));
   EXPECT_EQ(j["outcome"], "FAILED");
   EXPECT_EQ(j["stop_reason"], "permanent_error");

@@ -143,7 +143,8 @@ TEST_F(ClientJournalTest, RecordsAndMarksBeforeSendingThenFinishes) {
   EXPECT_EQ(stored.status_url_template, kStatusUrl);
   EXPECT_EQ(stored.summary.http_status, 201);
   EXPECT_EQ(stored.summary.stop_reason, "success");
-  EXPECT_EQ(stored.summary.resolved_by, "");
+  // The same word as the CLI summary's and CallResult::resolved_by.
+  EXPECT_EQ(stored.summary.resolved_by, "response");
   EXPECT_EQ(stored.claim_owner, "");  // released
   EXPECT_EQ(stored.deadline - stored.created, std::chrono::seconds(5));
   for (const Header& h : stored.headers) EXPECT_NE(h.first, "Authorization");

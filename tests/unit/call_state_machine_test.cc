@@ -422,7 +422,7 @@ TEST_F(CallStateMachineTest, SuccessResponseFinishesSucceeded) {
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
   EXPECT_EQ(r.attempts, 1);
   EXPECT_EQ(r.status_queries, 0);
-  EXPECT_EQ(r.resolved_by, ResolvedBy::kNone);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);  // the outcome rests on it
   EXPECT_EQ(r.elapsed, milliseconds(5));
   ASSERT_TRUE(r.last_response.has_value());
   EXPECT_EQ(r.last_response->status_code, 201);
@@ -1284,16 +1284,16 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenReplayed410Or422StaysUnknown) {
   }
 }
 
-// A replayed final error with nothing ambiguous before it is simply FAILED.
-TEST_F(CallStateMachineTest,
-       HistoryReplayedFinalErrorOnTheFirstAttemptIsFailedUnresolved) {
+// A replayed final error with nothing ambiguous before it is simply FAILED,
+// resting on that response.
+TEST_F(CallStateMachineTest, HistoryReplayedFinalErrorOnTheFirstAttemptIsFailed) {
   CallStateMachine& m = Make(DedupPost(seconds(1), 2));
   m.Start(kT0);
   EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(400, Replayed()),
                                        ResponseOf(400), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
-  EXPECT_EQ(r.resolved_by, ResolvedBy::kNone);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
 }
 
 // "Commit, lost response, then clean 503s" ends UNKNOWN.

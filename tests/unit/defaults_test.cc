@@ -99,7 +99,7 @@ TEST_P(DeadlineGrid, SlowHealthyPostSucceedsWithOneEffect) {
   server_->SetProcessingTime(t * 6 / 10);
   CallResult r = DefaultClient(server_, clock_)->Execute(Post(), OnlyTimeoutAndStatusUrl(t));
   EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
-  EXPECT_EQ(r.resolved_by, ResolvedBy::kNone);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
   EXPECT_EQ(r.attempts, 1);
   EXPECT_EQ(r.status_queries, 0);
   EXPECT_EQ(server_->effects(*r.idempotency_key), 1);

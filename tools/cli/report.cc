@@ -38,12 +38,12 @@ int ExitCodeFor(Outcome outcome) {
 }
 
 std::optional<std::string_view> ResolvedBy(const CallResult& result) {
-  if (result.outcome == Outcome::kUnknown) return std::nullopt;
-  // A status answer decided it: found (SUCCEEDED), or a definite "no
-  // effect" — the key's stored final error or a fenced "not found" (FAILED).
-  if (result.resolved_by_status_query) return "status_query";
-  if (result.last_response.has_value()) return "response";
-  return std::nullopt;
+  // The library's one vocabulary (saferetry::ResolvedBy), as the journal
+  // stores it.
+  if (result.outcome == Outcome::kUnknown || result.resolved_by == saferetry::ResolvedBy::kNone) {
+    return std::nullopt;
+  }
+  return ResolvedByName(result.resolved_by);
 }
 
 nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& result) {
@@ -51,8 +51,8 @@ nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& res
   j["idempotency_key"] = std::string(key);
   j["outcome"] = std::string(OutcomeName(result.outcome));
   j["stop_reason"] = std::string(StopReasonName(result.stop_reason));
-  if (result.outcome != Outcome::kUnknown && result.resolved_by != saferetry::ResolvedBy::kNone) {
-    j["resolved_by"] = std::string(ResolvedByName(result.resolved_by));
+  if (std::optional<std::string_view> by = ResolvedBy(result)) {
+    j["resolved_by"] = std::string(*by);
   } else {
     j["resolved_by"] = nullptr;
   }
