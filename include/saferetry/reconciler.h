@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,6 +61,12 @@ struct ReconcilerOptions {
   /// Called on the reconciler's thread for each intent the run resolved
   /// (SUCCEEDED or FAILED), after the outcome is written. Must not throw.
   std::function<void(const Intent& intent, const CallResult& result)> on_resolved;
+  /// After the walk, wait up to this long (within `time_limit`) for the
+  /// claims of intents skipped as claimed to expire, and try each one whose
+  /// claim ends in that time (a call killed mid-way holds its claim until its
+  /// deadline plus the journal's grace). 0 (the default): do not wait.
+  /// >= 0.
+  Duration wait_for_claims{0};
   /// When set, after the walk: `Prune` resolved intents last updated at
   /// least this long ago. Unresolved intents are never pruned; how many were
   /// kept past the retention is reported (`PruneResult::kept_unresolved`).
@@ -68,6 +75,32 @@ struct ReconcilerOptions {
 
 /// InvalidArgument naming the field ("reconciler.max_intents: ...").
 absl::Status ValidateReconcilerOptions(const ReconcilerOptions& options);
+
+/// Why a run left an unfinished intent alone.
+enum class SkipReason {
+  /// Someone holds a live claim: `intent.claim_owner` until
+  /// `intent.claim_until` (a call in flight, a process killed mid-call until
+  /// its claim runs out, another reconciler).
+  kClaimed,
+  /// Nobody holds it, but its deadline has not passed: its call may still
+  /// be running.
+  kInFlight,
+  /// Created less than `older_than` ago.
+  kTooRecent,
+  /// Eligible, but the run ended first (`max_intents`, `time_limit`, the
+  /// status-query allowance, a journal error).
+  kNotReached,
+};
+
+/// "claimed", "in_flight", "too_recent", "not_reached".
+std::string_view SkipReasonName(SkipReason reason);
+
+/// One unfinished intent a run did not try.
+struct SkippedIntent {
+  /// As listed (claim owner and expiry, created, updated, deadline, state).
+  Intent intent;
+  SkipReason why = SkipReason::kClaimed;
+};
 
 /// One intent a run tried.
 struct ReconciledIntent {
@@ -85,8 +118,15 @@ struct ReconcileReport {
   int failed = 0;
   /// Still UNKNOWN after this run (including journal failures).
   int unknown = 0;
-  /// Listed but taken by another owner before this run could claim them.
+  /// Listed but taken by another owner before this run could claim them
+  /// (also in `skipped`, as kClaimed).
   int skipped_claimed = 0;
+  /// Every unfinished intent the run did not try, and why (at most
+  /// `max_intents` of them, oldest first): nothing unresolved goes
+  /// unmentioned. They do not count as `unknown`.
+  std::vector<SkippedIntent> skipped;
+  /// How many of `skipped` have `why`.
+  int CountSkipped(SkipReason why) const;
   /// True when `time_limit` or the status-query allowance stopped the walk
   /// before every eligible intent was tried.
   bool stopped_early = false;

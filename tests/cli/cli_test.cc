@@ -1522,15 +1522,32 @@ TEST(CliJournalTest, KillNineWhileTheAttemptHangsThenReconcileSucceedsByAStatusQ
   EXPECT_EQ(server.status_requests().size(), 0u);
 
   // Its claim lasts until the call's deadline plus the grace (2 s); until
-  // then the intent is left alone and nothing is printed.
+  // then a cron-style run leaves it alone, says so (who holds it, until
+  // when) and exits 0: a claimed intent is not a failure.
+  CliRun claimed = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
+  EXPECT_EQ(claimed.exit_code, 0) << claimed.err;
+  std::vector<json> skipped = JsonLines(claimed.out);
+  ASSERT_EQ(skipped.size(), 1u) << claimed.out;
+  EXPECT_EQ(skipped[0]["idempotency_key"], "order-kill-9");
+  EXPECT_EQ(skipped[0]["skipped"], "claimed");
+  EXPECT_EQ(skipped[0]["state"], "SENT");
+  EXPECT_TRUE(skipped[0]["claim_owner"].is_string());
+  EXPECT_THAT(skipped[0]["claim_until"].get<std::string>(),
+              MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z"));
+  EXPECT_THAT(claimed.err, HasSubstr("0 tried (0 resolved: 0 succeeded, 0 failed; 0 still unknown), "
+                                     "1 claimed (the next claim ends "));
+  EXPECT_EQ(server.status_requests().size(), 0u);
+
   CliRun run;
   ASSERT_TRUE(WaitUntil(
       [&] {
         run = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
-        return !run.out.empty() || run.exit_code != 0;
+        return run.out.find("\"outcome\"") != std::string::npos || run.exit_code != 0;
       },
       milliseconds(10000)));
   EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("1 tried (1 resolved: 1 succeeded, 0 failed; 0 still unknown), "
+                                 "0 claimed, 0 in flight"));
   std::vector<json> lines = JsonLines(run.out);
   ASSERT_EQ(lines.size(), 1u) << run.out;
   ExpectReconcileFields(lines[0]);
@@ -1549,6 +1566,44 @@ TEST(CliJournalTest, KillNineWhileTheAttemptHangsThenReconcileSucceedsByAStatusQ
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out, "");
   EXPECT_EQ(server.status_requests().size(), 1u);
+}
+
+// One cron-style run next to a killed call: --wait-for-claims waits for its
+// claim to run out and then settles it; an eligible intent that stays
+// unresolved makes the run exit 2.
+TEST(CliJournalTest, ReconcileWaitsForClaimsWithinItsBoundAndFailsOnlyOnUnresolvedTriedIntents) {
+  OrderService server(Scripted({CommitThen(Fault::kHang)}));
+  const std::string journal = JournalPath("wait-claims");
+  Child cli({"-d", R"({"sku":"a"})", "--idempotency-key", "order-wait", "--status-url",
+             server.StatusUrl(), "--deadline", "1s", "--journal", journal, server.OrdersUrl()});
+  ASSERT_TRUE(WaitUntil([&] { return server.effects() == 1; }));
+  ASSERT_TRUE(cli.KillNine());
+  // Too short a wait: still claimed, exit 0.
+  CliRun short_wait = RunCli({"reconcile", "--journal", journal, "--older-than", "0s",
+                              "--wait-for-claims", "100ms"});
+  EXPECT_EQ(short_wait.exit_code, 0) << short_wait.err;
+  EXPECT_THAT(short_wait.out, HasSubstr("\"skipped\":\"claimed\""));
+  // Long enough (the claim ends 1 s + 2 s after the call's start).
+  CliRun waited = RunCli({"reconcile", "--journal", journal, "--older-than", "0s",
+                          "--wait-for-claims", "6s"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.err;
+  std::vector<json> lines = JsonLines(waited.out);
+  ASSERT_EQ(lines.size(), 1u) << waited.out;
+  EXPECT_EQ(lines[0]["outcome"], "SUCCEEDED");
+  EXPECT_THAT(waited.err, HasSubstr("1 tried (1 resolved"));
+
+  // An intent it can try that stays UNKNOWN ("not found", no fence): exit 2.
+  const std::string journal2 = JournalPath("wait-claims-unknown");
+  ServerOptions reset;
+  reset.reset_connections = {0};
+  OrderService dropped(reset);
+  CliRun call = RunCli({"-d", "x", "--idempotency-key", "order-lost", "--max-attempts", "1",
+                        "--journal", journal2, dropped.OrdersUrl()});
+  ASSERT_EQ(call.exit_code, 2) << call.err;
+  CliRun unresolved = RunCli({"reconcile", "--journal", journal2, "--older-than", "0s",
+                              "--status-url", dropped.StatusUrl()});
+  EXPECT_EQ(unresolved.exit_code, 2) << unresolved.err;
+  EXPECT_THAT(unresolved.err, HasSubstr("1 tried (0 resolved: 0 succeeded, 0 failed; 1 still unknown)"));
 }
 
 TEST(CliJournalTest, JournaledCallThatSucceededLeavesNothingToReconcile) {

@@ -678,17 +678,78 @@ TEST_F(ReconcilerTest, StillUnknownIsReportedAndKeptThroughPrune) {
   EXPECT_EQ(memory_->Get("k-2").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(ReconcilerTest, AnIntentClaimedByAnotherOwnerIsNotListed) {
+// A claimed intent is not tried, but it is reported: who holds it and until
+// when. It is not counted as unknown.
+TEST_F(ReconcilerTest, AnIntentClaimedByAnotherOwnerIsReportedNotTried) {
   LeaveUnknown("k-1");
-  ASSERT_TRUE(
-      memory_->Claim("k-1", "other", clock_->WallNow() + std::chrono::minutes(5)).value());
+  const WallTime until = clock_->WallNow() + std::chrono::minutes(5);
+  ASSERT_TRUE(memory_->Claim("k-1", "other", until).value());
   ReconcilerOptions options;
   options.older_than = std::chrono::milliseconds(0);
   auto client = MakeClient();
   const int sent = transport_->send_count();
   ReconcileReport report = Reconciler(client.get(), options).RunOnce().value();
   EXPECT_TRUE(report.tried.empty());
+  EXPECT_EQ(report.unknown, 0);
   EXPECT_EQ(transport_->send_count(), sent);
+  ASSERT_EQ(report.skipped.size(), 1u);
+  EXPECT_EQ(report.skipped[0].why, SkipReason::kClaimed);
+  EXPECT_EQ(report.skipped[0].intent.key, "k-1");
+  EXPECT_EQ(report.skipped[0].intent.claim_owner, "other");
+  EXPECT_EQ(report.skipped[0].intent.claim_until,
+            std::chrono::time_point_cast<std::chrono::milliseconds>(until));
+  EXPECT_EQ(report.CountSkipped(SkipReason::kClaimed), 1);
+}
+
+// By default an intent whose deadline has not passed is in flight, and one
+// created after `older_than` too recent: both reported, neither tried.
+TEST_F(ReconcilerTest, InFlightAndTooRecentIntentsAreReported) {
+  LeaveUnknown("k-1");  // deadline 5 s after it started; its claim released
+  auto client = MakeClient();
+  ReconcileReport report = Reconciler(client.get(), ReconcilerOptions{}).RunOnce().value();
+  ASSERT_EQ(report.skipped.size(), 1u);
+  EXPECT_EQ(report.skipped[0].why, SkipReason::kInFlight);
+  ReconcilerOptions recent;
+  recent.older_than = std::chrono::minutes(1);
+  ReconcileReport r2 = Reconciler(client.get(), recent).RunOnce().value();
+  ASSERT_EQ(r2.skipped.size(), 1u);
+  EXPECT_EQ(r2.skipped[0].why, SkipReason::kTooRecent);
+  EXPECT_TRUE(r2.tried.empty());
+}
+
+// `wait_for_claims`: the run waits (on the client's clock) for a claim that
+// runs out within the bound, then tries the intent.
+TEST_F(ReconcilerTest, WaitsForAClaimThatRunsOutWithinTheBound) {
+  LeaveUnknown("k-1");
+  ASSERT_TRUE(
+      memory_->Claim("k-1", "killed-process", clock_->WallNow() + std::chrono::seconds(3))
+          .value());
+  transport_->Push(Step::Respond(200, {}, R"({"id":1})"));
+  ReconcilerOptions options;
+  options.older_than = std::chrono::milliseconds(0);
+  options.wait_for_claims = std::chrono::seconds(2);
+  auto client = MakeClient();
+  const TimePoint start = clock_->Now();
+  ReconcileReport short_wait = Reconciler(client.get(), options).RunOnce().value();
+  EXPECT_TRUE(short_wait.tried.empty());  // the claim ends after the bound
+  EXPECT_EQ(short_wait.CountSkipped(SkipReason::kClaimed), 1);
+  EXPECT_EQ(clock_->Now(), start);  // and it did not wait for nothing
+  options.wait_for_claims = std::chrono::seconds(5);
+  ReconcileReport waited = Reconciler(client.get(), options).RunOnce().value();
+  ASSERT_EQ(waited.tried.size(), 1u);
+  EXPECT_EQ(waited.succeeded, 1);
+  EXPECT_TRUE(waited.skipped.empty());
+  // One wait: to 10 ms past the claim's end (stored to the millisecond).
+  ASSERT_FALSE(clock_->sleeps().empty());
+  EXPECT_GT(clock_->sleeps().back(), std::chrono::milliseconds(3009));
+  EXPECT_LE(clock_->sleeps().back(), std::chrono::milliseconds(3010));
+}
+
+TEST_F(ReconcilerTest, WaitForClaimsIsValidated) {
+  ReconcilerOptions options;
+  options.wait_for_claims = std::chrono::milliseconds(-1);
+  EXPECT_THAT(std::string(ValidateReconcilerOptions(options).message()),
+              HasSubstr("reconciler.wait_for_claims"));
 }
 
 TEST_F(ReconcilerTest, BadOptionsNameTheField) {

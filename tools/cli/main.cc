@@ -380,9 +380,10 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   bool fence = false;
   CLI::App app{
       "Resolves the journal's unfinished intents (PENDING, SENT, UNKNOWN) by status queries "
-      "only and prints one JSON object per intent tried. Exit 0 when every intent tried ended "
-      "SUCCEEDED or FAILED, 2 when any is still UNKNOWN, 74 when the journal cannot be read or "
-      "written, 64 for bad input.",
+      "only and prints one JSON object per intent tried, then one per unfinished intent left "
+      "alone (claimed, in flight), and a summary line on stderr. Exit 0 when every intent tried "
+      "ended SUCCEEDED or FAILED (claimed or in-flight intents do not count), 2 when any is "
+      "still UNKNOWN, 74 when the journal cannot be read or written, 64 for bad input.",
       "saferetry reconcile"};
   app.add_option("--journal", journal_path, "The SQLite intent journal")->required();
   app.add_option("--status-url", status_url,
@@ -404,6 +405,11 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   app.add_option("--timeout", timeout, "Time per intent (default 10s)");
   app.add_option("--time-limit", time_limit, "No intent is started after this (default 5m)");
   app.add_option("--max-intents", max_intents, "Intents per run (default 1000)");
+  std::string wait_for_claims;
+  CLI::Option* wait = app.add_option(
+      "--wait-for-claims", wait_for_claims,
+      "After the walk, wait up to this long for claimed intents' claims to run out, then try "
+      "them (within --time-limit). Default: do not wait");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -475,6 +481,14 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
     return kExitUsage;
   }
   options.max_intents = static_cast<std::size_t>(*count);
+  if (wait->count() > 0) {
+    absl::StatusOr<Duration> d = ParseDuration(wait_for_claims);
+    if (!d.ok()) {
+      PrintError(absl::StrCat("--wait-for-claims: ", d.status().message()));
+      return kExitUsage;
+    }
+    options.wait_for_claims = *d;
+  }
 
   absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenJournal(journal_path);
   if (!journal.ok()) {
@@ -507,7 +521,14 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
     line.push_back('\n');
     std::fwrite(line.data(), 1, line.size(), stdout);
   }
+  // Nothing unresolved goes unmentioned: the intents left alone, and why.
+  for (const SkippedIntent& s : report->skipped) {
+    std::string line = SkippedText(s);
+    line.push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
   std::fflush(stdout);
+  PrintError(ReconcileSummaryLine(*report).substr(std::string_view("saferetry: ").size()));
   if (report->pruned.has_value() && report->pruned->kept_unresolved > 0) {
     PrintError(absl::StrCat("warning: ", report->pruned->kept_unresolved,
                             " unresolved intent(s) older than --prune-older-than were kept"));

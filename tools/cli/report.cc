@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "saferetry/journal.h"
 #include "saferetry/redaction.h"
 
 namespace saferetry {
@@ -69,6 +71,46 @@ nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& res
 std::string ReconcileText(std::string_view key, const CallResult& result) {
   return ReconcileJson(key, result).dump(-1, ' ', false,
                                          nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string FormatWallTime(WallTime t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromChrono(t), absl::UTCTimeZone());
+}
+
+std::string SkippedText(const SkippedIntent& skipped) {
+  const Intent& intent = skipped.intent;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["idempotency_key"] = intent.key;
+  j["skipped"] = std::string(SkipReasonName(skipped.why));
+  j["state"] = std::string(IntentStateName(intent.state));
+  const bool claimed = !intent.claim_owner.empty();
+  j["claim_owner"] = claimed ? nlohmann::ordered_json(intent.claim_owner) : nullptr;
+  j["claim_until"] = claimed ? nlohmann::ordered_json(FormatWallTime(intent.claim_until)) : nullptr;
+  j["created"] = FormatWallTime(intent.created);
+  j["updated"] = FormatWallTime(intent.updated);
+  j["deadline"] = FormatWallTime(intent.deadline);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string ReconcileSummaryLine(const ReconcileReport& report) {
+  const int resolved = report.succeeded + report.failed;
+  std::optional<WallTime> next_claim_end;
+  for (const SkippedIntent& s : report.skipped) {
+    if (s.why != SkipReason::kClaimed) continue;
+    if (!next_claim_end.has_value() || s.intent.claim_until < *next_claim_end) {
+      next_claim_end = s.intent.claim_until;
+    }
+  }
+  std::string claimed = absl::StrCat(report.CountSkipped(SkipReason::kClaimed), " claimed");
+  if (next_claim_end.has_value()) {
+    absl::StrAppend(&claimed, " (the next claim ends ", FormatWallTime(*next_claim_end), ")");
+  }
+  return absl::StrCat("saferetry: reconcile: ", report.tried.size(), " tried (", resolved,
+                      " resolved: ", report.succeeded, " succeeded, ", report.failed, " failed; ",
+                      report.unknown, " still unknown), ", claimed, ", ",
+                      report.CountSkipped(SkipReason::kInFlight), " in flight, ",
+                      report.CountSkipped(SkipReason::kTooRecent), " too recent, ",
+                      report.CountSkipped(SkipReason::kNotReached), " not reached");
 }
 
 nlohmann::ordered_json SummaryJson(const CallResult& result, Duration elapsed) {

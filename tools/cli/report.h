@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "nlohmann/json.hpp"
+#include "saferetry/reconciler.h"
 #include "saferetry/result.h"
 
 namespace saferetry {
@@ -54,6 +55,22 @@ std::string SummaryText(const CallResult& result, Duration elapsed);
 nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& result);
 /// `ReconcileJson` as one line of text (no trailing newline); never throws.
 std::string ReconcileText(std::string_view key, const CallResult& result);
+
+/// One line of `saferetry reconcile`'s output for an unfinished intent it
+/// did not try: idempotency_key, skipped ("claimed", "in_flight",
+/// "too_recent", "not_reached"), state, claim_owner (null when none),
+/// claim_until, created, updated and deadline (RFC 3339 UTC with
+/// milliseconds; claim_until null when none), in that order; never throws.
+std::string SkippedText(const SkippedIntent& skipped);
+
+/// The run's last line on stderr: "saferetry: reconcile: 3 tried (2
+/// resolved: 1 succeeded, 1 failed; 1 still unknown), 1 claimed (the next
+/// claim ends 2026-12-01T12:00:02.000Z), 0 in flight, 0 too recent, 0 not
+/// reached".
+std::string ReconcileSummaryLine(const ReconcileReport& report);
+
+/// RFC 3339 UTC with milliseconds: "2026-12-01T12:00:02.000Z".
+std::string FormatWallTime(WallTime t);
 
 /// The line printed on stderr when --summary-json is not given, e.g.
 /// "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201" or
