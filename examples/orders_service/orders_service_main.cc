@@ -35,6 +35,10 @@ int Run(int argc, char** argv) {
                             "PostgreSQL connection string (instead of --db)");
   db->excludes(pg);
   pg->excludes(db);
+  app.add_option("--pg-schema", options.store.postgres_schema,
+                 "PostgreSQL schema of the tables, set per transaction (works behind pgbouncer, "
+                 "unlike options='-c search_path=...')")
+      ->needs(pg);
   app.add_option("--lease", lease, "Lease of a PROCESSING record (e.g. 30s)")
       ->capture_default_str();
   app.add_option("--retention", retention, "How long completed keys replay (e.g. 24h)")

@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<OrdersStore>> OrdersStore::Open(const OrdersStore
   } else {
     server::PostgresOptions pg;
     pg.conninfo = options.postgres_conninfo;
+    pg.schema = options.postgres_schema;
     pg.max_connections = options.max_connections;
     idempotency = server::OpenPostgresStore(pg, store_options, clock);
   }

@@ -45,6 +45,10 @@ struct OrdersStoreOptions {
   std::string path;
   /// A libpq connection string: PostgreSQL instead of SQLite.
   std::string postgres_conninfo;
+  /// The PostgreSQL schema of the tables (`server::PostgresOptions::schema`:
+  /// set per transaction, so it works behind pgbouncer). Empty: the
+  /// server's search_path.
+  std::string postgres_schema;
   /// How long a claim protects a PROCESSING record from takeover. > 0.
   std::chrono::milliseconds lease = std::chrono::seconds(30);
   /// How long a COMPLETED record replays before it is reaped. > 0.

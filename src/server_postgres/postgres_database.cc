@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "saferetry/server/postgres_store.h"
@@ -128,6 +129,10 @@ class PostgresDatabase final : public SqlDatabase {
     const long long seconds = std::max<long long>(
         1, std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout).count());
     connect_timeout_ = absl::StrCat(seconds);
+    // Validated to [a-z_][a-z0-9_]*: quoting is exact.
+    if (!options_.schema.empty()) {
+      set_schema_ = absl::StrCat("SET LOCAL search_path TO \"", options_.schema, "\"");
+    }
   }
   ~PostgresDatabase() override {
     for (PGconn* c : free_) PQfinish(c);
@@ -186,13 +191,21 @@ class PostgresDatabase final : public SqlDatabase {
   }
 
  private:
-  static absl::Status RunWith(PGconn* conn, TransactionMode mode,
-                              const std::function<absl::Status(Transaction&)>& body) {
+  absl::Status RunWith(PGconn* conn, TransactionMode mode,
+                       const std::function<absl::Status(Transaction&)>& body) {
     if (auto s = Command(conn, mode == TransactionMode::kRead
                                    ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
                                    : "BEGIN ISOLATION LEVEL READ COMMITTED");
         !s.ok()) {
       return s;
+    }
+    // Per transaction, not per connection: behind a transaction-pooling
+    // proxy the next transaction may run on another server connection.
+    if (!set_schema_.empty()) {
+      if (auto s = Command(conn, set_schema_.c_str()); !s.ok()) {
+        (void)Command(conn, "ROLLBACK");
+        return s;
+      }
     }
     PostgresTransaction txn(conn);
     absl::Status status = body(txn);
@@ -209,6 +222,7 @@ class PostgresDatabase final : public SqlDatabase {
 
   const PostgresOptions options_;
   std::string connect_timeout_;
+  std::string set_schema_;
   std::mutex mu_;
   std::condition_variable free_cv_;
   std::vector<PGconn*> free_;
@@ -222,6 +236,18 @@ absl::StatusOr<std::shared_ptr<SqlDatabase>> OpenPostgresDatabase(const Postgres
   if (options.max_connections <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_connections: must be > 0, got ", options.max_connections));
+  }
+  if (!options.schema.empty()) {
+    bool ok = options.schema.size() <= 63 &&
+              !absl::ascii_isdigit(static_cast<unsigned char>(options.schema[0]));
+    for (char c : options.schema) {
+      ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schema: must be 1 to 63 lower-case letters, digits and _, not starting with a digit, "
+          "got \"", options.schema, "\""));
+    }
   }
   if (options.connect_timeout.count() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("connect_timeout: must be > 0, got ",

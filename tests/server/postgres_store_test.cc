@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "saferetry/server/postgres_store.h"
+#include "pg_dsn.h"
 #include "store_conformance.h"
 
 namespace saferetry {
@@ -22,15 +23,8 @@ namespace server {
 namespace testing {
 namespace {
 
-std::string Dsn() {
-  const char* dsn = std::getenv("SAFERETRY_PG_DSN");
-  return dsn != nullptr ? dsn : "";
-}
-
-bool Required() {
-  const char* r = std::getenv("SAFERETRY_REQUIRE_POSTGRES");
-  return r != nullptr && std::string(r) == "1";
-}
+using ::saferetry::pg_test::Dsn;
+using ::saferetry::pg_test::Required;
 
 absl::Status Admin(const std::string& sql) {
   PostgresOptions pg;
@@ -51,8 +45,7 @@ StoreFactory PostgresFactory() {
                 return absl::FailedPreconditionError(
                     "SAFERETRY_REQUIRE_POSTGRES=1 but SAFERETRY_PG_DSN is not set");
               }
-              *skip =
-                  "PostgreSQL not configured: set SAFERETRY_PG_DSN (see tests/server/pg_cluster.sh)";
+              *skip = ::saferetry::pg_test::SkipReason();
               return StoreUnderTest{};
             }
             static std::atomic<int> counter{0};
@@ -60,7 +53,8 @@ StoreFactory PostgresFactory() {
                 absl::StrCat("conformance_", getpid(), "_", counter.fetch_add(1));
             if (auto s = Admin(absl::StrCat("CREATE SCHEMA ", schema)); !s.ok()) return s;
             PostgresOptions pg;
-            pg.conninfo = absl::StrCat(Dsn(), " options='-c search_path=", schema, "'");
+            pg.conninfo = Dsn();
+            pg.schema = schema;  // per transaction: what pgbouncer accepts
             auto store = OpenPostgresStore(pg, options, clock);
             if (!store.ok()) return store.status();
             StoreUnderTest out;
@@ -92,6 +86,53 @@ TEST(PostgresStoreTest, OptionsNameTheFieldAndAnUnreachableServerIsUnavailable) 
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable) << store.status();
   EXPECT_TRUE(absl::StartsWith(store.status().message(), "conninfo: cannot connect"))
       << store.status();
+  for (const char* bad : {"Orders", "1orders", "orders-v2", "a\"; DROP TABLE x; --"}) {
+    pg.schema = bad;
+    EXPECT_TRUE(absl::StartsWith(OpenPostgresStore(pg, {}).status().message(), "schema: "))
+        << bad;
+  }
+}
+
+// The schema option puts the store's tables in that schema, not in public,
+// and holds for every transaction (it is set per transaction, as pgbouncer in
+// transaction pooling needs).
+TEST(PostgresStoreTest, TheSchemaOptionHoldsTheTables) {
+  if (Dsn().empty()) {
+    if (Required()) FAIL() << "SAFERETRY_REQUIRE_POSTGRES=1 but no database";
+    GTEST_SKIP() << ::saferetry::pg_test::SkipReason();
+  }
+  const std::string schema = absl::StrCat("schema_option_", getpid());
+  ASSERT_TRUE(Admin(absl::StrCat("CREATE SCHEMA ", schema)).ok());
+  PostgresOptions admin;
+  admin.conninfo = Dsn();
+  admin.max_connections = 1;
+  auto db = OpenPostgresDatabase(admin);
+  ASSERT_TRUE(db.ok());
+  auto count_tables = [&](const std::string& in) {
+    std::int64_t n = -1;
+    absl::Status s = (*db)->RunInTransaction(TransactionMode::kRead, [&](Transaction& t) {
+      auto rows = t.Execute(absl::StrCat(
+          "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '", in, "'"));
+      if (!rows.ok()) return rows.status();
+      n = std::stoll((*rows)[0].Text(0));
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    return n;
+  };
+  const std::int64_t public_before = count_tables("public");
+  PostgresOptions pg;
+  pg.conninfo = Dsn();
+  pg.schema = schema;
+  pg.max_connections = 2;
+  auto store = OpenPostgresStore(pg, {});
+  ASSERT_TRUE(store.ok()) << store.status();
+  const KeyScope scope{"t", "op", "k-schema"};
+  auto begun = (*store)->Begin(scope, "digest");
+  ASSERT_TRUE(begun.ok()) << begun.status();
+  EXPECT_GT(count_tables(schema), 0);
+  EXPECT_EQ(count_tables("public"), public_before);
+  (void)Admin(absl::StrCat("DROP SCHEMA ", schema, " CASCADE"));
 }
 
 }  // namespace

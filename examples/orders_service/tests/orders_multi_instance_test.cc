@@ -43,6 +43,7 @@
 #include "saferetry/client.h"
 #include "saferetry/curl_transport.h"
 #include "saferetry/server/postgres_store.h"
+#include "tests/server/pg_dsn.h"
 
 namespace saferetry {
 namespace example {
@@ -58,15 +59,8 @@ constexpr int kOwnKeyClients = 30;
 constexpr int kOwnKeyCallsEach = 4;
 constexpr char kTenant[] = "multi";
 
-std::string Dsn() {
-  const char* dsn = std::getenv("SAFERETRY_PG_DSN");
-  return dsn != nullptr ? dsn : "";
-}
-
-bool Required() {
-  const char* r = std::getenv("SAFERETRY_REQUIRE_POSTGRES");
-  return r != nullptr && std::string(r) == "1";
-}
+using ::saferetry::pg_test::Dsn;
+using ::saferetry::pg_test::Required;
 
 absl::Status Admin(const std::string& sql) {
   server::PostgresOptions pg;
@@ -93,9 +87,7 @@ class Schema {
     if (status_.ok()) (void)Admin(absl::StrCat("DROP SCHEMA ", name_, " CASCADE"));
   }
   const absl::Status& status() const { return status_; }
-  std::string Conninfo() const {
-    return absl::StrCat(Dsn(), " options='-c search_path=", name_, "'");
-  }
+  const std::string& name() const { return name_; }
 
  private:
   std::string name_;
@@ -199,8 +191,7 @@ CallRecord Call(Client& client, const CallOptions& base, const std::string& url,
 TEST(OrdersMultiInstanceTest, ThreeProcessesOnePostgresDatabaseOneOrderPerKey) {
   if (Dsn().empty()) {
     if (Required()) FAIL() << "SAFERETRY_REQUIRE_POSTGRES=1 but SAFERETRY_PG_DSN is not set";
-    GTEST_SKIP() << "PostgreSQL not configured: set SAFERETRY_PG_DSN "
-                    "(see tests/server/pg_cluster.sh)";
+    GTEST_SKIP() << ::saferetry::pg_test::SkipReason();
   }
   const auto started = Clock::now();
   Schema schema;
@@ -212,7 +203,7 @@ TEST(OrdersMultiInstanceTest, ThreeProcessesOnePostgresDatabaseOneOrderPerKey) {
   std::vector<int> ports;
   for (int i = 0; i < kInstances; ++i) {
     instances.push_back(std::make_unique<ServiceProcess>(std::vector<std::string>{
-        "--pg", schema.Conninfo(), "--port", "0", "--processing-delay", "30ms",
+        "--pg", Dsn(), "--pg-schema", schema.name(), "--port", "0", "--processing-delay", "30ms",
         "--reap-interval", "0s", "--threads", "24"}));
     ASSERT_GT(instances.back()->port(), 0) << "instance " << i << " did not start";
     ports.push_back(instances.back()->port());
@@ -295,7 +286,8 @@ TEST(OrdersMultiInstanceTest, ThreeProcessesOnePostgresDatabaseOneOrderPerKey) {
 
   // The database is the judge.
   OrdersStoreOptions store_options;
-  store_options.postgres_conninfo = schema.Conninfo();
+  store_options.postgres_conninfo = Dsn();
+  store_options.postgres_schema = schema.name();
   store_options.max_connections = 1;
   auto store = OrdersStore::Open(store_options, nullptr);
   ASSERT_TRUE(store.ok()) << store.status();

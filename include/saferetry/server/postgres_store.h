@@ -37,10 +37,18 @@ struct PostgresOptions {
   int max_connections = 8;
   /// Passed as libpq's connect_timeout (whole seconds, at least 1). > 0.
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(5);
+  /// The schema the store's tables live in (it must exist). Empty (the
+  /// default): the server's `search_path`. Set per transaction
+  /// (`SET LOCAL search_path`), so it holds behind pgbouncer in transaction
+  /// pooling, which refuses the `options='-c search_path=...'` startup
+  /// parameter (and, with `ignore_startup_parameters`, silently drops it).
+  /// 1 to 63 characters: lower-case letters, digits and `_`, not starting
+  /// with a digit.
+  std::string schema;
 };
 
 /// Connects once (so a bad conninfo fails here). InvalidArgument naming
-/// "conninfo", "max_connections" or "connect_timeout"; Unavailable when the
+/// "conninfo", "max_connections", "connect_timeout" or "schema"; Unavailable when the
 /// server cannot be reached. A connection that breaks later is replaced on
 /// its next use; the statement that found it broken fails with Unavailable.
 absl::StatusOr<std::shared_ptr<SqlDatabase>> OpenPostgresDatabase(const PostgresOptions& options);

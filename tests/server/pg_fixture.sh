@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The CTest fixture `postgres` (tests/server/CMakeLists.txt): gives the postgres-labelled tests a database.
+#
+#   pg_fixture.sh start DIR   writes DIR/dsn (a libpq connection string) or DIR/skip (why there is none)
+#   pg_fixture.sh stop DIR    stops the cluster it started, if any
+#
+# With SAFERETRY_PG_DSN set, that database is used and nothing is started. Else, when Debian's PostgreSQL
+# server is installed, a throwaway cluster is started with pg_cluster.sh (a non-root user, a private port and
+# socket directory under DIR) and stopped by `stop`. Else DIR/skip says why, and the tests skip printing it.
+set -euo pipefail
+cmd=${1:?usage: pg_fixture.sh start|stop DIR}
+dir=${2:?usage: pg_fixture.sh start|stop DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+
+case "$cmd" in
+  start)
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    if [ -n "${SAFERETRY_PG_DSN:-}" ]; then
+      printf '%s\n' "$SAFERETRY_PG_DSN" > "$dir/dsn"
+      echo "pg_fixture: using SAFERETRY_PG_DSN"
+      exit 0
+    fi
+    if ! ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1 && [ -z "${SAFERETRY_PG_BINDIR:-}" ]; then
+      echo "PostgreSQL server not installed (no initdb under /usr/lib/postgresql/*/bin; scripts/install-deps.sh installs it) and SAFERETRY_PG_DSN not set" > "$dir/skip"
+      cat "$dir/skip"
+      exit 0
+    fi
+    # A port nobody listens on, from a range of its own.
+    port=""
+    for p in $(seq 54340 54399); do
+      if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2> /dev/null; then port=$p; break; fi
+    done
+    if [ -z "$port" ]; then
+      echo "no free port in 54340-54399 for a throwaway PostgreSQL cluster" > "$dir/skip"
+      cat "$dir/skip"
+      exit 0
+    fi
+    if dsn=$("$here/pg_cluster.sh" start "$dir/cluster" "$port" 2> "$dir/start.err"); then
+      printf '%s\n' "$dsn" > "$dir/dsn"
+      touch "$dir/started"
+      echo "pg_fixture: started a throwaway cluster: $dsn"
+    else
+      { echo "the throwaway PostgreSQL cluster did not start:"; cat "$dir/start.err"; } > "$dir/skip"
+      cat "$dir/skip"
+      # A cluster that should have started and did not is a failure, not a skip.
+      exit 1
+    fi
+    ;;
+  stop)
+    if [ -f "$dir/started" ]; then "$here/pg_cluster.sh" stop "$dir/cluster"; fi
+    rm -rf "$dir"
+    ;;
+  *) echo "usage: pg_fixture.sh start|stop DIR" >&2; exit 64 ;;
+esac
