@@ -392,6 +392,18 @@ TEST_F(AsyncClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
 
 class ResolveTest : public ClientJournalTest {
  protected:
+  // A fresh journal that keeps request bodies (so Resolve may resend), and a
+  // fresh transport.
+  void KeepBodies() {
+    JournalOptions jo;
+    jo.clock = clock_;
+    jo.owner = "test-client";
+    jo.body_cap = 1024;
+    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    journal_ = std::make_shared<FlakyJournal>(memory_);
+    transport_ = std::make_shared<FakeTransport>(clock_);
+  }
+
   // Leaves "k-1" UNKNOWN in the journal: committed, answer lost, no query.
   void LeaveUnknown() {
     transport_->Push(Step::CommitThenLost());
@@ -484,13 +496,7 @@ TEST_F(ResolveTest, AResendAnsweredWithANonDefiniteRefusalIsNeverFailed) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.status);
-    JournalOptions jo;
-    jo.clock = clock_;
-    jo.owner = "test-client";
-    jo.body_cap = 1024;
-    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
-    journal_ = std::make_shared<FlakyJournal>(memory_);
-    transport_ = std::make_shared<FakeTransport>(clock_);
+    KeepBodies();
     LeaveUnknown();
     transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
     transport_->Push(Step::Respond(c.status, c.headers));
@@ -510,13 +516,7 @@ TEST_F(ResolveTest, AResendAnsweredWithANonDefiniteRefusalIsNeverFailed) {
 TEST_F(ResolveTest, AResendAnsweredWithAMarkedFinalErrorIsFailed) {
   for (bool fenced : {false, true}) {
     SCOPED_TRACE(fenced);
-    JournalOptions jo;
-    jo.clock = clock_;
-    jo.owner = "test-client";
-    jo.body_cap = 1024;
-    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
-    journal_ = std::make_shared<FlakyJournal>(memory_);
-    transport_ = std::make_shared<FakeTransport>(clock_);
+    KeepBodies();
     LeaveUnknown();
     transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
     if (fenced) {
@@ -536,12 +536,7 @@ TEST_F(ResolveTest, AResendAnsweredWithAMarkedFinalErrorIsFailed) {
 
 // A status answer `expired` is not "not found": no resend follows it.
 TEST_F(ResolveTest, AnExpiredStatusAnswerStaysUnknownWithoutAResend) {
-  JournalOptions jo;
-  jo.clock = clock_;
-  jo.owner = "test-client";
-  jo.body_cap = 1024;
-  memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
-  journal_ = std::make_shared<FlakyJournal>(memory_);
+  KeepBodies();
   LeaveUnknown();
   const int sent_before = transport_->send_count();
   transport_->Push(Step::Respond(404, {{"Idempotency-Key-State", "expired"}}));
