@@ -12,6 +12,11 @@
 // deadline rule: every intent created at least that long ago whose claim has
 // expired, whatever its deadline.
 //
+// Nothing unresolved goes unmentioned: every unfinished intent a run does not
+// try is in `ReconcileReport::skipped`, with the reason (claimed by whom until
+// when, in flight, too recent, not reached); `wait_for_claims` lets a run wait
+// a bounded time for claims to run out.
+//
 // Bounded: at most `max_intents` per run, no new intent after `time_limit`,
 // and each intent's queries within `resolve.timeout` and the client's
 // status-query allowance (the run stops when the allowance refuses).
