@@ -282,8 +282,12 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed: {
       const StopReason reason = fenced ? StopReason::kFenced : StopReason::kPermanentError;
+      // Other copies in flight (hedges) were handed to the transport: they
+      // may have taken effect, so this answer is final only once they are
+      // back without doubt.
+      const bool copies_in_flight = in_flight_count_ > 0 && !policy_.traits.safe;
       // Nothing before this answer may have taken effect: it is final.
-      if (!maybe_effect_) return Finish(Outcome::kFailed, reason, now);
+      if (!maybe_effect_ && !copies_in_flight) return Finish(Outcome::kFailed, reason, now);
       if (proof == Proof::kNoEffect) {
         // The key's stored final answer (or its fence): the intent ended
         // without effect, whatever the earlier attempts left open.
@@ -295,6 +299,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
       // settle it from now on; a resend would get the same answer (or, after
       // `expired`, could execute the key a second time).
       no_resend_ = true;
+      if (!maybe_effect_) held_final_ = reason;  // only the copies in flight left doubt
       if (expired) unsettled_reason_ = StopReason::kKeyExpired;
       if (in_flight_count_ > 0 && !Cancelled()) {
         CallAction none;
@@ -453,6 +458,9 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   // 0. After a final answer that was not definite only status queries may
   //    follow: a resend would repeat that answer, or execute an expired key.
   if (next == Next::kAttempt && no_resend_) {
+    // A final answer came while copies were in flight, and they came back
+    // without doubt: that answer stands.
+    if (held_final_.has_value() && !maybe_effect_) return Finish(Outcome::kFailed, *held_final_, now);
     if (!policy_.traits.keyed || !policy_.has_status_query) {
       return FinishFailure(unsettled_reason_, now);
     }
@@ -552,7 +560,10 @@ CallAction CallStateMachine::OnCancelled(TimePoint now) {
 }
 
 CallAction CallStateMachine::FinishFailure(StopReason reason, TimePoint now) {
-  return Finish(maybe_effect_ ? Outcome::kUnknown : Outcome::kFailed, reason, now);
+  // Copies still in flight (hedges the driver will cancel) were handed to the
+  // transport: they may have taken effect.
+  const bool doubt = maybe_effect_ || (in_flight_count_ > 0 && !policy_.traits.safe);
+  return Finish(doubt ? Outcome::kUnknown : Outcome::kFailed, reason, now);
 }
 
 CircuitBreaker* CallStateMachine::QueryBreaker() const {

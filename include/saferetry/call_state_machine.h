@@ -46,6 +46,9 @@
 // the send: a refusal ends the call with kCircuitOpen (refunding the wait's
 // charge), outcome by history; a refused hedge is simply not sent. Every
 // finished send is reported to it (docs/circuit-breaker.md).
+// Copies still in flight (hedges) count as attempts that may have taken
+// effect: a call that stops while they are (the driver cancels them) is
+// never FAILED, and a final answer that is not definite waits for them.
 // History decides the outcome: once any attempt may have taken effect, only a
 // definite answer (saferetry/settlement.h: a success, a "found" status answer,
 // a stored final error, a fenced answer) avoids kUnknown.
@@ -263,6 +266,9 @@ class CallStateMachine {
   // after that doubt: only status queries may settle it, never a resend.
   bool no_resend_ = false;
   StopReason unsettled_reason_ = StopReason::kAnswerNotDefinite;
+  // A final answer that came while other copies were in flight, with no
+  // doubt before it: it stands if they come back without doubt.
+  std::optional<StopReason> held_final_;
   bool seen_in_progress_ = false;
   // The end of the pending wait: a send after it forgives a late wake-up.
   std::optional<TimePoint> wake_due_;
