@@ -53,6 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        *hints.retry_after > options.max_retry_after)) {
     std::abort();
   }
+  // A hint above the maximum is reported at the maximum, and flagged.
+  if (hints.retry_after_above_max && hints.retry_after != options.max_retry_after) std::abort();
 
   const saferetry::TimePoint steady = saferetry::TimePoint{} + std::chrono::seconds(1000);
   auto deadline = saferetry::DeadlineFromHeader(value, steady);
