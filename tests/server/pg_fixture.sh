@@ -5,8 +5,8 @@
 #   pg_fixture.sh stop DIR    stops the cluster it started, if any
 #
 # With SAFERETRY_PG_DSN set, that database is used and nothing is started. Else, when Debian's PostgreSQL
-# server is installed, a throwaway cluster is started with pg_cluster.sh (a non-root user, a private port and
-# socket directory under DIR) and stopped by `stop`. Else DIR/skip says why, and the tests skip printing it.
+# server is installed, a throwaway cluster is started with pg_cluster.sh (a non-root user, a private port, its
+# data and socket in a directory under /tmp) and stopped by `stop`. Else DIR/skip says why, and the tests skip printing it.
 set -euo pipefail
 cmd=${1:?usage: pg_fixture.sh start|stop DIR}
 dir=${2:?usage: pg_fixture.sh start|stop DIR}
@@ -36,10 +36,13 @@ case "$cmd" in
       cat "$dir/skip"
       exit 0
     fi
-    if dsn=$("$here/pg_cluster.sh" start "$dir/cluster" "$port" 2> "$dir/start.err"); then
+    # The cluster lives under /tmp, not in the build tree: its owner (a non-root user when run as root) must
+    # be able to reach it, which a build tree under /root does not allow.
+    cluster=$(mktemp -d /tmp/saferetry-pg-fixture.XXXXXX)
+    printf '%s\n' "$cluster" > "$dir/cluster"
+    if dsn=$("$here/pg_cluster.sh" start "$cluster" "$port" 2> "$dir/start.err"); then
       printf '%s\n' "$dsn" > "$dir/dsn"
-      touch "$dir/started"
-      echo "pg_fixture: started a throwaway cluster: $dsn"
+      echo "pg_fixture: started a throwaway cluster in $cluster: $dsn"
     else
       { echo "the throwaway PostgreSQL cluster did not start:"; cat "$dir/start.err"; } > "$dir/skip"
       cat "$dir/skip"
@@ -48,7 +51,7 @@ case "$cmd" in
     fi
     ;;
   stop)
-    if [ -f "$dir/started" ]; then "$here/pg_cluster.sh" stop "$dir/cluster"; fi
+    if [ -f "$dir/cluster" ]; then "$here/pg_cluster.sh" stop "$(cat "$dir/cluster")"; fi
     rm -rf "$dir"
     ;;
   *) echo "usage: pg_fixture.sh start|stop DIR" >&2; exit 64 ;;
