@@ -776,19 +776,26 @@ void Print(const char* what, double u, int depth, const Tally& t) {
 // and the upper bound of every wait.
 constexpr double kSamples[] = {0.0, 0.5, testing::kJustBelowOne};
 
-TEST(ExhaustiveTest, EveryEventSequenceOfAPostKeepsTheInvariants) {
-  const int depth = DepthFromEnv();
+// Runs the whole search for every jitter sample and adds the tallies up.
+Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth) {
   Tally all;
   for (double u : kSamples) {
     Tally t;
     t.list = ListFromEnv();
+    t.prior = prior;
     std::vector<Event> prefix;
-    Explore(/*post=*/true, u, depth, prefix, t);
-    Print("POST", u, depth, t);
+    Explore(post, u, depth, prefix, t);
+    Print(what, u, depth, t);
     all.runs += t.runs;
     all.failures += t.failures;
     for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
   }
+  return all;
+}
+
+TEST(ExhaustiveTest, EveryEventSequenceOfAPostKeepsTheInvariants) {
+  const int depth = DepthFromEnv();
+  Tally all = ExploreEverySample(/*post=*/true, Prior::kNone, "POST", depth);
   std::cout << "POST: " << all.runs << " sequences checked, " << all.failures
             << " violations\n";
   EXPECT_EQ(all.failures, 0);
@@ -806,18 +813,12 @@ TEST(ExhaustiveTest, EveryEventSequenceOfAContinuedPostKeepsTheInvariants) {
   const int depth = DepthFromEnv();
   Tally all;
   for (Prior prior : {Prior::kSentLost, Prior::kSentCommitted}) {
-    for (double u : kSamples) {
-      Tally t;
-      t.list = ListFromEnv();
-      t.prior = prior;
-      std::vector<Event> prefix;
-      Explore(/*post=*/true, u, depth, prefix, t);
-      Print(prior == Prior::kSentLost ? "continued POST (lost)" : "continued POST (committed)",
-            u, depth, t);
-      all.runs += t.runs;
-      all.failures += t.failures;
-      for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
-    }
+    const Tally t = ExploreEverySample(
+        /*post=*/true, prior,
+        prior == Prior::kSentLost ? "continued POST (lost)" : "continued POST (committed)", depth);
+    all.runs += t.runs;
+    all.failures += t.failures;
+    for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
   }
   std::cout << "continued POST: " << all.runs << " sequences checked, " << all.failures
             << " violations\n";
@@ -832,17 +833,7 @@ TEST(ExhaustiveTest, EveryEventSequenceOfAContinuedPostKeepsTheInvariants) {
 TEST(ExhaustiveTest,
      EveryEventSequenceOfAGetKeepsTheInvariantsAndIsNeverUnknown) {
   const int depth = DepthFromEnv();
-  Tally all;
-  for (double u : kSamples) {
-    Tally t;
-    t.list = ListFromEnv();
-    std::vector<Event> prefix;
-    Explore(/*post=*/false, u, depth, prefix, t);
-    Print("GET", u, depth, t);
-    all.runs += t.runs;
-    all.failures += t.failures;
-    for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
-  }
+  Tally all = ExploreEverySample(/*post=*/false, Prior::kNone, "GET", depth);
   std::cout << "GET: " << all.runs << " sequences checked, " << all.failures
             << " violations\n";
   EXPECT_EQ(all.failures, 0);

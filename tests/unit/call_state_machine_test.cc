@@ -1516,7 +1516,8 @@ TEST_F(CallStateMachineTest, StatusAnswerExpiredIsUnknownKeyExpired) {
 }
 
 // Rule 3: a continued intent starts as "may have taken effect": refused
-// connections, then a clean 4xx, never end it FAILED.
+// connections, then a clean 4xx, never end it FAILED; a success settles it,
+// as a resend's response.
 TEST_F(CallStateMachineTest, ContinuedIntentStartsWithTheDoubt) {
   CallPolicy p = DedupPost(seconds(1), 2);
   p.earlier_attempt_may_have_taken_effect = true;
@@ -1532,20 +1533,24 @@ TEST_F(CallStateMachineTest, ContinuedIntentStartsWithTheDoubt) {
   EXPECT_EQ(refused_twice.outcome, Outcome::kUnknown);
   EXPECT_EQ(refused_twice.stop_reason, StopReason::kAttemptsExhausted);
 
-  CallStateMachine& again = Make(p, {0.0});
-  again.Start(kT0);
-  EXPECT_TRUE(IsFinish(again.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(1)))));
-  const CallResult clean_400 = Result();
-  EXPECT_EQ(clean_400.outcome, Outcome::kUnknown);
-  EXPECT_EQ(clean_400.stop_reason, StopReason::kAnswerNotDefinite);
-
-  // A success settles it, as a resend's response.
-  CallStateMachine& ok = Make(p, {0.0});
-  ok.Start(kT0);
-  EXPECT_TRUE(IsFinish(ok.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(1)))));
-  const CallResult success = Result();
-  EXPECT_EQ(success.outcome, Outcome::kSucceeded);
-  EXPECT_EQ(success.resolved_by, ResolvedBy::kResponse);
+  struct FirstAnswer {
+    int status;
+    Outcome outcome;
+    StopReason reason;
+  };
+  for (const FirstAnswer& a : {FirstAnswer{400, Outcome::kUnknown, StopReason::kAnswerNotDefinite},
+                               FirstAnswer{201, Outcome::kSucceeded, StopReason::kSuccess}}) {
+    SCOPED_TRACE(a.status);
+    CallStateMachine& once = Make(p, {0.0});
+    once.Start(kT0);
+    EXPECT_TRUE(IsFinish(
+        once.OnAttemptDone(Answered(a.status), ResponseOf(a.status), At(milliseconds(1)))));
+    const CallResult r = Result();
+    EXPECT_EQ(r.outcome, a.outcome);
+    EXPECT_EQ(r.stop_reason, a.reason);
+    EXPECT_EQ(r.resolved_by,
+              a.outcome == Outcome::kUnknown ? ResolvedBy::kNone : ResolvedBy::kResponse);
+  }
 }
 
 // Rule 5: an idempotent request's ambiguous attempt is retried, but the
