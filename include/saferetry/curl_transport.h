@@ -39,6 +39,17 @@ struct CurlTransportOptions {
   std::string user_agent;
   /// Idle easy handles kept for reuse (keep-alive), >= 1. Default 16.
   std::size_t max_idle_handles = 16;
+  /// The proxy every request goes through, as libcurl spells it
+  /// ("http://proxy.internal:3128", "socks5h://127.0.0.1:1080"). Empty (the
+  /// default): no proxy. The environment's `http_proxy`, `https_proxy`,
+  /// `all_proxy` and `no_proxy` are never read by the library — libcurl
+  /// would otherwise read them on every transfer, behind the service's back:
+  /// a service that wants them reads them once and passes them here (the
+  /// CLI does, as curl does). No CR, LF or NUL.
+  std::string proxy;
+  /// Hosts that bypass `proxy`: libcurl's CURLOPT_NOPROXY list
+  /// ("localhost,.internal,10.0.0.0/8"; "*" for all). Empty: none.
+  std::string no_proxy;
 };
 
 /// Creates a thread-safe libcurl transport. InvalidArgument naming the field

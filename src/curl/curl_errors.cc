@@ -51,8 +51,8 @@ CurlCodeInfo DescribeCurlCode(CURLcode code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_CONNECT:
       return Row(Code::kUnavailable, true, Rule::kBeforeSend);
-    // A proxy handshake failed (no proxy is configured, but the environment
-    // can set one): the request was not forwarded.
+    // A proxy handshake failed (`CurlTransportOptions::proxy`): the request
+    // was not forwarded.
     case CURLE_PROXY:
       return Row(Code::kUnavailable, true, Rule::kBeforeSend);
     // HTTP/3 connect: not built into Debian's libcurl; listed for

@@ -105,6 +105,27 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
 
 }  // namespace
 
+absl::Status ValidateSharedOptions(const CurlTransportOptions& options) {
+  struct Field {
+    const char* name;
+    const std::string* value;
+    bool nul_only;
+  };
+  const Field fields[] = {{"user_agent", &options.user_agent, false},
+                          {"ca_file", &options.ca_file, true},
+                          {"proxy", &options.proxy, false},
+                          {"no_proxy", &options.no_proxy, false}};
+  for (const Field& f : fields) {
+    for (char c : *f.value) {
+      if (c == '\0' || (!f.nul_only && (c == '\r' || c == '\n'))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            f.name, f.nul_only ? ": must not contain NUL" : ": must not contain CR, LF or NUL"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& options) {
   auto h = std::make_unique<PooledHandle>();
   h->curl = curl_easy_init();
@@ -138,6 +159,10 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
   if (!options.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_file.c_str());
+  // Always set: "" tells libcurl to use no proxy at all, so it never reads
+  // the proxy environment variables on a transfer.
+  curl_easy_setopt(c, CURLOPT_PROXY, options.proxy.c_str());
+  if (!options.no_proxy.empty()) curl_easy_setopt(c, CURLOPT_NOPROXY, options.no_proxy.c_str());
   return h;
 }
 

@@ -66,6 +66,10 @@ inline constexpr char kDefaultUserAgent[] = "saferetry/0.2.0";
 /// 7.84); never curl_global_cleanup: other code may use libcurl too.
 absl::Status GlobalInit();
 
+/// The option checks both libcurl transports share: user_agent, ca_file,
+/// proxy and no_proxy (no CR, LF or NUL). InvalidArgument naming the field.
+absl::Status ValidateSharedOptions(const CurlTransportOptions& options);
+
 /// "curl: <curl's message> (<detail>); <note>" with `code`.
 absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const char* detail,
                          std::string_view note);

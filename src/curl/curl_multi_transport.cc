@@ -338,14 +338,7 @@ absl::StatusOr<std::shared_ptr<AsyncTransport>> MakeCurlMultiTransport(
                                                    kMaxConnectionsLimit, ", got ",
                                                    options.max_connections));
   }
-  for (char c : options.user_agent) {
-    if (c == '\r' || c == '\n' || c == '\0') {
-      return absl::InvalidArgumentError("user_agent: must not contain CR, LF or NUL");
-    }
-  }
-  if (options.ca_file.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError("ca_file: must not contain NUL");
-  }
+  if (absl::Status s = internal::ValidateSharedOptions(options); !s.ok()) return s;
   if (absl::Status s = internal::GlobalInit(); !s.ok()) return s;
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return absl::InternalError("curl_multi_init failed");

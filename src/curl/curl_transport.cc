@@ -222,14 +222,7 @@ absl::StatusOr<std::shared_ptr<Transport>> MakeCurlTransport(CurlTransportOption
     return absl::InvalidArgumentError(
         absl::StrCat("max_idle_handles: must be >= 1, got ", options.max_idle_handles));
   }
-  for (char c : options.user_agent) {
-    if (c == '\r' || c == '\n' || c == '\0') {
-      return absl::InvalidArgumentError("user_agent: must not contain CR, LF or NUL");
-    }
-  }
-  if (options.ca_file.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError("ca_file: must not contain NUL");
-  }
+  if (absl::Status s = internal::ValidateSharedOptions(options); !s.ok()) return s;
   if (absl::Status s = internal::GlobalInit(); !s.ok()) return s;
   return std::shared_ptr<Transport>(std::make_shared<internal::CurlTransport>(std::move(options)));
 }

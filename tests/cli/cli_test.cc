@@ -88,8 +88,9 @@ std::vector<std::string> ChildEnvironment() {
 
 class Child {
  public:
-  explicit Child(const std::vector<std::string>& args,
-                 const std::string& stdin_data = "") {
+  // `extra_env`: "NAME=value" entries added to the (proxy-free) environment.
+  explicit Child(const std::vector<std::string>& args, const std::string& stdin_data = "",
+                 const std::vector<std::string>& extra_env = {}) {
     int out[2], err[2], in[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
@@ -119,6 +120,7 @@ class Child {
     for (auto& a : argv_storage) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<std::string> env_storage = ChildEnvironment();
+    env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
     std::vector<char*> envp;
     for (auto& e : env_storage) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -207,8 +209,9 @@ class Child {
 };
 
 CliRun RunCli(const std::vector<std::string>& args,
-              const std::string& stdin_data = "") {
-  return Child(args, stdin_data).Wait();
+              const std::string& stdin_data = "",
+              const std::vector<std::string>& extra_env = {}) {
+  return Child(args, stdin_data, extra_env).Wait();
 }
 
 // Waits (bounded) until `done()` holds.
@@ -1073,6 +1076,38 @@ TEST(CliTest, AlwaysUnavailableKeepsTryingUntilNoUsefulAttemptFits) {
     EXPECT_GE(last_ms, 1380) << run.summary.dump();
     EXPECT_LT(run.summary["elapsed_ms"].get<int>() - last_ms, 100) << run.summary.dump();
   }
+}
+
+// The tool reads the proxy environment as curl does (the library does not):
+// http_proxy for an http URL; --noproxy and --proxy "" bypass it; --proxy
+// names one.
+TEST(CliTest, ProxyFromTheEnvironmentAsCurlAndFromTheFlags) {
+  OrderService server(ServerOptions{});
+  LoopbackServer proxy([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(200, {}, "via proxy"));
+    return AfterRequest::kKeepAlive;
+  });
+  const std::string proxy_url = proxy.Url("");
+  const std::vector<std::string> env = {"http_proxy=" + proxy_url};
+  CliRun via_env = RunCli({"--summary-json", server.OrdersUrl()}, "", env);
+  EXPECT_EQ(via_env.exit_code, 0) << via_env.err;
+  EXPECT_EQ(via_env.summary["body"], "via proxy");
+  ASSERT_EQ(proxy.requests().size(), 1u);
+  EXPECT_EQ(proxy.requests()[0].target, server.OrdersUrl());
+
+  CliRun bypass = RunCli({"--summary-json", "--noproxy", "127.0.0.1", server.OrdersUrl()}, "", env);
+  EXPECT_EQ(bypass.exit_code, 0) << bypass.err;
+  EXPECT_NE(bypass.summary["body"], "via proxy");
+  CliRun none = RunCli({"--summary-json", "--proxy", "", server.OrdersUrl()}, "", env);
+  EXPECT_NE(none.summary["body"], "via proxy");
+  EXPECT_EQ(proxy.requests().size(), 1u);
+
+  CliRun named = RunCli({"--summary-json", "--proxy", proxy_url, server.OrdersUrl()});
+  EXPECT_EQ(named.summary["body"], "via proxy");
+  EXPECT_EQ(proxy.requests().size(), 2u);
+  CliRun bad = RunCli({"--proxy", "http://p\nX", server.OrdersUrl()});
+  EXPECT_EQ(bad.exit_code, 64) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--proxy"));
 }
 
 TEST(CliTest, NotFoundWithNoAttemptLeftIsUnknown) {

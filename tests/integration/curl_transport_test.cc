@@ -13,8 +13,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -584,6 +587,75 @@ TEST(CurlTransportTest, RedirectLimitReturnsTheLast3xx) {
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.response->status_code, 302);
   EXPECT_EQ(server.requests().size(), 3u);
+}
+
+// Proxy environment variables set for the whole process, restored after.
+class ScopedProxyEnvironment {
+ public:
+  explicit ScopedProxyEnvironment(const std::string& proxy) {
+    for (const char* name : kNames) {
+      const char* old = std::getenv(name);
+      saved_.emplace_back(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+      setenv(name, proxy.c_str(), 1);
+    }
+    unsetenv("no_proxy");
+    unsetenv("NO_PROXY");
+  }
+  ~ScopedProxyEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value.has_value()) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  static constexpr const char* kNames[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
+                                           "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// The library never reads the proxy environment: with every proxy variable
+// pointing at a recording proxy, the request still goes straight to the
+// server. Set in the options, the proxy is used.
+TEST(CurlTransportTest, TheProxyIsAnOptionAndTheEnvironmentIsIgnored) {
+  LoopbackServer server(AlwaysReply(200, {}, "direct"));
+  LoopbackServer proxy(AlwaysReply(200, {}, "via proxy"));
+  ScopedProxyEnvironment env(proxy.Url(""));
+  {
+    auto transport = MakeTransport();
+    TransportResult r = transport->Send(Get(server.Url("/items/1")), {});
+    ASSERT_TRUE(r.response.has_value()) << r.status;
+    EXPECT_EQ(r.response->body, "direct");
+    EXPECT_EQ(server.requests().size(), 1u);
+    EXPECT_EQ(proxy.requests().size(), 0u);
+  }
+  CurlTransportOptions via;
+  via.proxy = proxy.Url("");
+  auto transport = MakeTransport(via);
+  TransportResult r = transport->Send(Get(server.Url("/items/2")), {});
+  ASSERT_TRUE(r.response.has_value()) << r.status;
+  EXPECT_EQ(r.response->body, "via proxy");
+  ASSERT_EQ(proxy.requests().size(), 1u);
+  // A proxied request names the whole URL.
+  EXPECT_EQ(proxy.requests()[0].target, server.Url("/items/2"));
+  // no_proxy bypasses it.
+  via.no_proxy = "127.0.0.1";
+  TransportResult direct = MakeTransport(via)->Send(Get(server.Url("/items/3")), {});
+  ASSERT_TRUE(direct.response.has_value()) << direct.status;
+  EXPECT_EQ(direct.response->body, "direct");
+  EXPECT_EQ(proxy.requests().size(), 1u);
+}
+
+TEST(CurlTransportTest, ProxyOptionsAreValidated) {
+  CurlTransportOptions o;
+  o.proxy = "http://p\r\nX: y";
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "proxy: must not contain CR, LF or NUL");
+  o.proxy.clear();
+  o.no_proxy = std::string("a\0b", 3);
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "no_proxy: must not contain CR, LF or NUL");
 }
 
 }  // namespace

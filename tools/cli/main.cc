@@ -15,6 +15,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -74,6 +75,10 @@ struct Flags {
   bool verbose = false;
   bool summary_json = false;
   std::string journal;
+  std::string proxy;
+  std::string noproxy;
+  bool proxy_given = false;
+  bool noproxy_given = false;
 
   // Which options were given at all.
   bool method_given = false;
@@ -367,6 +372,34 @@ absl::StatusOr<Duration> ParseAge(const std::string& text) {
   return ParseDuration(text);
 }
 
+// The transport's proxy as curl chooses it (docs/cli.md): `--proxy` (empty:
+// none), else the environment for the URL's scheme — `https_proxy` or
+// `HTTPS_PROXY` for https, `http_proxy` (lower case only, as curl) for http,
+// then `all_proxy` or `ALL_PROXY`; `--noproxy`, else `no_proxy` or
+// `NO_PROXY`. Read once, here: the library itself never reads them.
+CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string& proxy,
+                                         bool proxy_given, const std::string& noproxy,
+                                         bool noproxy_given) {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  CurlTransportOptions o;
+  if (proxy_given) {
+    o.proxy = proxy;
+  } else {
+    const bool https = absl::StartsWithIgnoreCase(absl::string_view(url.data(), url.size()),
+                                                  "https:");
+    o.proxy = https ? env("https_proxy") : env("http_proxy");
+    if (o.proxy.empty() && https) o.proxy = env("HTTPS_PROXY");
+    if (o.proxy.empty()) o.proxy = env("all_proxy");
+    if (o.proxy.empty()) o.proxy = env("ALL_PROXY");
+  }
+  o.no_proxy = noproxy_given ? noproxy : env("no_proxy");
+  if (!noproxy_given && o.no_proxy.empty()) o.no_proxy = env("NO_PROXY");
+  return o;
+}
+
 // saferetry reconcile: see docs/cli.md.
 int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   std::string journal_path;
@@ -405,6 +438,14 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   app.add_option("--timeout", timeout, "Time per intent (default 10s)");
   app.add_option("--time-limit", time_limit, "No intent is started after this (default 5m)");
   app.add_option("--max-intents", max_intents, "Intents per run (default 1000)");
+  std::string proxy;
+  std::string noproxy;
+  CLI::Option* proxy_option = app.add_option(
+      "--proxy", proxy,
+      "Proxy for the status queries (\"\": none). Default: the environment's variables, as curl "
+      "reads them, for the --status-url scheme");
+  CLI::Option* noproxy_option =
+      app.add_option("--noproxy", noproxy, "Hosts that bypass the proxy. Default: no_proxy");
   std::string wait_for_claims;
   CLI::Option* wait = app.add_option(
       "--wait-for-claims", wait_for_claims,
@@ -495,8 +536,14 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
     PrintError(absl::StrCat("--journal: ", journal.status().message()));
     return kExitJournal;
   }
-  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport({});
+  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
+      status_url.empty() ? std::string_view("http:") : std::string_view(status_url), proxy,
+      proxy_option->count() > 0, noproxy, noproxy_option->count() > 0));
   if (!transport.ok()) {
+    if (transport.status().code() == absl::StatusCode::kInvalidArgument) {
+      PrintError(absl::StrCat("--proxy/--noproxy: ", transport.status().message()));
+      return kExitUsage;
+    }
     PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
     return kExitFailed;
   }
@@ -602,6 +649,13 @@ int Run(int argc, char** argv) {
   app.add_option("--journal", flags.journal,
                  "Record the call in this SQLite intent journal before sending (exit 74 when it "
                  "cannot be written); see saferetry reconcile");
+  CLI::Option* proxy = app.add_option(
+      "--proxy", flags.proxy,
+      "Proxy for every request, e.g. http://proxy:3128 (\"\": none). Default: the environment's "
+      "https_proxy/http_proxy/all_proxy, as curl reads them");
+  CLI::Option* noproxy = app.add_option(
+      "--noproxy", flags.noproxy,
+      "Comma-separated hosts that bypass the proxy (\"*\": all). Default: no_proxy");
   app.add_flag("-v,--verbose", flags.verbose, "Print each attempt's evidence on stderr");
   app.add_flag("--summary-json", flags.summary_json,
                "Print one JSON object on stdout instead of the body");
@@ -641,8 +695,13 @@ int Run(int argc, char** argv) {
   }
   for (const std::string& w : inv->warnings) PrintError(absl::StrCat("warning: ", w));
 
-  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport({});
+  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
+      flags.url, flags.proxy, proxy->count() > 0, flags.noproxy, noproxy->count() > 0));
   if (!transport.ok()) {
+    if (transport.status().code() == absl::StatusCode::kInvalidArgument) {
+      PrintError(absl::StrCat("--proxy/--noproxy: ", transport.status().message()));
+      return kExitUsage;
+    }
     PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
     return kExitFailed;
   }
