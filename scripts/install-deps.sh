@@ -4,7 +4,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends \
-  ca-certificates build-essential g++ cmake pkg-config git \
+  ca-certificates openssl build-essential g++ cmake pkg-config git \
   libabsl-dev libcurl4-openssl-dev nlohmann-json3-dev \
   libgtest-dev libgmock-dev googletest libbenchmark-dev \
   libcli11-dev libcpp-httplib-dev libsqlite3-dev sqlite3 libpq-dev postgresql \

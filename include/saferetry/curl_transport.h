@@ -28,8 +28,12 @@ struct CurlTransportOptions {
   std::size_t max_response_body = 8 * 1024 * 1024;
   /// Verify the server's TLS certificate and host name (default on).
   bool verify_tls = true;
-  /// A CA bundle file; empty = the system default.
+  /// A CA bundle file (PEM) to trust instead of the system's; empty = the
+  /// system default (CURLOPT_CAINFO). No NUL.
   std::string ca_file;
+  /// A directory of CA certificates named by their hash (`openssl rehash`),
+  /// searched beside `ca_file` (CURLOPT_CAPATH); empty = none. No NUL.
+  std::string ca_dir;
   /// Follow redirects (default off). When on, Authorization and Cookie are
   /// never sent to another host.
   bool follow_redirects = false;

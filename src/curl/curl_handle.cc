@@ -113,6 +113,7 @@ absl::Status ValidateSharedOptions(const CurlTransportOptions& options) {
   };
   const Field fields[] = {{"user_agent", &options.user_agent, false},
                           {"ca_file", &options.ca_file, true},
+                          {"ca_dir", &options.ca_dir, true},
                           {"proxy", &options.proxy, false},
                           {"no_proxy", &options.no_proxy, false}};
   for (const Field& f : fields) {
@@ -159,6 +160,7 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
   if (!options.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_file.c_str());
+  if (!options.ca_dir.empty()) curl_easy_setopt(c, CURLOPT_CAPATH, options.ca_dir.c_str());
   // Always set: "" tells libcurl to use no proxy at all, so it never reads
   // the proxy environment variables on a transfer.
   curl_easy_setopt(c, CURLOPT_PROXY, options.proxy.c_str());

@@ -1110,6 +1110,94 @@ TEST(CliTest, ProxyFromTheEnvironmentAsCurlAndFromTheFlags) {
   EXPECT_THAT(bad.err, HasSubstr("--proxy"));
 }
 
+// Runs `command` with /bin/sh; true when it exits 0.
+bool Shell(const std::string& command) { return std::system(command.c_str()) == 0; }
+
+// A TLS server on loopback whose certificate a private CA signed:
+// `openssl s_server -www` (it answers GET with a status page). Skips the test
+// when openssl is missing.
+class PrivateCaServer {
+ public:
+  PrivateCaServer() {
+    char dir_template[] = "/tmp/saferetry-tls-XXXXXX";
+    const char* made = mkdtemp(dir_template);
+    if (made == nullptr) return;
+    dir_ = made;
+    const std::string d = dir_;
+    const std::string q = " > /dev/null 2>&1";
+    ok_ = Shell("command -v openssl > /dev/null") &&
+          Shell("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + d + "/ca.key -out " + d +
+                "/ca.pem -days 2 -subj '/CN=saferetry test CA'" + q) &&
+          Shell("openssl req -newkey rsa:2048 -nodes -keyout " + d + "/srv.key -out " + d +
+                "/srv.csr -subj '/CN=127.0.0.1'" + q) &&
+          Shell("printf 'subjectAltName=IP:127.0.0.1\\n' > " + d + "/ext") &&
+          Shell("openssl x509 -req -in " + d + "/srv.csr -CA " + d + "/ca.pem -CAkey " + d +
+                "/ca.key -CAcreateserial -out " + d + "/srv.pem -days 2 -extfile " + d + "/ext" + q) &&
+          Shell("mkdir " + d + "/capath && cp " + d + "/ca.pem " + d +
+                "/capath/ && openssl rehash " + d + "/capath" + q);
+    if (!ok_) return;
+    port_ = UnusedLoopbackPort();
+    const std::string cert = d + "/srv.pem", key = d + "/srv.key", port = std::to_string(port_);
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int null_fd = ::open("/dev/null", O_RDWR);
+      if (null_fd >= 0) {
+        dup2(null_fd, 0);
+        dup2(null_fd, 1);
+        dup2(null_fd, 2);
+      }
+      execlp("openssl", "openssl", "s_server", "-accept", port.c_str(), "-cert", cert.c_str(),
+             "-key", key.c_str(), "-www", "-quiet", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Ready when it accepts a connection.
+    ok_ = WaitUntil([&] {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(port_));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      const bool up = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+      close(fd);
+      return up;
+    });
+  }
+  ~PrivateCaServer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) Shell("rm -rf " + dir_);
+  }
+  bool ok() const { return ok_; }
+  std::string Url() const { return "https://127.0.0.1:" + std::to_string(port_) + "/"; }
+  std::string CaFile() const { return dir_ + "/ca.pem"; }
+  std::string CaDir() const { return dir_ + "/capath"; }
+
+ private:
+  std::string dir_;
+  bool ok_ = false;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// --cacert and --capath trust a private CA without touching the system
+// bundle; without them its certificate is rejected (FAILED, nothing to retry).
+TEST(CliTest, CacertAndCapathTrustAPrivateCa) {
+  PrivateCaServer server;
+  if (!server.ok()) GTEST_SKIP() << "openssl is not installed";
+  CliRun untrusted = RunCli({"--summary-json", server.Url()});
+  EXPECT_EQ(untrusted.exit_code, 1) << untrusted.err;
+  EXPECT_EQ(untrusted.summary["stop_reason"], "permanent_error");
+  EXPECT_EQ(untrusted.summary["attempts"], 1);
+  CliRun cacert = RunCli({"--summary-json", "--cacert", server.CaFile(), server.Url()});
+  EXPECT_EQ(cacert.exit_code, 0) << cacert.err;
+  EXPECT_EQ(cacert.summary["http_status"], 200);
+  CliRun capath = RunCli({"--summary-json", "--capath", server.CaDir(), server.Url()});
+  EXPECT_EQ(capath.exit_code, 0) << capath.err;
+  EXPECT_EQ(capath.summary["http_status"], 200);
+}
+
 TEST(CliTest, NotFoundWithNoAttemptLeftIsUnknown) {
   ServerOptions o;
   o.reset_connections = {0};

@@ -77,8 +77,8 @@ struct Flags {
   std::string journal;
   std::string proxy;
   std::string noproxy;
-  bool proxy_given = false;
-  bool noproxy_given = false;
+  std::string cacert;
+  std::string capath;
 
   // Which options were given at all.
   bool method_given = false;
@@ -372,19 +372,38 @@ absl::StatusOr<Duration> ParseAge(const std::string& text) {
   return ParseDuration(text);
 }
 
+// A transport option's error under the flag that set it ("proxy: ..." ->
+// "--proxy: ...").
+std::string AsFlagError(absl::string_view message) {
+  static constexpr std::pair<const char*, const char*> kFlags[] = {
+      {"no_proxy: ", "--noproxy: "}, {"proxy: ", "--proxy: "},
+      {"ca_file: ", "--cacert: "},   {"ca_dir: ", "--capath: "}};
+  for (const auto& [field, flag] : kFlags) {
+    if (absl::StartsWith(message, field)) {
+      return absl::StrCat(flag, message.substr(std::string_view(field).size()));
+    }
+  }
+  return std::string(message);
+}
+
 // The transport's proxy as curl chooses it (docs/cli.md): `--proxy` (empty:
 // none), else the environment for the URL's scheme — `https_proxy` or
 // `HTTPS_PROXY` for https, `http_proxy` (lower case only, as curl) for http,
 // then `all_proxy` or `ALL_PROXY`; `--noproxy`, else `no_proxy` or
 // `NO_PROXY`. Read once, here: the library itself never reads them.
+// `cacert` / `capath`: the CAs to trust instead of the system's (--cacert,
+// --capath); empty: the system's.
 CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string& proxy,
                                          bool proxy_given, const std::string& noproxy,
-                                         bool noproxy_given) {
+                                         bool noproxy_given, const std::string& cacert,
+                                         const std::string& capath) {
   auto env = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
     return v != nullptr ? v : "";
   };
   CurlTransportOptions o;
+  o.ca_file = cacert;
+  o.ca_dir = capath;
   if (proxy_given) {
     o.proxy = proxy;
   } else {
@@ -446,6 +465,10 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
       "reads them, for the --status-url scheme");
   CLI::Option* noproxy_option =
       app.add_option("--noproxy", noproxy, "Hosts that bypass the proxy. Default: no_proxy");
+  std::string cacert;
+  std::string capath;
+  app.add_option("--cacert", cacert, "PEM file of the CAs to trust instead of the system's");
+  app.add_option("--capath", capath, "Directory of CA certificates named by hash, searched too");
   std::string wait_for_claims;
   CLI::Option* wait = app.add_option(
       "--wait-for-claims", wait_for_claims,
@@ -538,10 +561,10 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   }
   absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
       status_url.empty() ? std::string_view("http:") : std::string_view(status_url), proxy,
-      proxy_option->count() > 0, noproxy, noproxy_option->count() > 0));
+      proxy_option->count() > 0, noproxy, noproxy_option->count() > 0, cacert, capath));
   if (!transport.ok()) {
     if (transport.status().code() == absl::StatusCode::kInvalidArgument) {
-      PrintError(absl::StrCat("--proxy/--noproxy: ", transport.status().message()));
+      PrintError(AsFlagError(transport.status().message()));
       return kExitUsage;
     }
     PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
@@ -656,6 +679,10 @@ int Run(int argc, char** argv) {
   CLI::Option* noproxy = app.add_option(
       "--noproxy", flags.noproxy,
       "Comma-separated hosts that bypass the proxy (\"*\": all). Default: no_proxy");
+  app.add_option("--cacert", flags.cacert,
+                 "PEM file of the CAs to trust instead of the system's (a private CA)");
+  app.add_option("--capath", flags.capath,
+                 "Directory of CA certificates named by hash (openssl rehash), searched too");
   app.add_flag("-v,--verbose", flags.verbose, "Print each attempt's evidence on stderr");
   app.add_flag("--summary-json", flags.summary_json,
                "Print one JSON object on stdout instead of the body");
@@ -696,10 +723,11 @@ int Run(int argc, char** argv) {
   for (const std::string& w : inv->warnings) PrintError(absl::StrCat("warning: ", w));
 
   absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
-      flags.url, flags.proxy, proxy->count() > 0, flags.noproxy, noproxy->count() > 0));
+      flags.url, flags.proxy, proxy->count() > 0, flags.noproxy, noproxy->count() > 0,
+      flags.cacert, flags.capath));
   if (!transport.ok()) {
     if (transport.status().code() == absl::StatusCode::kInvalidArgument) {
-      PrintError(absl::StrCat("--proxy/--noproxy: ", transport.status().message()));
+      PrintError(AsFlagError(transport.status().message()));
       return kExitUsage;
     }
     PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
