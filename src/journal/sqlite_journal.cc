@@ -30,7 +30,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -192,14 +191,15 @@ class SqliteJournal final : public IntentJournal {
   // whole sequence is idempotent, so it is run again, within `busy_timeout`.
   absl::Status Open() {
     if (auto s = PrepareFile(options_.path); !s.ok()) return s;
-    const auto give_up = std::chrono::steady_clock::now() + options_.busy_timeout;
+    // Time through the journal's clock seam, like every other wait here.
+    const TimePoint give_up = clock_->Now() + options_.busy_timeout;
     for (int round = 0;; ++round) {
       absl::Status s = OpenOnce();
       const bool busy = writer_.LastErrorWasBusy() || reader_.LastErrorWasBusy() ||
                         absl::StrContains(s.message(), "database is locked") ||
                         absl::StrContains(s.message(), "database table is locked");
       if (s.ok() || !absl::IsUnavailable(s) || !busy ||
-          std::chrono::steady_clock::now() >= give_up) {
+          clock_->Now() >= give_up) {
         return s;
       }
       writer_.Close();
@@ -207,7 +207,7 @@ class SqliteJournal final : public IntentJournal {
       // 1, 2, 4 ... 16 ms, plus a share of the process id so that processes
       // started together do not retry in step.
       const int pause_us = (1000 << std::min(round, 4)) + static_cast<int>(getpid() % 997);
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      clock_->SleepFor(std::chrono::microseconds(pause_us));
     }
   }
 

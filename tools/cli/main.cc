@@ -386,6 +386,17 @@ std::string AsFlagError(absl::string_view message) {
   return std::string(message);
 }
 
+// Reports a transport that could not be made: a bad option under its flag
+// (exit 64), anything else as a failure to start (exit 1).
+int TransportExitCode(const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kInvalidArgument) {
+    PrintError(AsFlagError(status.message()));
+    return kExitUsage;
+  }
+  PrintError(absl::StrCat("cannot start the HTTP transport: ", status.ToString()));
+  return kExitFailed;
+}
+
 // The transport's proxy as curl chooses it (docs/cli.md): `--proxy` (empty:
 // none), else the environment for the URL's scheme — `https_proxy` or
 // `HTTPS_PROXY` for https, `http_proxy` (lower case only, as curl) for http,
@@ -562,14 +573,7 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
       status_url.empty() ? std::string_view("http:") : std::string_view(status_url), proxy,
       proxy_option->count() > 0, noproxy, noproxy_option->count() > 0, cacert, capath));
-  if (!transport.ok()) {
-    if (transport.status().code() == absl::StatusCode::kInvalidArgument) {
-      PrintError(AsFlagError(transport.status().message()));
-      return kExitUsage;
-    }
-    PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
-    return kExitFailed;
-  }
+  if (!transport.ok()) return TransportExitCode(transport.status());
   ClientOptions client_options;
   client_options.transport = *std::move(transport);
   client_options.clock = std::move(clock);
@@ -725,14 +729,7 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
       flags.url, flags.proxy, proxy->count() > 0, flags.noproxy, noproxy->count() > 0,
       flags.cacert, flags.capath));
-  if (!transport.ok()) {
-    if (transport.status().code() == absl::StatusCode::kInvalidArgument) {
-      PrintError(AsFlagError(transport.status().message()));
-      return kExitUsage;
-    }
-    PrintError(absl::StrCat("cannot start the HTTP transport: ", transport.status().ToString()));
-    return kExitFailed;
-  }
+  if (!transport.ok()) return TransportExitCode(transport.status());
   inv->client.transport = *std::move(transport);
   inv->client.clock = clock;
   if (!flags.journal.empty()) {
