@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "saferetry/cancellation.h"
-#include "saferetry/internal/call_setup.h"
+#include "saferetry/internal/call_session.h"
 #include "saferetry/internal/latency_window.h"
 
 namespace saferetry {
@@ -121,10 +121,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Request request;
     CallOptions options;
     Callback done;
-    std::optional<internal::PreparedCall> prepared;
+    std::optional<internal::CallSession> session;
     std::optional<CallStateMachine> machine;
     CancellationToken token;  // the machine's: Cancel() and the caller's token
-    std::optional<Request> query_request;
     std::vector<Flight> flights;
     EventLoop::TimerId wait_timer = 0;
     EventLoop::TimerId hedge_timer = 0;
@@ -155,23 +154,17 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   void Begin(std::shared_ptr<Call> call) {
     if (shutting_down_) call->token.Cancel();
     const TimePoint start = clock().Now();
-    absl::Status valid = ValidateHedging(call->options.hedging);
-    absl::StatusOr<internal::PreparedCall> prepared =
-        valid.ok() ? internal::PrepareCall(options_.client, fingerprints_, call->request,
-                                           call->options, start)
-                   : absl::StatusOr<internal::PreparedCall>(valid);
-    if (!prepared.ok()) {
-      Deliver(*call, internal::InvalidCall(prepared.status()));
+    if (absl::Status valid = ValidateHedging(call->options.hedging); !valid.ok()) {
+      Deliver(*call, internal::InvalidCall(valid));
       return;
     }
-    call->prepared.emplace(*std::move(prepared));
-    if (std::optional<CallResult> early = internal::JournalBegin(
-            options_.client, *call->prepared, call->request, call->options, start)) {
+    call->session.emplace(options_.client, call->request, call->options);
+    if (std::optional<CallResult> early = call->session->Begin(fingerprints_, start)) {
       Deliver(*call, *std::move(early));
       return;
     }
     SyncCancellation(*call);
-    call->machine.emplace(call->prepared->policy, options_.client.budget.get(),
+    call->machine.emplace(call->session->policy(), options_.client.budget.get(),
                           options_.client.classifier.get(), options_.client.random.get(),
                           &call->token, options_.client.status_query_budget.get());
     Call& c = *call;
@@ -192,60 +185,32 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // transport or a timer, or finishes.
   void Drive(Call& call, CallAction action) {
     CallStateMachine& machine = *call.machine;
-    CallListener* listener = call.options.listener;
+    internal::CallSession& session = *call.session;
     for (;;) {
       switch (action.kind) {
         case CallAction::Kind::kSendAttempt: {
-          internal::StampAttemptHeaders(*call.prepared, action);
-          if (listener != nullptr) listener->OnAttemptStart(action.number, false);
           AttemptOptions ao;
-          ao.timeout = action.timeout;
-          ao.extra_headers = &call.prepared->extra;
-          if (std::optional<TransportResult> unmarked =
-                  internal::JournalBeforeSend(*call.prepared, action.number)) {
-            // Not journaled, not sent: the machine sees an attempt that
-            // never left.
-            Flight never_sent;
-            never_sent.attempt_id = action.attempt_id;
-            never_sent.start = clock().Now();
-            action = Feed(call, never_sent, *std::move(unmarked));
+          if (std::optional<CallAction> next = session.BeforeAttempt(machine, action, ao)) {
+            action = *next;
             continue;
           }
-          StartFlight(call, call.request, ao, action.attempt_id, false);
+          StartFlight(call, session.request(), ao, action.attempt_id, false);
           ArmHedge(call);
           return;
         }
         case CallAction::Kind::kSendStatusQuery: {
-          if (listener != nullptr) listener->OnAttemptStart(action.number, true);
-          if (call.options.status_query.callback) {
-            // A callback answers synchronously, on the loop thread.
-            const TimePoint t0 = clock().Now();
-            StatusQueryReply reply =
-                call.options.status_query.callback(*call.prepared->key, action.timeout);
-            const TimePoint t1 = clock().Now();
-            AttemptEvidence ev =
-                internal::EvidenceOf(reply.result, t0, t1, clock().WallNow(), options_.client);
-            action = machine.OnStatusAnswer(reply.answer, std::move(ev),
-                                            std::move(reply.result.response), t1);
-            if (listener != nullptr) listener->OnAttemptEnd(machine.result().evidence.back());
+          AttemptOptions ao;
+          const Request* query = nullptr;
+          if (std::optional<CallAction> next =
+                  session.BeforeStatusQuery(machine, action, &query, ao)) {
+            action = *next;
             continue;
           }
-          if (!call.query_request.has_value()) {
-            call.query_request =
-                internal::StatusQueryRequest(*call.prepared, call.options.status_query,
-                                             call.request);
-          }
-          const Headers query_extra = internal::StatusQueryHeaders(*call.prepared, action);
-          AttemptOptions ao;
-          ao.timeout = action.timeout;
-          ao.extra_headers = &query_extra;
-          StartFlight(call, *call.query_request, ao, action.attempt_id, true);
+          StartFlight(call, *query, ao, action.attempt_id, true);
           return;
         }
         case CallAction::Kind::kWait: {
-          if (listener != nullptr) {
-            listener->OnWaitScheduled(action.delay, action.delay_from_server_hint);
-          }
+          session.OnWait(action);
           // A cancelled wait ends at once, as the blocking driver's
           // cancellable sleep does.
           if (SyncCancellation(call)) {
@@ -264,7 +229,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       }
     }
   }
-
   void StartFlight(Call& call, const Request& request, const AttemptOptions& ao,
                    std::uint32_t attempt_id, bool status_query) {
     Flight f;
@@ -280,7 +244,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
   void ArmHedge(Call& call) {
     const HedgingOptions& h = call.options.hedging;
-    if (!call.prepared->policy.hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
+    if (!call.session->policy().hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
       return;
     }
     Duration delay = h.delay;
@@ -310,31 +274,21 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Drive(*call, Feed(*call, flight, std::move(result)));
   }
 
-  // Hands one finished attempt or query to the machine, as client.cc does.
+  // Hands one finished attempt or query to the machine through the session.
   CallAction Feed(Call& call, const Flight& flight, TransportResult result) {
     CallStateMachine& machine = *call.machine;
     SyncCancellation(call);
-    const TimePoint t1 = clock().Now();
-    AttemptEvidence ev =
-        internal::EvidenceOf(result, flight.start, t1, clock().WallNow(), options_.client);
-    CallAction action;
-    if (flight.status_query) {
-      const StatusAnswer answer = MapStatusAnswer(result);
-      action = machine.OnStatusAnswer(answer, std::move(ev), std::move(result.response), t1);
-    } else {
-      action = machine.OnAttemptDone(flight.attempt_id, std::move(ev), std::move(result.response),
-                                     t1);
-    }
-    if (call.options.listener != nullptr && !machine.result().evidence.empty()) {
-      call.options.listener->OnAttemptEnd(machine.result().evidence.back());
-    }
+    CallAction action =
+        flight.status_query
+            ? call.session->AfterStatusQuery(machine, std::move(result), flight.start)
+            : call.session->AfterAttempt(machine, flight.attempt_id, std::move(result),
+                                         flight.start);
     if (call.flights.empty() && call.hedge_timer != 0) {
       loop_->CancelTimer(call.hedge_timer);
       call.hedge_timer = 0;
     }
     return action;
   }
-
   void OnWaitTimer(CallId id) {
     Call* call = Find(id);
     if (call == nullptr) return;
@@ -397,10 +351,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       if (decided_by_answer && !f.status_query) latencies_.Add(now - f.start);
     }
     call.flights.clear();
-    CallResult result = call.machine->TakeResult();
-    internal::JournalFinish(*call.prepared, result);
-    result.idempotency_key = std::move(call.prepared->key);
-    if (call.options.listener != nullptr) call.options.listener->OnFinish(result);
+    CallResult result = call.session->Finish(*call.machine);
     Calls::node_type node = calls_.extract(call.id);
     std::shared_ptr<Call> keep = std::move(node.mapped());
     if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));

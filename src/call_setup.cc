@@ -199,6 +199,43 @@ bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
          (traits.safe || traits.idempotent || (traits.keyed && server_deduplicates));
 }
 
+void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
+                           const StatusQuery& query, CallPolicy& policy) {
+  if (client.circuit_breakers == nullptr) return;
+  policy.circuit_breaker = client.circuit_breakers->ForUrl(request.url);
+  if (policy.has_status_query && !query.callback) {
+    // A template whose host holds the placeholder has no fixed host: its
+    // queries count against the request's host.
+    const std::string query_key = CircuitBreakerKey(query.url_template);
+    if (!query_key.empty() && query_key.find('{') == std::string::npos) {
+      CircuitBreaker* query_breaker = client.circuit_breakers->ForKey(query_key);
+      if (query_breaker != policy.circuit_breaker) {
+        policy.status_query_circuit_breaker = query_breaker;
+      }
+    }
+  }
+}
+
+void BuildExtraHeaders(const ClientOptions& client, bool key_in_request, PreparedCall& call) {
+  // Headers saferetry adds to every attempt: the key, the deadline, the
+  // attempt number. Status queries carry the key and the deadline only.
+  const std::optional<std::string>& key = call.key;
+  call.extra.clear();
+  call.extra.reserve(3);
+  if (key.has_value() && !key_in_request) {
+    call.extra.emplace_back(client.idempotency_header, FormatIdempotencyKey(*key, client.key_form));
+  }
+  if (!client.deadline_header.empty() && !call.policy.deadline.is_infinite()) {
+    call.deadline_index = call.extra.size();
+    call.extra.emplace_back(client.deadline_header, std::string());
+  }
+  call.query_header_count = call.extra.size();
+  if (!client.attempt_header.empty()) {
+    call.attempt_index = call.extra.size();
+    call.extra.emplace_back(client.attempt_header, std::string());
+  }
+}
+
 absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                                          const Request& request, const CallOptions& options,
                                          TimePoint start) {
@@ -273,36 +310,8 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.server_deduplicates = options.server_deduplicates;
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(options.hedging, policy.traits, options.server_deduplicates);
-  if (client.circuit_breakers != nullptr) {
-    policy.circuit_breaker = client.circuit_breakers->ForUrl(request.url);
-    if (policy.has_status_query && !options.status_query.callback) {
-      // A template whose host holds the placeholder has no fixed host: its
-      // queries count against the request's host.
-      const std::string query_key = CircuitBreakerKey(options.status_query.url_template);
-      if (!query_key.empty() && query_key.find('{') == std::string::npos) {
-        CircuitBreaker* query_breaker = client.circuit_breakers->ForKey(query_key);
-        if (query_breaker != policy.circuit_breaker) {
-          policy.status_query_circuit_breaker = query_breaker;
-        }
-      }
-    }
-  }
-
-  // Headers saferetry adds to every attempt: the key, the deadline, the
-  // attempt number. Status queries carry the key and the deadline only.
-  call.extra.reserve(3);
-  if (key.has_value() && !key_in_request) {
-    call.extra.emplace_back(client.idempotency_header, FormatIdempotencyKey(*key, client.key_form));
-  }
-  if (!client.deadline_header.empty() && !policy.deadline.is_infinite()) {
-    call.deadline_index = call.extra.size();
-    call.extra.emplace_back(client.deadline_header, std::string());
-  }
-  call.query_header_count = call.extra.size();
-  if (!client.attempt_header.empty()) {
-    call.attempt_index = call.extra.size();
-    call.extra.emplace_back(client.attempt_header, std::string());
-  }
+  AssignCircuitBreakers(client, request, options.status_query, policy);
+  BuildExtraHeaders(client, key_in_request, call);
   return call;
 }
 

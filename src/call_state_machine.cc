@@ -87,7 +87,9 @@ CallAction CallStateMachine::Start(TimePoint now) {
   if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
   // A continued intent starts with its predecessor's doubt.
   maybe_effect_ = policy_.earlier_attempt_may_have_taken_effect && !policy_.traits.safe;
-  pending_ = Next::kAttempt;
+  // A resolve asks before it does anything else.
+  pending_ = policy_.start_with_status_query && policy_.has_status_query ? Next::kStatusQuery
+                                                                         : Next::kAttempt;
   return SendNow(now);
 }
 

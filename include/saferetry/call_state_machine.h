@@ -6,6 +6,7 @@
 //
 //   events in                          actions out
 //   Start(now)                         SendAttempt(number, timeout, remaining)
+//     (a resolve starts with a query)
 //   OnAttemptDone(evidence, response)  Wait(delay, from_server_hint)
 //   OnWaitOver(now)                    SendStatusQuery(number, timeout, fence)
 //   OnStatusAnswer(answer, evidence)   Finish  -> TakeResult()
@@ -86,7 +87,8 @@ BackoffParams DefaultPollBackoff();
 /// Everything the machine needs to know about one call. Validated by the
 /// client; the machine trusts it.
 struct CallPolicy {
-  /// Sends of the request, 1..kMaxAttemptsHardCap.
+  /// Sends of the request, 1..kMaxAttemptsHardCap; 0 only with
+  /// `start_with_status_query` (status queries only, never a send).
   int max_attempts = 3;
   /// Status queries and resends answered 409 (polls),
   /// 1..kMaxStatusQueriesHardCap; 0 = `DefaultMaxStatusQueries` of the
@@ -119,6 +121,14 @@ struct CallPolicy {
   /// crash) may have taken effect: the history starts with that doubt, so
   /// the call can end FAILED only on a definite answer.
   bool earlier_attempt_may_have_taken_effect = false;
+  /// The call resolves an earlier intent (`Client::Resolve`, the
+  /// reconciler): it starts with a status query, not a send, with the doubt
+  /// that the intent took effect in its history (set
+  /// `earlier_attempt_may_have_taken_effect` too), and sends the request
+  /// only as far as `max_attempts` allows after a "not found". The first
+  /// query is not charged; later ones are paced, capped and charged as
+  /// polls.
+  bool start_with_status_query = false;
   /// More than one attempt may be in flight (`StartHedge`): only for
   /// requests that are safe to send twice (idempotent, or keyed with a
   /// deduplicating server). The driver checks; the machine trusts it.

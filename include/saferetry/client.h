@@ -50,6 +50,10 @@
 
 namespace saferetry {
 
+namespace internal {
+class CallSession;
+}  // namespace internal
+
 /// Hooks called on the calling thread, in order. Must not throw. Default
 /// implementations do nothing.
 class CallListener {
@@ -277,6 +281,9 @@ class Client {
 
  private:
   explicit Client(ClientOptions options);  // Create() applies the defaults
+  // Drives one prepared session (a call or a resolve) to its end.
+  CallResult Run(internal::CallSession& session, const CancellationToken* cancellation,
+                 TimePoint start);
   ClientOptions options_;
   KeyFingerprints fingerprints_;
 };

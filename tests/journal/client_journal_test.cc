@@ -481,7 +481,9 @@ TEST_F(ResolveTest, StoredFinalErrorFails) {
 
 // Rule 1 in the reconciler: a same-key resend answered 410 or 422 (or an
 // unmarked 400) says nothing about the intent's effect: never FAILED in the
-// journal. A 410 `expired` ends the resolve (never another resend).
+// journal. A 410 `expired` ends the resolve (never another resend); after a
+// 422 or a 400 only status queries follow, and their "not found" leaves it
+// kAnswerNotDefinite, as in a call (one engine).
 TEST_F(ResolveTest, AResendAnsweredWithANonDefiniteRefusalIsNeverFailed) {
   struct Case {
     int status;
@@ -491,8 +493,8 @@ TEST_F(ResolveTest, AResendAnsweredWithANonDefiniteRefusalIsNeverFailed) {
   const Case cases[] = {
       {410, {{"Idempotency-Key-State", "expired"}}, StopReason::kKeyExpired},
       {410, {}, StopReason::kKeyExpired},
-      {422, {}, StopReason::kNotFoundNoAttemptsLeft},
-      {400, {}, StopReason::kNotFoundNoAttemptsLeft},
+      {422, {}, StopReason::kAnswerNotDefinite},
+      {400, {}, StopReason::kAnswerNotDefinite},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.status);
@@ -562,6 +564,41 @@ TEST_F(ResolveTest, NoAnswerStaysUnknownWithinTheQueryCap) {
   Intent stored = memory_->Get("k-1").value();
   EXPECT_EQ(stored.state, IntentState::kUnknown);
   EXPECT_EQ(stored.summary.http_status, 503);
+}
+
+// One engine: a resolve waits out a status query's Retry-After as a call
+// does (the hint is a floor under the poll pacing), charges each paced query
+// to the status-query allowance, and answers by the same rule.
+TEST_F(ResolveTest, AStatusQueryRetryAfterIsWaitedOut) {
+  LeaveUnknown();
+  const Duration slept_before = clock_->total_slept();
+  transport_->Push(Step::RespondRetryAfter(503, "1"));
+  transport_->Push(Step::Respond(200, {}, R"({"id":7})"));
+  ResolveOptions ro;
+  ro.timeout = std::chrono::seconds(5);
+  CallResult r = MakeClient()->Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.status_queries, 2);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  EXPECT_TRUE(r.evidence[0].delay_from_server_hint);
+  EXPECT_GE(r.evidence[0].delay_after, std::chrono::seconds(1));
+  EXPECT_EQ(clock_->total_slept() - slept_before, r.evidence[0].delay_after);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kSucceeded);
+}
+
+// A Retry-After that does not fit in the resolve's time ends it at once,
+// without a query that would disregard the server's "not before".
+TEST_F(ResolveTest, ARetryAfterBeyondTheTimeoutEndsTheResolveUnknown) {
+  LeaveUnknown();
+  const int sent_before = transport_->send_count();
+  transport_->Push(Step::RespondRetryAfter(503, "30"));
+  ResolveOptions ro;
+  ro.timeout = std::chrono::seconds(5);
+  CallResult r = MakeClient()->Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kRetryAfterBeyondDeadline);
+  EXPECT_EQ(transport_->send_count(), sent_before + 1);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
 }
 
 TEST_F(ResolveTest, ClaimedByAnotherOwnerIsLeftAlone) {

@@ -51,6 +51,16 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
                                          const Request& request, const CallOptions& options,
                                          TimePoint start);
 
+/// Sets the policy's breakers from `client.circuit_breakers`: the request
+/// host's, and the status query's host's when it has a fixed one that differs.
+void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
+                           const StatusQuery& query, CallPolicy& policy);
+
+/// Fills `call.extra` (and its indexes) for `call.key` and `call.policy`:
+/// the key header unless `key_in_request`, the deadline header, the attempt
+/// header.
+void BuildExtraHeaders(const ClientOptions& client, bool key_in_request, PreparedCall& call);
+
 /// Whether a call may be hedged: hedging is on with at least one hedge, and
 /// the request is safe to send twice (a safe or idempotent request, or a
 /// keyed one whose server deduplicates the key). `PrepareCall` sets

@@ -1,0 +1,115 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Not API: one call's session, shared by every driver (the blocking `Client`,
+// `Client::Resolve`, the event-loop `AsyncClient`). The state machine makes
+// the decisions; the session does the product work around each of them, in
+// one place so that drivers cannot drift apart:
+//
+//   Begin / BeginResolve   the key, the fingerprint guard, the machine's
+//                          policy, the intent journal's record or claim
+//   BeforeAttempt          attempt headers, listener, journal mark
+//   BeforeStatusQuery      the status-query request and headers, listener,
+//                          or the policy's status-query callback
+//   AfterAttempt / AfterStatusQuery
+//                          evidence, the machine, listener
+//   Finish                 the journal's outcome and claim, the key,
+//                          listener
+//
+// A driver's loop holds only what its I/O needs: it sends what the session
+// prepared, with its transport, and waits with its clock or its timers.
+
+#ifndef SAFERETRY_INTERNAL_CALL_SESSION_H_
+#define SAFERETRY_INTERNAL_CALL_SESSION_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "saferetry/call_state_machine.h"
+#include "saferetry/client.h"
+#include "saferetry/internal/call_setup.h"
+#include "saferetry/request.h"
+#include "saferetry/transport.h"
+
+namespace saferetry {
+namespace internal {
+
+class CallSession {
+ public:
+  /// `client`, `request` and `options` must outlive the session. For a
+  /// resolve, `request` is unused (the session rebuilds it from the journal)
+  /// and may be any request.
+  CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
+      : client_(client), request_(&request), options_(options) {}
+  CallSession(const CallSession&) = delete;
+  CallSession& operator=(const CallSession&) = delete;
+
+  /// Prepares a call: validation, key, fingerprint guard, policy, headers,
+  /// the journal's record. A result when the call must end before anything
+  /// is sent (the listener has been told).
+  std::optional<CallResult> Begin(KeyFingerprints& fingerprints, TimePoint start);
+
+  /// Prepares the resolve of journaled intent `key`: reads it, claims it,
+  /// and sets up a call that starts with a status query and the doubt that
+  /// the intent took effect (`CallPolicy::start_with_status_query`). A
+  /// result when it must end now (no journal, unknown key, resolved,
+  /// claimed by another owner).
+  std::optional<CallResult> BeginResolve(std::string_view key, const ResolveOptions& options,
+                                         TimePoint start);
+
+  /// The machine's policy for this call (valid after a Begin that returned
+  /// nullopt).
+  const CallPolicy& policy() const { return call_.policy; }
+  /// The request each attempt sends.
+  const Request& request() const { return *request_; }
+  const std::optional<std::string>& key() const { return call_.key; }
+
+  /// Before a send of the request (`action` is kSendAttempt): stamps the
+  /// attempt headers into `ao` and tells the listener, then marks the
+  /// attempt in the journal. When the journal cannot, the attempt is not
+  /// sent: the machine is told so and its next action returned.
+  std::optional<CallAction> BeforeAttempt(CallStateMachine& machine, const CallAction& action,
+                                          AttemptOptions& ao);
+  /// After a send of the request: its evidence to the machine, the listener.
+  CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult tr,
+                          TimePoint t0);
+
+  /// Before a status query (`action` is kSendStatusQuery): tells the
+  /// listener. With the policy's callback, asks it, feeds the machine and
+  /// returns the next action; otherwise returns nullopt with `*query` and
+  /// `ao` set for the transport.
+  std::optional<CallAction> BeforeStatusQuery(CallStateMachine& machine, const CallAction& action,
+                                              const Request** query, AttemptOptions& ao);
+  /// After a status query sent by the transport.
+  CallAction AfterStatusQuery(CallStateMachine& machine, TransportResult tr, TimePoint t0);
+
+  /// Tells the listener about a wait.
+  void OnWait(const CallAction& action) const;
+
+  /// The result: the journal's outcome written (a resolve's write error is
+  /// reported in `status`; the first resolution of an intent stands), the
+  /// claim released, the key set, the listener told.
+  CallResult Finish(CallStateMachine& machine);
+
+  CallListener* listener() const { return options_.listener; }
+
+ private:
+  CallResult EndEarly(CallResult result) const;
+  CallResult FinishResolve(CallResult result);
+
+  const ClientOptions& client_;
+  const Request* request_;
+  const CallOptions& options_;
+  PreparedCall call_;
+  std::optional<Request> query_request_;
+  Headers query_extra_;
+  // A resolve: the request rebuilt from the journal, the template asked.
+  bool resolve_ = false;
+  std::optional<Request> resolve_request_;
+  StatusQuery resolve_query_;
+};
+
+}  // namespace internal
+}  // namespace saferetry
+
+#endif  // SAFERETRY_INTERNAL_CALL_SESSION_H_
