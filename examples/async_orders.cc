@@ -77,7 +77,7 @@ int main() {
 
   saferetry::CallOptions call;
   call.timeout = std::chrono::seconds(5);
-  call.status_query.url_template = "http://orders.internal/orders/by-key/{key}";
+  call.status_url = "http://orders.internal/orders/by-key/{key}";
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::future<saferetry::CallResult>> results;

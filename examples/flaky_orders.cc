@@ -73,9 +73,11 @@ int main() {
                              R"({"sku":"sku-42","quantity":1})"};
     saferetry::CallOptions call;
     call.timeout = std::chrono::seconds(5);
-    if (s.status_query) call.status_query.url_template = "http://orders.example/orders/by-key/{key}";
-    if (!s.send_key) call.key_mode = saferetry::KeyMode::kNever;
+    if (s.status_query) call.status_url = "http://orders.example/orders/by-key/{key}";
+    saferetry::RetryPolicyOptions call_policy;
+    if (!s.send_key) call_policy.key_mode = saferetry::KeyMode::kNever;
     const saferetry::TimePoint start = clock->Now();
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     saferetry::CallResult r = (*client)->Execute(order, call);
 
     std::printf("%s\n", s.title);

@@ -33,19 +33,6 @@ CallResult Refused() {
   return r;
 }
 
-absl::Status ValidateHedging(const HedgingOptions& h) {
-  if (!h.enabled) return absl::OkStatus();
-  if (h.delay < Duration::zero()) {
-    return absl::InvalidArgumentError("call.hedging.delay: must be >= 0");
-  }
-  if (h.max_hedges < 0 || h.max_hedges > CallStateMachine::kMaxInFlight - 1) {
-    return absl::InvalidArgumentError(absl::StrCat("call.hedging.max_hedges: must be in 0..",
-                                                   CallStateMachine::kMaxInFlight - 1, ", got ",
-                                                   h.max_hedges));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core> {
@@ -154,10 +141,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   void Begin(std::shared_ptr<Call> call) {
     if (shutting_down_) call->token.Cancel();
     const TimePoint start = clock().Now();
-    if (absl::Status valid = ValidateHedging(call->options.hedging); !valid.ok()) {
-      Deliver(*call, internal::InvalidCall(valid));
-      return;
-    }
     call->session.emplace(options_.client, call->request, call->options);
     if (std::optional<CallResult> early = call->session->Begin(fingerprints_, start)) {
       Deliver(*call, *std::move(early));
@@ -243,7 +226,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   }
 
   void ArmHedge(Call& call) {
-    const HedgingOptions& h = call.options.hedging;
+    const HedgingOptions& h = call.session->retry_policy().hedging;
     if (!call.session->policy().hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
       return;
     }

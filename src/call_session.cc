@@ -116,12 +116,15 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   policy.fence_when_giving_up = options.fence;
   policy.server_deduplicates = may_resend;
   policy.earlier_attempt_may_have_taken_effect = true;
-  AssignCircuitBreakers(client_, *request_, resolve_query_, policy);
+  // The client's policy names the headers and reads the hints.
+  call_.retry = client_.policy.get();
+  call_.status_url_template = resolve_query_.url_template;
+  AssignCircuitBreakers(client_, *request_, call_.status_url_template, policy);
 
   call_.key = std::string(key);
-  const bool key_in_request =
-      FindHeader(request_->headers, client_.idempotency_header).has_value();
-  BuildExtraHeaders(client_, key_in_request, call_);
+  const RetryPolicyOptions& names = client_.policy->options();
+  const bool key_in_request = FindHeader(request_->headers, names.idempotency_header).has_value();
+  BuildExtraHeaders(names, key_in_request, call_);
   call_.journal = &journal;
   call_.attempt_offset = intent->attempt;
   call_.journal_owner = owner;
@@ -147,7 +150,7 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
                                      TransportResult tr, TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), client_);
+  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
   CallAction next = machine.OnAttemptDone(attempt_id, std::move(ev), std::move(tr.response), t1);
   if (options_.listener != nullptr && !machine.result().evidence.empty()) {
     options_.listener->OnAttemptEnd(machine.result().evidence.back());
@@ -160,14 +163,14 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
                                                          const Request** query,
                                                          AttemptOptions& ao) {
   if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, true);
-  const StatusQuery& spec = resolve_ ? resolve_query_ : options_.status_query;
-  if (spec.callback) {
+  if (call_.use_callback) {
+    const StatusQuery& spec = call_.retry->options().status_query;
     // A callback answers synchronously, on the driver's thread.
     Clock& clock = *client_.clock;
     const TimePoint t0 = clock.Now();
     StatusQueryReply reply = spec.callback(*call_.key, action.timeout);
     const TimePoint t1 = clock.Now();
-    AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock.WallNow(), client_);
+    AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock.WallNow(), call_.retry->options());
     CallAction next =
         machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response), t1);
     if (options_.listener != nullptr) {
@@ -175,9 +178,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     }
     return next;
   }
-  if (!query_request_.has_value()) {
-    query_request_ = StatusQueryRequest(call_, spec, *request_);
-  }
+  if (!query_request_.has_value()) query_request_ = StatusQueryRequest(call_, *request_);
   query_extra_ = StatusQueryHeaders(call_, action);
   *query = &*query_request_;
   ao.timeout = action.timeout;
@@ -189,7 +190,7 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
                                          TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), client_);
+  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
   const StatusAnswer answer = MapStatusAnswer(tr);
   CallAction next = machine.OnStatusAnswer(answer, std::move(ev), std::move(tr.response), t1);
   if (options_.listener != nullptr) {

@@ -84,7 +84,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       std::min<Duration>(call.policy.deadline.Remaining(start), kMaxJournalDeadline);
   const WallTime deadline = now + remaining;
   const std::string query_template =
-      options.status_query.callback ? std::string() : options.status_query.url_template;
+      call.use_callback ? std::string() : std::string(call.status_url_template);
   Intent intent = MakeIntent(request, *call.key, query_template, now, deadline);
   absl::StatusOr<RecordResult> recorded = journal.Record(intent);
   if (!recorded.ok()) {
@@ -105,7 +105,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
     // An intent an earlier call (perhaps in a process since killed) left
     // unresolved. If an attempt may have left, only a status query or a
     // deduplicated same-key resend may follow, never a plain resend.
-    if (stored.attempt > 0 && !options.server_deduplicates) {
+    if (stored.attempt > 0 && !call.retry->options().server_deduplicates) {
       CallResult r = JournalFailure(
           Outcome::kUnknown, StopReason::kAmbiguousUnresolved,
           absl::FailedPreconditionError(absl::StrCat(
@@ -175,7 +175,7 @@ CallResult InvalidCall(absl::Status status) {
 }
 
 AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end,
-                           WallTime wall_now, const ClientOptions& options) {
+                           WallTime wall_now, const RetryPolicyOptions& options) {
   AttemptEvidence ev;
   ev.start = start;
   ev.end = end;
@@ -200,13 +200,13 @@ bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
 }
 
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
-                           const StatusQuery& query, CallPolicy& policy) {
+                           std::string_view query_template, CallPolicy& policy) {
   if (client.circuit_breakers == nullptr) return;
   policy.circuit_breaker = client.circuit_breakers->ForUrl(request.url);
-  if (policy.has_status_query && !query.callback) {
+  if (policy.has_status_query && !query_template.empty()) {
     // A template whose host holds the placeholder has no fixed host: its
     // queries count against the request's host.
-    const std::string query_key = CircuitBreakerKey(query.url_template);
+    const std::string query_key = CircuitBreakerKey(query_template);
     if (!query_key.empty() && query_key.find('{') == std::string::npos) {
       CircuitBreaker* query_breaker = client.circuit_breakers->ForKey(query_key);
       if (query_breaker != policy.circuit_breaker) {
@@ -216,23 +216,23 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
   }
 }
 
-void BuildExtraHeaders(const ClientOptions& client, bool key_in_request, PreparedCall& call) {
+void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call) {
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
   const std::optional<std::string>& key = call.key;
   call.extra.clear();
   call.extra.reserve(3);
   if (key.has_value() && !key_in_request) {
-    call.extra.emplace_back(client.idempotency_header, FormatIdempotencyKey(*key, client.key_form));
+    call.extra.emplace_back(policy.idempotency_header, FormatIdempotencyKey(*key, policy.key_form));
   }
-  if (!client.deadline_header.empty() && !call.policy.deadline.is_infinite()) {
+  if (!policy.deadline_header.empty() && !call.policy.deadline.is_infinite()) {
     call.deadline_index = call.extra.size();
-    call.extra.emplace_back(client.deadline_header, std::string());
+    call.extra.emplace_back(policy.deadline_header, std::string());
   }
   call.query_header_count = call.extra.size();
-  if (!client.attempt_header.empty()) {
+  if (!policy.attempt_header.empty()) {
     call.attempt_index = call.extra.size();
-    call.extra.emplace_back(client.attempt_header, std::string());
+    call.extra.emplace_back(policy.attempt_header, std::string());
   }
 }
 
@@ -244,19 +244,28 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   s = ValidateCallOptions(options);
   if (!s.ok()) return s;
 
+  // The policy was validated when it was built: nothing of it is checked
+  // or copied here.
+  const RetryPolicy& retry = options.policy != nullptr ? *options.policy : *client.policy;
+  const RetryPolicyOptions& p = retry.options();
+  if (!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever) {
+    return absl::InvalidArgumentError(
+        "call.idempotency_key: set while the policy's key_mode is kNever");
+  }
+
   // One key per logical call: supplied in the options, already present in
   // the request's headers, or minted here.
   const bool idempotent = IsIdempotent(request);
   PreparedCall call;
+  call.retry = &retry;
   std::optional<std::string>& key = call.key;
   bool key_in_request = false;
   bool key_minted = false;
-  if (options.key_mode != KeyMode::kNever) {
-    std::optional<std::string_view> header_key =
-        FindHeader(request.headers, client.idempotency_header);
+  if (p.key_mode != KeyMode::kNever) {
+    std::optional<std::string_view> header_key = FindHeader(request.headers, p.idempotency_header);
     if (header_key.has_value()) {
       std::string_view v = *header_key;
-      if (client.key_form == KeyForm::kQuotedString && v.size() >= 2 && v.front() == '"' &&
+      if (p.key_form == KeyForm::kQuotedString && v.size() >= 2 && v.front() == '"' &&
           v.back() == '"') {
         v = v.substr(1, v.size() - 2);
       }
@@ -270,8 +279,7 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
       key_in_request = true;
     } else if (!options.idempotency_key.empty()) {
       key = options.idempotency_key;
-    } else if (options.key_mode == KeyMode::kAlways ||
-               (options.key_mode == KeyMode::kAuto && !idempotent)) {
+    } else if (p.key_mode == KeyMode::kAlways || (p.key_mode == KeyMode::kAuto && !idempotent)) {
       if (client.key_source == ClientOptions::KeySource::kRandomSeam) {
         key = GenerateUuidV4(*client.random);
       } else {
@@ -290,28 +298,35 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
     if (!s.ok()) return s;
   }
 
-  const bool has_query =
-      static_cast<bool>(options.status_query.callback) || !options.status_query.url_template.empty();
+  // The call's status URL (its endpoint's) replaces the policy's template.
+  const bool callback = static_cast<bool>(p.status_query.callback);
+  call.status_url_template =
+      options.status_url.empty() ? std::string_view(p.status_query.url_template)
+                                 : std::string_view(options.status_url);
+  const bool has_query = callback || !call.status_url_template.empty();
+  if (callback && !options.status_url.empty()) call.status_url_template = options.status_url;
 
   CallPolicy& policy = call.policy;
-  policy.max_attempts = std::min(options.max_attempts, kMaxAttemptsHardCap);
-  policy.max_status_queries = std::min(options.max_status_queries, kMaxStatusQueriesHardCap);
-  policy.backoff = options.backoff;
-  policy.poll_backoff = options.poll_backoff;
-  policy.backoff_policy = options.backoff_policy.get();
-  policy.deadline_options = options.deadline_options;
-  policy.deadline = options.deadline.value_or(Deadline::After(start, options.timeout));
+  policy.max_attempts = p.max_attempts;
+  policy.max_status_queries = p.max_status_queries;
+  policy.backoff = &retry.backoff();
+  policy.poll_backoff = p.poll_backoff;
+  policy.deadline_options = p.deadline_options;
+  policy.deadline =
+      options.deadline.value_or(Deadline::After(start, options.timeout.value_or(p.timeout)));
   policy.traits.idempotent = idempotent;
   policy.traits.safe = IsSafeMethod(request.method);
   policy.traits.keyed = key.has_value();
   policy.has_status_query = key.has_value() && has_query;
-  policy.fence_when_giving_up =
-      options.status_query.fence_when_giving_up && !options.status_query.callback;
-  policy.server_deduplicates = options.server_deduplicates;
+  // A call's own status URL wins over the policy's callback.
+  call.use_callback = callback && options.status_url.empty();
+  policy.fence_when_giving_up = p.status_query.fence_when_giving_up && !call.use_callback;
+  policy.server_deduplicates = p.server_deduplicates;
   policy.key_minted = key_minted;
-  policy.hedging = MayHedge(options.hedging, policy.traits, options.server_deduplicates);
-  AssignCircuitBreakers(client, request, options.status_query, policy);
-  BuildExtraHeaders(client, key_in_request, call);
+  policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
+  AssignCircuitBreakers(client, request, call.use_callback ? std::string_view() : call.status_url_template,
+                        policy);
+  BuildExtraHeaders(p, key_in_request, call);
   return call;
 }
 
@@ -326,8 +341,9 @@ void StampAttemptHeaders(PreparedCall& call, const CallAction& action) {
   }
 }
 
-Request StatusQueryRequest(const PreparedCall& call, const StatusQuery& query,
-                           const Request& original) {
+Request StatusQueryRequest(const PreparedCall& call, const Request& original) {
+  StatusQuery query;
+  query.url_template = std::string(call.status_url_template);
   return BuildStatusQueryRequest(query, original, *call.key);
 }
 

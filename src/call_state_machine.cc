@@ -8,15 +8,6 @@
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
-BackoffParams DefaultPollBackoff() {
-  BackoffParams p;
-  p.base = std::chrono::milliseconds(50);
-  p.multiplier = 1.5;
-  p.cap = std::chrono::seconds(1);
-  p.jitter = JitterKind::kEqual;
-  return p;
-}
-
 RatioBudgetOptions DefaultStatusQueryAllowance() {
   RatioBudgetOptions o;
   o.percent = 0.5;
@@ -496,10 +487,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   } else {
     ++retry_waits_;
     const double u = random_->Uniform();
-    delay = policy_.backoff_policy != nullptr
-                ? std::max(Duration::zero(),
-                           policy_.backoff_policy->Delay(retry_waits_, previous_delay_, u))
-                : ComputeBackoff(policy_.backoff, retry_waits_, previous_delay_, u);
+    delay = std::max(Duration::zero(), policy_.backoff->Delay(retry_waits_, previous_delay_, u));
     previous_delay_ = delay;
   }
   const bool from_hint = hints.retry_after.has_value();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "saferetry/internal/call_session.h"
 #include "saferetry/settlement.h"
 
@@ -23,35 +24,23 @@ absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
 }  // namespace
 
 absl::Status ValidateCallOptions(const CallOptions& options) {
-  if (options.max_attempts < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("call.max_attempts: must be >= 1, got ", options.max_attempts));
-  }
-  if (options.max_status_queries < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "call.max_status_queries: must be >= 0 (0: derived from the deadline), got ",
-        options.max_status_queries));
-  }
-  if (!options.deadline.has_value() && options.timeout <= Duration::zero()) {
+  if (!options.deadline.has_value() && options.timeout.has_value() &&
+      *options.timeout <= Duration::zero()) {
     return absl::InvalidArgumentError("call.timeout: must be > 0");
   }
-  absl::Status s = ValidateBackoffParams(options.backoff);
-  if (!s.ok()) return Prefixed("call.backoff.", s);
-  s = ValidateBackoffParams(options.poll_backoff);
-  if (!s.ok()) return Prefixed("call.poll_backoff.", s);
-  s = ValidateDeadlineOptions(options.deadline_options);
-  if (!s.ok()) return Prefixed("call.deadline_options.", s);
   if (!options.idempotency_key.empty()) {
-    if (options.key_mode == KeyMode::kNever) {
-      return absl::InvalidArgumentError(
-          "call.idempotency_key: set while call.key_mode is kNever");
-    }
-    s = ValidateIdempotencyKey(options.idempotency_key);
+    absl::Status s = ValidateIdempotencyKey(options.idempotency_key);
     if (!s.ok()) return Prefixed("call.", s);
   }
-  if (options.status_query.callback || !options.status_query.url_template.empty()) {
-    s = ValidateStatusQuery(options.status_query);
-    if (!s.ok()) return Prefixed("call.", s);
+  if (!options.status_url.empty()) {
+    StatusQuery q;
+    q.url_template = options.status_url;
+    absl::Status s = ValidateStatusQuery(q);
+    if (!s.ok()) {
+      absl::string_view message = s.message();
+      absl::ConsumePrefix(&message, "status_query.url_template: ");
+      return absl::Status(s.code(), absl::StrCat("call.status_url: ", message));
+    }
   }
   return absl::OkStatus();
 }
@@ -72,27 +61,7 @@ absl::Status CompleteClientOptions(ClientOptions& options) {
     if (!allowance.ok()) return allowance.status();
     options.status_query_budget = *std::move(allowance);
   }
-  absl::Status s = ValidateHeader({options.idempotency_header, "k"}, "idempotency_header");
-  if (!s.ok()) return s;
-  if (!options.deadline_header.empty()) {
-    s = ValidateHeader({options.deadline_header, "0"}, "deadline_header");
-    if (!s.ok()) return s;
-  }
-  if (options.hints.max_retry_after <= Duration::zero()) {
-    return absl::InvalidArgumentError("hints.max_retry_after: must be > 0");
-  }
-  if (!options.attempt_header.empty()) {
-    s = ValidateHeader({options.attempt_header, "0"}, "attempt_header");
-    if (!s.ok()) return s;
-  }
-  if (!options.request_id_header.empty()) {
-    s = ValidateHeader({options.request_id_header, "0"}, "request_id_header");
-    if (!s.ok()) return s;
-  }
-  if (!options.hints.do_not_retry_header.empty()) {
-    s = ValidateHeader({options.hints.do_not_retry_header, "x"}, "hints.do_not_retry_header");
-    if (!s.ok()) return s;
-  }
+  if (options.policy == nullptr) options.policy = RetryPolicy::Default();
   return absl::OkStatus();
 }
 

@@ -36,21 +36,8 @@ std::string_view BudgetKindName(BudgetKind kind) {
 }
 
 bool operator==(const Policy& a, const Policy& b) {
-  return a.max_attempts == b.max_attempts && a.backoff.base == b.backoff.base &&
-         a.backoff.cap == b.backoff.cap && a.backoff.multiplier == b.backoff.multiplier &&
-         a.backoff.jitter == b.backoff.jitter && a.timeout == b.timeout &&
-         a.deadline_options.margin == b.deadline_options.margin &&
-         a.deadline_options.min_useful_attempt == b.deadline_options.min_useful_attempt &&
-         a.deadline_options.attempt_cap == b.deadline_options.attempt_cap &&
-         a.max_status_queries == b.max_status_queries &&
-         a.status_query_url_template == b.status_query_url_template &&
-         a.server_deduplicates == b.server_deduplicates && a.key_mode == b.key_mode &&
-         a.idempotency_header == b.idempotency_header && a.key_form == b.key_form &&
-         a.deadline_header == b.deadline_header && a.attempt_header == b.attempt_header &&
-         a.request_id_header == b.request_id_header &&
-         a.hints.max_retry_after == b.hints.max_retry_after &&
-         a.hints.do_not_retry_header == b.hints.do_not_retry_header && a.budget == b.budget &&
-         a.token_throttle.max_tokens == b.token_throttle.max_tokens &&
+  return static_cast<const RetryPolicyOptions&>(a) == static_cast<const RetryPolicyOptions&>(b) &&
+         a.budget == b.budget && a.token_throttle.max_tokens == b.token_throttle.max_tokens &&
          a.token_throttle.token_ratio == b.token_throttle.token_ratio &&
          a.ratio_budget.percent == b.ratio_budget.percent &&
          a.ratio_budget.min_per_second == b.ratio_budget.min_per_second &&
@@ -68,28 +55,17 @@ bool operator==(const Policy& a, const Policy& b) {
            a.circuit_breaker->window == b.circuit_breaker->window &&
            a.circuit_breaker->minimum_calls == b.circuit_breaker->minimum_calls &&
            a.circuit_breaker->open_duration == b.circuit_breaker->open_duration &&
-           a.circuit_breaker->half_open_probes == b.circuit_breaker->half_open_probes)) &&
-         a.hedging.enabled == b.hedging.enabled && a.hedging.delay == b.hedging.delay &&
-         a.hedging.delay_from_p95 == b.hedging.delay_from_p95 &&
-         a.hedging.max_hedges == b.hedging.max_hedges;
+           a.circuit_breaker->half_open_probes == b.circuit_breaker->half_open_probes));
 }
 
-CallOptions ToCallOptions(const Policy& policy) {
-  CallOptions o;
-  o.timeout = policy.timeout;
-  o.max_attempts = policy.max_attempts;
-  o.max_status_queries = policy.max_status_queries;
-  o.backoff = policy.backoff;
-  o.deadline_options = policy.deadline_options;
-  o.key_mode = policy.key_mode;
-  o.status_query.url_template = policy.status_query_url_template;
-  o.server_deduplicates = policy.server_deduplicates;
-  o.hedging = policy.hedging;
-  return o;
+absl::StatusOr<std::shared_ptr<const RetryPolicy>> ToRetryPolicy(const Policy& policy) {
+  return RetryPolicy::Create(static_cast<const RetryPolicyOptions&>(policy));
 }
 
 absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options) {
   if (options == nullptr) return absl::InvalidArgumentError("options: must not be null");
+  absl::StatusOr<std::shared_ptr<const RetryPolicy>> retry = ToRetryPolicy(policy);
+  if (!retry.ok()) return retry.status();
   std::shared_ptr<RetryBudget> budget;
   switch (policy.budget) {
     case BudgetKind::kRatio: {
@@ -134,12 +110,7 @@ absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options) 
   options->budget = std::move(budget);
   options->classifier = std::move(classifier);
   if (breakers != nullptr) options->circuit_breakers = std::move(breakers);
-  options->idempotency_header = policy.idempotency_header;
-  options->key_form = policy.key_form;
-  options->deadline_header = policy.deadline_header;
-  options->attempt_header = policy.attempt_header;
-  options->request_id_header = policy.request_id_header;
-  options->hints = policy.hints;
+  options->policy = *std::move(retry);
   return absl::OkStatus();
 }
 

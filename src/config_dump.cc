@@ -44,7 +44,7 @@ std::string DumpPolicy(const Policy& p) {
   own["deadlineMargin"] = FormatProtoDuration(p.deadline_options.margin);
   own["minUsefulAttempt"] = FormatProtoDuration(p.deadline_options.min_useful_attempt);
   own["maxStatusQueries"] = p.max_status_queries;
-  own["statusQuery"] = {{"urlTemplate", p.status_query_url_template}};
+  own["statusQuery"] = {{"urlTemplate", p.status_query.url_template}};
   own["serverDeduplicates"] = p.server_deduplicates;
   const char* mode = p.key_mode == KeyMode::kAlways  ? "always"
                      : p.key_mode == KeyMode::kNever ? "never"

@@ -354,7 +354,7 @@ absl::Status Loader::StatusQueryObject(const json& j, const std::string& path) {
     q.url_template = t;
     if (!ValidateStatusQuery(q).ok()) return Expected(p, kWhat, j["urlTemplate"]);
   }
-  policy->status_query_url_template = std::move(t);
+  policy->status_query.url_template = std::move(t);
   return absl::OkStatus();
 }
 

@@ -126,10 +126,12 @@ int RunSaferetry(int port, int orders, std::chrono::milliseconds attempt_timeout
   const std::string base = absl::StrCat("http://127.0.0.1:", port);
   saferetry::CallOptions call;
   call.timeout = std::chrono::seconds(10);
-  call.deadline_options.attempt_cap = attempt_timeout;
-  call.backoff.base = std::chrono::milliseconds(20);
-  call.backoff.cap = std::chrono::milliseconds(500);
-  call.status_query.url_template = base + "/orders/by-key/{key}";
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.deadline_options.attempt_cap = attempt_timeout;
+  call_policy.backoff.base = std::chrono::milliseconds(20);
+  call_policy.backoff.cap = std::chrono::milliseconds(500);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  call.status_url = base + "/orders/by-key/{key}";
   for (int i = 0; i < orders; ++i) {
     saferetry::Request req;
     req.method = "POST";

@@ -69,20 +69,13 @@
 #include "saferetry/random.h"
 #include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
+#include "saferetry/retry_policy.h"
 #include "saferetry/settlement.h"
 #include "saferetry/status_query.h"
 
 namespace saferetry {
 
 class CancellationToken;
-
-/// The hard cap on attempts per call; larger values are clamped.
-inline constexpr int kMaxAttemptsHardCap = 10;
-/// The hard cap on status queries (polls) per call; larger values are clamped.
-inline constexpr int kMaxStatusQueriesHardCap = 1000;
-
-/// The poll pacing: equal jitter from 50 ms, x1.5, up to 1 s.
-BackoffParams DefaultPollBackoff();
 
 /// Everything the machine needs to know about one call. Validated by the
 /// client; the machine trusts it.
@@ -94,12 +87,11 @@ struct CallPolicy {
   /// 1..kMaxStatusQueriesHardCap; 0 = `DefaultMaxStatusQueries` of the
   /// deadline at `Start`, derived when the first poll is scheduled.
   int max_status_queries = 0;
-  /// Waits before a retry of the request.
-  BackoffParams backoff;
+  /// Waits before a retry of the request (non-owning, never null; must
+  /// outlive the call). Default: the default policy's.
+  const BackoffPolicy* backoff = &RetryPolicy::Default()->backoff();
   /// Waits before a poll (status query, or resend while in progress).
   BackoffParams poll_backoff = DefaultPollBackoff();
-  /// When set (non-owning; must outlive the call), replaces `backoff`.
-  const BackoffPolicy* backoff_policy = nullptr;
   DeadlineOptions deadline_options;
   Deadline deadline;
   /// Set by `Start` from the traits and the deadline (`ChooseTimePlanKind`,

@@ -14,7 +14,7 @@
 //   saferetry::Request req{"POST", "http://127.0.0.1:8080/orders", {}, R"({"sku":"a"})"};
 //   saferetry::CallOptions call;
 //   call.timeout = std::chrono::seconds(2);
-//   call.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+//   call.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
 //   saferetry::CallResult r = (*client)->Execute(req, call);
 //   switch (r.outcome) {
 //     case saferetry::Outcome::kSucceeded: ...  // exactly one order
@@ -44,6 +44,7 @@
 #include "saferetry/request.h"
 #include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
+#include "saferetry/retry_policy.h"
 #include "saferetry/server_hints.h"
 #include "saferetry/status_query.h"
 #include "saferetry/transport.h"
@@ -69,75 +70,30 @@ class CallListener {
   virtual void OnFinish(const CallResult& /*result*/) {}
 };
 
-/// Hedged requests: while an attempt is unanswered after `delay`, send
-/// another copy; the first final answer wins and the others are cancelled
-/// (docs/hedging.md). Only `AsyncClient` hedges; the blocking `Client`
-/// ignores these options. A call is hedged only when its request is safe
-/// to send twice: GET/HEAD (safe methods), a request declared idempotent
-/// (PUT/DELETE by default), or a keyed request with `server_deduplicates`.
-/// A POST without a deduplicating server is never hedged.
-struct HedgingOptions {
-  /// Default off.
-  bool enabled = false;
-  /// How long an attempt may stay unanswered before a hedge is sent, >= 0.
-  /// Default 50 ms; the fallback when `delay_from_p95` has too few samples.
-  Duration delay = std::chrono::milliseconds(50);
-  /// Use the client's observed p95 attempt latency (of the last 512
-  /// answered attempts; at least 20 needed) instead of `delay`.
-  bool delay_from_p95 = false;
-  /// Hedges per call, 0..3 (`CallStateMachine::kMaxInFlight` - 1). Each is
-  /// an attempt (it counts against `max_attempts`) paid for by the retry
-  /// budget; hedges stop when the budget is empty. Default 1.
-  int max_hedges = 1;
-};
-
-/// Per-call options. Plain struct; defaults documented per field.
+/// Per-call options: what differs from one call to the next. What is the
+/// same for many calls is in the `RetryPolicy` (saferetry/retry_policy.h),
+/// built once. Plain struct; defaults documented per field.
 struct CallOptions {
-  /// Total time for the call, measured from the start of `Execute`. Default
-  /// 30 s. Ignored when `deadline` is set.
-  Duration timeout = std::chrono::seconds(30);
+  /// The policy of this call, shared. Null (the default): the client's
+  /// (`ClientOptions::policy`).
+  std::shared_ptr<const RetryPolicy> policy;
+  /// Total time for the call, measured from the start of `Execute`. > 0.
+  /// Unset (the default): the policy's `timeout` (30 s by default). Ignored
+  /// when `deadline` is set.
+  std::optional<Duration> timeout;
   /// An absolute deadline on the client's clock (e.g. from an inbound
   /// deadline header). Wins over `timeout`.
   std::optional<Deadline> deadline;
-  /// Sends of the request, >= 1. Default 3; values above
-  /// `kMaxAttemptsHardCap` are clamped.
-  int max_attempts = 3;
-  /// Polls per call: status queries, and resends answered 409 "in progress"
-  /// (these count as polls, not as attempts). >= 0; 0 (the default) derives
-  /// the cap from the deadline and the poll pacing
-  /// (`DefaultMaxStatusQueries`: 17 for 5 s, 127 for 60 s, 20 without a
-  /// deadline). Values above `kMaxStatusQueriesHardCap` are clamped.
-  int max_status_queries = 0;
-  /// Backoff between retries of the request. Default: full jitter, 100 ms,
-  /// x2, up to 10 s.
-  BackoffParams backoff;
-  /// A user backoff policy for retries; when set it replaces `backoff`.
-  /// Shared, thread-safe; may be used by many calls at once.
-  std::shared_ptr<const BackoffPolicy> backoff_policy;
-  /// Pacing of polls (status queries, resends while in progress). Default
-  /// `DefaultPollBackoff()`: equal jitter from 50 ms, x1.5, up to 1 s.
-  BackoffParams poll_backoff = DefaultPollBackoff();
-  /// Margin, minimum useful attempt, attempt timeout and resolution window.
-  /// By default the call's time plan (`TimePlan`) sets the attempt timeout:
-  /// a keyed write with a status query keeps 30 % of the call to resolve a
-  /// hung attempt; a retryable request gives each attempt half of the call.
-  DeadlineOptions deadline_options;
-  /// Whether to send an idempotency key. Default: for non-idempotent requests.
-  KeyMode key_mode = KeyMode::kAuto;
   /// The key to send; minted (UUIDv4) when empty. 1-255 visible ASCII.
   std::string idempotency_key;
-  /// How an ambiguous outcome is resolved. Unused when neither the template
-  /// nor the callback is set.
-  StatusQuery status_query;
-  /// The server deduplicates keys: after an ambiguous attempt with no status
-  /// query, resending with the same key is safe.
-  bool server_deduplicates = false;
+  /// The status-query URL of this call's endpoint, with `{key}`; replaces
+  /// the policy's template (`RetryPolicyOptions::status_query`). Empty (the
+  /// default): the policy's.
+  std::string status_url;
   /// Optional; must outlive the call.
   const CancellationToken* cancellation = nullptr;
   /// Optional; must outlive the call.
   CallListener* listener = nullptr;
-  /// Hedging (`AsyncClient` only). Default off.
-  HedgingOptions hedging;
 };
 
 /// Client-wide options. Plain struct; defaults documented per field.
@@ -164,23 +120,11 @@ struct ClientOptions {
   std::shared_ptr<RetryBudget> status_query_budget;
   /// Default `DefaultClassifierInstance()`.
   std::shared_ptr<const Classifier> classifier;
-  /// Default "Idempotency-Key".
-  std::string idempotency_header = std::string(kDefaultIdempotencyHeader);
-  /// Default bare.
-  KeyForm key_form = KeyForm::kBare;
-  /// Carries the remaining time (ms) on every attempt. Default
-  /// "X-Request-Timeout-Ms"; empty disables it.
-  std::string deadline_header = std::string(kDefaultDeadlineHeader);
-  /// Carries the attempt number on the wire ("attempt=2; max=3") so the
-  /// server can see that an outer layer is already retrying and stand down
-  /// its own retries (docs/operations.md). Default "X-Retry-Attempt"; empty
-  /// disables it.
-  std::string attempt_header = std::string(kDefaultAttemptHeader);
-  /// A response header holding the server's request id, copied into the
-  /// evidence. Default "X-Request-Id"; empty disables it.
-  std::string request_id_header = std::string(kDefaultRequestIdHeader);
-  /// Retry-After clamp and do-not-retry header.
-  HintOptions hints;
+  /// The policy of calls that name none (`CallOptions::policy`): attempts,
+  /// backoff, time plan, status query, key mode and form, header names,
+  /// hints, hedging. Null (the default): `RetryPolicy::Default()`. Resolves
+  /// (`Client::Resolve`) use its header names and hints.
+  std::shared_ptr<const RetryPolicy> policy;
   /// How many keys the body-fingerprint guard remembers. Default 10000.
   std::size_t fingerprint_capacity = 10000;
   /// Per-host circuit breakers, shared by every call (and by clients given
@@ -243,7 +187,9 @@ struct ResolveOptions {
 /// InvalidArgument naming the field ("resolve.timeout: must be > 0").
 absl::Status ValidateResolveOptions(const ResolveOptions& options);
 
-/// InvalidArgument naming the field ("call.max_attempts: must be >= 1").
+/// The per-call fields only (the policy was validated when it was built):
+/// InvalidArgument naming the field ("call.timeout: must be > 0",
+/// "call.idempotency_key: ...", "call.status_url: ...").
 absl::Status ValidateCallOptions(const CallOptions& options);
 
 /// Runs calls. Thread-safe: one client is meant to be shared by all threads

@@ -24,7 +24,7 @@
 //
 // gRPC's `hedgingPolicy` (`maxAttempts`, `hedgingDelay`,
 // `nonFatalStatusCodes`) is accepted in both shapes, instead of a
-// `retryPolicy` (gRPC allows one of the two), and becomes `Policy::hedging`;
+// `retryPolicy` (gRPC allows one of the two), and becomes `hedging`;
 // `saferetry.hedging` sets the same options with saferetry's names
 // (docs/hedging.md). Only `AsyncClient` hedges.
 //
@@ -40,7 +40,8 @@
 //   options.transport = ...;
 //   if (auto s = saferetry::ApplyToClientOptions(*policy, &options); !s.ok()) return s;
 //   auto client = saferetry::Client::Create(std::move(options));
-//   saferetry::CallOptions call = saferetry::ToCallOptions(*policy);
+//   // Every call of this client now follows the policy; a call may name
+//   // another with CallOptions::policy (saferetry::ToRetryPolicy).
 // @endcode
 
 #ifndef SAFERETRY_CONFIG_H_
@@ -63,6 +64,7 @@
 #include "saferetry/idempotency.h"
 #include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
+#include "saferetry/retry_policy.h"
 #include "saferetry/server_hints.h"
 
 namespace saferetry {
@@ -82,54 +84,43 @@ enum class BudgetKind {
 /// "ratio", "tokenThrottle", "costQuota", "none".
 std::string_view BudgetKindName(BudgetKind kind);
 
-/// A complete retry configuration: the per-call options, the client-wide
-/// options and the budget choice. Defaults equal the library defaults, so an
-/// empty document (`{}`) gives `Policy{}`.
-struct Policy {
-  // --- Per call (CallOptions) ----------------------------------------------
-  /// `retryPolicy.maxAttempts`, 1..kMaxAttemptsHardCap (larger values are
-  /// clamped with a warning). Default 3.
-  int max_attempts = 3;
-  /// `retryPolicy.initialBackoff`, `maxBackoff`, `backoffMultiplier` and
-  /// `saferetry.jitter`.
-  BackoffParams backoff;
-  /// `saferetry.deadline`, or `methodConfig[].timeout`. Default 30 s.
-  Duration timeout = std::chrono::seconds(30);
-  /// `saferetry.attemptTimeout` (or `retryPolicy.perAttemptRecvTimeout`) is
-  /// `deadline_options.attempt_cap`; `saferetry.deadlineMargin` and
-  /// `saferetry.minUsefulAttempt` are the margin and minimum useful attempt.
-  DeadlineOptions deadline_options;
-  /// `saferetry.maxStatusQueries`, 0..kMaxStatusQueriesHardCap; 0 (the
-  /// default) derives the cap from the deadline (`DefaultMaxStatusQueries`).
-  int max_status_queries = 0;
-  /// `saferetry.statusQuery.urlTemplate`; empty = no status query.
-  std::string status_query_url_template;
-  /// `saferetry.serverDeduplicates`. Default false.
-  bool server_deduplicates = false;
-  /// `saferetry.idempotency.mode`. Default auto.
-  KeyMode key_mode = KeyMode::kAuto;
-  /// Hedging (`CallOptions::hedging`). From gRPC's `hedgingPolicy`:
-  /// `maxAttempts` (>= 2) sets `max_attempts` and `max_hedges` =
-  /// min(maxAttempts - 1, 3), `hedgingDelay` (default "0s") the delay, and
-  /// `nonFatalStatusCodes` the codes whose answer lets the other copies run
-  /// on (as `retryable_codes`; every other answer is final). From
-  /// `saferetry.hedging` ({enabled, delay, delayFromP95, maxHedges}), read
-  /// after `hedgingPolicy` and winning over it. Default off.
-  HedgingOptions hedging;
-
-  // --- Client-wide (ClientOptions) -----------------------------------------
-  /// `saferetry.idempotency.header`. Default "Idempotency-Key".
-  std::string idempotency_header = std::string(kDefaultIdempotencyHeader);
-  /// `saferetry.idempotency.form`. Default bare.
-  KeyForm key_form = KeyForm::kBare;
-  /// `saferetry.deadlineHeader`; empty disables. Default "X-Request-Timeout-Ms".
-  std::string deadline_header = std::string(kDefaultDeadlineHeader);
-  /// `saferetry.attemptHeader`; empty disables. Default "X-Retry-Attempt".
-  std::string attempt_header = std::string(kDefaultAttemptHeader);
-  /// `saferetry.requestIdHeader`; empty disables. Default "X-Request-Id".
-  std::string request_id_header = std::string(kDefaultRequestIdHeader);
-  /// `saferetry.maxRetryAfter` and `saferetry.doNotRetryHeader`.
-  HintOptions hints;
+/// A complete retry configuration: the retry policy (`RetryPolicyOptions`,
+/// which this extends: what `RetryPolicy::Create` builds) and the
+/// client-wide seams (the budget, the classification, the circuit
+/// breakers). Defaults equal the library defaults, so an empty document
+/// (`{}`) gives `Policy{}`.
+///
+/// Where each inherited field comes from:
+///   max_attempts        `retryPolicy.maxAttempts`, 1..kMaxAttemptsHardCap
+///                       (larger values are clamped with a warning)
+///   backoff             `retryPolicy.initialBackoff`, `maxBackoff`,
+///                       `backoffMultiplier` and `saferetry.jitter`
+///   timeout             `saferetry.deadline`, or `methodConfig[].timeout`
+///   deadline_options    `saferetry.attemptTimeout` (or
+///                       `retryPolicy.perAttemptRecvTimeout`) is
+///                       `attempt_cap`; `saferetry.deadlineMargin` and
+///                       `saferetry.minUsefulAttempt` are the margin and
+///                       minimum useful attempt
+///   max_status_queries  `saferetry.maxStatusQueries`
+///   status_query        `saferetry.statusQuery.urlTemplate`
+///   server_deduplicates `saferetry.serverDeduplicates`
+///   key_mode, idempotency_header, key_form
+///                       `saferetry.idempotency.{mode,header,form}`
+///   deadline_header, attempt_header, request_id_header
+///                       `saferetry.deadlineHeader`, `attemptHeader`,
+///                       `requestIdHeader`; empty disables
+///   hints               `saferetry.maxRetryAfter`, `doNotRetryHeader`
+///   hedging             gRPC's `hedgingPolicy`: `maxAttempts` (>= 2) sets
+///                       `max_attempts` and `max_hedges` =
+///                       min(maxAttempts - 1, 3), `hedgingDelay` (default
+///                       "0s") the delay, and `nonFatalStatusCodes` the codes
+///                       whose answer lets the other copies run on (as
+///                       `retryable_codes`; every other answer is final).
+///                       `saferetry.hedging` ({enabled, delay, delayFromP95,
+///                       maxHedges}), read after `hedgingPolicy`, wins.
+/// `backoff_policy`, the status-query callback and `poll_backoff` have no
+/// JSON form.
+struct Policy : RetryPolicyOptions {
   /// `saferetry.circuitBreaker` ({failureRatio, window, minimumCalls,
   /// openFor, halfOpenProbes}; missing fields take the defaults of
   /// `CircuitBreakerOptions`). Absent or null (the default): no breaker.
@@ -192,12 +183,13 @@ absl::StatusOr<Policy> LoadPolicyFile(const std::string& path, const LoadOptions
 /// for any policy `LoadPolicy` returned.
 std::string DumpPolicy(const Policy& policy);
 
-/// The per-call options of `policy` (listener, cancellation and key are left
-/// empty for the caller).
-CallOptions ToCallOptions(const Policy& policy);
+/// The retry policy of `policy`, built once (`RetryPolicy::Create`):
+/// InvalidArgument naming the field when its values are out of range
+/// (possible only for a policy built by hand).
+absl::StatusOr<std::shared_ptr<const RetryPolicy>> ToRetryPolicy(const Policy& policy);
 
-/// Writes the client-wide part of `policy` into `options`: header names,
-/// hints, a new budget of the chosen kind and the classifier (the default
+/// Writes `policy` into `options`: the retry policy (`ToRetryPolicy`) as
+/// the client's default, a new budget of the chosen kind and the classifier (the default
 /// classifier with the overrides or, when retryable codes are given, a
 /// `GrpcCodesClassifier`; saferetry/grpc_codes_classifier.h) and, when the
 /// policy has `circuit_breaker`, a new `CircuitBreakerRegistry` (without it,

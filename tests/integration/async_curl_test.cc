@@ -101,7 +101,7 @@ TEST(AsyncCurlTest, CommitThenLostIsResolvedByStatusQuery) {
   auto client = CurlAsyncClient();
   Request post{"POST", server.Url("/orders"), {{"Content-Type", "application/json"}}, "{}"};
   CallOptions call = Bounded();
-  call.status_query.url_template = server.Url("/orders/by-key/{key}");
+  call.status_url = server.Url("/orders/by-key/{key}");
   CallResult r = Await(client->Execute(post, call));
   EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
@@ -141,8 +141,10 @@ TEST(AsyncCurlTest, HedgeWinsAndTheLosersConnectionIsClosed) {
   });
   auto client = CurlAsyncClient();
   CallOptions call = Bounded();
-  call.hedging.enabled = true;
-  call.hedging.delay = milliseconds(50);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.hedging.enabled = true;
+  call_policy.hedging.delay = milliseconds(50);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Await(client->Execute(Get(server), call));
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.last_response->body, "hedge");
@@ -176,7 +178,9 @@ TEST(AsyncCurlTest, ConnectionRefusedIsNotSent) {
   Request r;
   r.url = "http://127.0.0.1:" + std::to_string(testing::UnusedLoopbackPort()) + "/x";
   CallOptions call = Bounded();
-  call.max_attempts = 1;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 1;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult result = Await(client->Execute(r, call));
   EXPECT_EQ(result.outcome, Outcome::kFailed);
   ASSERT_EQ(result.evidence.size(), 1u);

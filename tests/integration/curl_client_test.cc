@@ -44,10 +44,12 @@ std::unique_ptr<Client> MakeClient() {
 CallOptions FastCall() {
   CallOptions call;
   call.timeout = std::chrono::seconds(3);
-  call.max_attempts = 3;
-  call.backoff.base = milliseconds(5);
-  call.backoff.cap = milliseconds(20);
-  call.deadline_options.attempt_cap = milliseconds(500);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 3;
+  call_policy.backoff.base = milliseconds(5);
+  call_policy.backoff.cap = milliseconds(20);
+  call_policy.deadline_options.attempt_cap = milliseconds(500);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   return call;
 }
 
@@ -145,7 +147,7 @@ TEST(CurlClientTest, CommittedThenResponseLostIsResolvedByStatusQuery) {
       });
   auto client = MakeClient();
   CallOptions call = FastCall();
-  call.status_query.url_template = server.Url("/orders/by-key/{key}");
+  call.status_url = server.Url("/orders/by-key/{key}");
   CallResult r =
       client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -176,7 +178,9 @@ TEST(CurlClientTest, HeadersDelayedPastAttemptTimeoutThenRetriedGet) {
   });
   auto client = MakeClient();
   CallOptions call = FastCall();
-  call.deadline_options.attempt_cap = milliseconds(150);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.deadline_options.attempt_cap = milliseconds(150);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Get(server.Url("/items/1")), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
@@ -196,7 +200,9 @@ TEST(CurlClientTest, PostHeadersDelayedPastTimeoutIsUnknown) {
   });
   auto client = MakeClient();
   CallOptions call = FastCall();
-  call.deadline_options.attempt_cap = milliseconds(150);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.deadline_options.attempt_cap = milliseconds(150);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Post(server.Url("/orders"), "{}"), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
@@ -217,7 +223,9 @@ TEST(CurlClientTest, BodyStalledMidwayThenRetriedGet) {
   });
   auto client = MakeClient();
   CallOptions call = FastCall();
-  call.deadline_options.attempt_cap = milliseconds(150);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.deadline_options.attempt_cap = milliseconds(150);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Get(server.Url("/items/1")), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.attempts, 2);
@@ -308,7 +316,7 @@ TEST(CurlClientTest, ConflictOnKeyedPostPollsTheStatus) {
       });
   auto client = MakeClient();
   CallOptions call = FastCall();
-  call.status_query.url_template = server.Url("/orders/by-key/{key}");
+  call.status_url = server.Url("/orders/by-key/{key}");
   CallResult r = client->Execute(Post(server.Url("/orders"), "{}"), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_TRUE(r.resolved_by_status_query);
@@ -363,7 +371,9 @@ TEST(CurlClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
   auto client = MakeClient();
   CallOptions call = FastCall();
   call.timeout = milliseconds(2000);
-  call.deadline_options.attempt_cap.reset();
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.deadline_options.attempt_cap.reset();
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Post(server.Url("/orders"), "{}"), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);

@@ -58,7 +58,9 @@ TEST(CurlConcurrencyTest, EightThreadsShareOneClient) {
         }
         CallOptions call;
         call.timeout = std::chrono::seconds(5);
-        call.max_attempts = 1;
+        saferetry::RetryPolicyOptions call_policy;
+        call_policy.max_attempts = 1;
+        call.policy = saferetry::RetryPolicy::Create(call_policy).value();
         CallResult r = client->Execute(req, call);
         switch (r.outcome) {
           case Outcome::kSucceeded:

@@ -108,7 +108,7 @@ class ClientJournalTest : public ::testing::Test {
     CallOptions call;
     call.idempotency_key = std::move(key);
     call.timeout = std::chrono::seconds(5);
-    if (with_status_url) call.status_query.url_template = kStatusUrl;
+    if (with_status_url) call.status_url = kStatusUrl;
     return call;
   }
 
@@ -167,7 +167,9 @@ TEST_F(ClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   auto client = MakeClient();
   journal_->fail_mark_sent = true;
   CallOptions call = Keyed("k-1", true);
-  call.max_attempts = 2;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 2;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Order(), call);
   EXPECT_EQ(transport_->send_count(), 0);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
@@ -211,7 +213,9 @@ TEST_F(ClientJournalTest, UnresolvedIntentIsNotResentByANewCall) {
   transport_->Push(Step::CommitThenLost());
   auto client = MakeClient();
   CallOptions call = Keyed("k-1");
-  call.max_attempts = 1;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 1;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult first = client->Execute(Order(), call);
   ASSERT_EQ(first.outcome, Outcome::kUnknown);
   EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
@@ -236,7 +240,9 @@ TEST_F(ClientJournalTest, AContinuedIntentWhoseAttemptMayHaveLeftIsNeverFailed) 
   clock_->Advance(std::chrono::seconds(10));  // its claim ran out with it
   for (int i = 0; i < 3; ++i) transport_->Push(Step::NotSent());
   CallOptions call = Keyed("k-killed");
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = MakeClient()->Execute(Order(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -269,7 +275,9 @@ TEST_F(ClientJournalTest, AContinuedIntentIsClaimedUnderTheConfiguredOwner) {
     return r;
   });
   CallOptions call = Keyed("k-owned");
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = MakeClient()->Execute(Order(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(holder, "test-client");
@@ -286,7 +294,9 @@ TEST_F(ClientJournalTest, AContinuedIntentThatNeverSentCanFail) {
   clock_->Advance(std::chrono::seconds(10));
   for (int i = 0; i < 3; ++i) transport_->Push(Step::NotSent());
   CallOptions call = Keyed("k-pending");
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = MakeClient()->Execute(Order(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -352,8 +362,10 @@ TEST_F(AsyncClientJournalTest, AnUnknownOutcomeIsJournaledWithItsAttempts) {
   auto client = MakeAsync();
   async_transport_->Push(Step::CommitThenLost()).Push(Step::CommitThenLost());
   CallOptions call = Keyed("k-async");
-  call.max_attempts = 2;
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 2;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   auto done = client->Execute(Order(), call);
   loop_->RunUntilIdle();
   CallResult r = done.get();
@@ -380,7 +392,9 @@ TEST_F(AsyncClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   auto client = MakeAsync();
   journal_->fail_mark_sent = true;
   CallOptions call = Keyed("k-async");
-  call.max_attempts = 2;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 2;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   auto done = client->Execute(Order(), call);
   loop_->RunUntilIdle();
   CallResult r = done.get();
@@ -408,10 +422,13 @@ class ResolveTest : public ClientJournalTest {
   void LeaveUnknown() {
     transport_->Push(Step::CommitThenLost());
     CallOptions call = Keyed("k-1");
-    call.max_attempts = 1;
-    call.status_query.url_template = kStatusUrl;
-    call.max_status_queries = 1;
+    saferetry::RetryPolicyOptions call_policy;
+    call_policy.max_attempts = 1;
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+    call.status_url = kStatusUrl;
+    call_policy.max_status_queries = 1;
     transport_->Push(Step::Respond(503));
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     CallResult r = MakeClient()->Execute(Order(), call);
     ASSERT_EQ(r.outcome, Outcome::kUnknown);
     ASSERT_EQ(memory_->Get("k-1").value().state, IntentState::kUnknown);
@@ -635,9 +652,11 @@ class ReconcilerTest : public ClientJournalTest {
   void LeaveUnknown(const std::string& key) {
     transport_->Push(Step::CommitThenLost());
     CallOptions call = Keyed(key, true);
-    call.max_attempts = 1;
-    call.max_status_queries = 1;
+    saferetry::RetryPolicyOptions call_policy;
+    call_policy.max_attempts = 1;
+    call_policy.max_status_queries = 1;
     transport_->Push(Step::Respond(503));
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     CallResult r = MakeClient()->Execute(Order(), call);
     ASSERT_EQ(r.outcome, Outcome::kUnknown);
   }

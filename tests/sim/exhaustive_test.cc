@@ -583,10 +583,16 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
 
   CallOptions call;  // defaults, but for the timeout and the status URL
   call.timeout = kCallTimeout;
-  call.status_query.url_template = kByKey;
+  call.status_url = kByKey;
   if (prior != Prior::kNone) {
+    // Built once for every run, as a service builds its policies.
+    static const std::shared_ptr<const RetryPolicy> kDeduplicating = [] {
+      RetryPolicyOptions p;
+      p.server_deduplicates = true;
+      return RetryPolicy::Create(p).value();
+    }();
     call.idempotency_key = kContinuedKey;
-    call.server_deduplicates = true;
+    call.policy = kDeduplicating;
   }
 
   const CallResult r = (*client)->Execute(request, call);

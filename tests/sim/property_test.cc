@@ -345,18 +345,21 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
 
   // The policy for this run.
   CallOptions call;
-  call.max_attempts = 1 + static_cast<int>(rng() % 6);
-  call.max_status_queries = 1 + static_cast<int>(rng() % 4);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 1 + static_cast<int>(rng() % 6);
+  call_policy.max_status_queries = 1 + static_cast<int>(rng() % 4);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   call.timeout = Pick<Duration>(rng, {milliseconds(100), milliseconds(300), seconds(1), seconds(2),
                                       seconds(5), seconds(20)});
   if (rng() % 3 == 0) {
-    call.deadline_options.attempt_cap = Pick<Duration>(rng, {milliseconds(200), seconds(1)});
+    call_policy.deadline_options.attempt_cap = Pick<Duration>(rng, {milliseconds(200), seconds(1)});
   }
-  call.backoff.jitter = Pick(rng, {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual,
+  call_policy.backoff.jitter = Pick(rng, {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual,
                                    JitterKind::kDecorrelated});
-  call.backoff.base = Pick<Duration>(rng, {milliseconds(10), milliseconds(50), milliseconds(200)});
-  if (rng() % 10 < 7) call.status_query.url_template = kByKey;
-  call.server_deduplicates = rng() % 5 == 0;
+  call_policy.backoff.base = Pick<Duration>(rng, {milliseconds(10), milliseconds(50), milliseconds(200)});
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  if (rng() % 10 < 7) call.status_url = kByKey;
+  call_policy.server_deduplicates = rng() % 5 == 0;
   const bool post = rng() % 100 < 85;
   const auto budget_kind = static_cast<BudgetKind>(rng() % 4);
 
@@ -387,9 +390,10 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
 
   auto clock = std::make_shared<FakeClock>();
   const TimePoint start = clock->Now();
-  const Deadline deadline = Deadline::After(start, call.timeout);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  const Deadline deadline = Deadline::After(start, *call.timeout);
   auto server = std::make_shared<ScriptedServer>(clock, &rng, &trace, &deadline,
-                                                 &call.deadline_options);
+                                                 &call_policy.deadline_options);
   server->set_start(start);
 
   ClientOptions options;
@@ -404,6 +408,7 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
   request.url = post ? kOrdersUrl : "http://orders.test/orders/1";
   if (post) request.body = R"({"sku":"a","quantity":1})";
 
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   const CallResult r = client->Execute(request, call);
   server->Settle();
 
@@ -440,8 +445,8 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
     }
     if (!may) v.push_back("UNKNOWN without evidence that an attempt may have been delivered");
   }
-  if (r.elapsed > call.timeout) {
-    v.push_back(absl::StrCat("call outlived its deadline by ", (r.elapsed - call.timeout).count(),
+  if (r.elapsed > *call.timeout) {
+    v.push_back(absl::StrCat("call outlived its deadline by ", (r.elapsed - *call.timeout).count(),
                              " ns"));
   }
   // A ratio budget documents transient negative balances once an old deposit
@@ -454,12 +459,13 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
     }
   }
   if (verbose) {
+        call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     report.text = absl::StrCat(
-        "seed ", seed, ": ", request.method, " max_attempts=", call.max_attempts,
-        " max_status_queries=", call.max_status_queries,
-        " timeout_ms=", std::chrono::duration_cast<milliseconds>(call.timeout).count(),
-        " status_query=", !call.status_query.url_template.empty(),
-        " dedup=", call.server_deduplicates, " budget=", static_cast<int>(budget_kind), "\n",
+        "seed ", seed, ": ", request.method, " max_attempts=", call_policy.max_attempts,
+        " max_status_queries=", call_policy.max_status_queries,
+        " timeout_ms=", std::chrono::duration_cast<milliseconds>(*call.timeout).count(),
+        " status_query=", !call.status_url.empty(),
+        " dedup=", call_policy.server_deduplicates, " budget=", static_cast<int>(budget_kind), "\n",
         trace.text.str(), "  => ", std::string(OutcomeName(r.outcome)), " (",
         std::string(StopReasonName(r.stop_reason)),
         "), effects=", effects, "\n");
@@ -713,7 +719,7 @@ RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
 
   CallOptions call;  // defaults, but for the timeout and the status URL
   call.timeout = timeout;
-  call.status_query.url_template = kByKey;
+  call.status_url = kByKey;
 
   Request request;
   request.method = "POST";

@@ -62,11 +62,16 @@ class AsyncClientTest : public ::testing::Test {
     return *std::move(c);
   }
 
+  static RetryPolicyOptions HedgedPolicy(Duration delay, int max_hedges = 1) {
+    RetryPolicyOptions p;
+    p.hedging.enabled = true;
+    p.hedging.delay = delay;
+    p.hedging.max_hedges = max_hedges;
+    return p;
+  }
   static CallOptions Hedged(Duration delay, int max_hedges = 1) {
     CallOptions call;
-    call.hedging.enabled = true;
-    call.hedging.delay = delay;
-    call.hedging.max_hedges = max_hedges;
+    call.policy = RetryPolicy::Create(HedgedPolicy(delay, max_hedges)).value();
     return call;
   }
 
@@ -133,7 +138,7 @@ TEST_F(AsyncClientTest, CancelDuringAnAttemptThatMayHaveBeenDeliveredIsUnknown) 
   auto client = Make();
   transport_->Push(Step::Respond(201).After(seconds(10)));
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   AsyncClient::CallId id = 0;
   auto f = client->Execute(Post(), call, &id);
   loop_->RunUntil(clock_->Now() + milliseconds(5));
@@ -202,8 +207,10 @@ TEST_F(AsyncClientTest, EveryHedgeIsChargedAndHedgesStopWhenTheBudgetIsEmpty) {
   auto client = Make(budget);
   transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
   transport_->Push(Step::Respond(200, {}, "hedge 1").After(milliseconds(100)));
-  CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/3);
-  call.max_attempts = 4;
+  saferetry::RetryPolicyOptions call_policy = HedgedPolicy(milliseconds(10), /*max_hedges=*/3);
+  CallOptions call;
+  call_policy.max_attempts = 4;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   auto f = client->Execute(Get(), call);
   loop_->RunUntilIdle();
   CallResult r = f.get();
@@ -217,8 +224,10 @@ TEST_F(AsyncClientTest, EveryHedgeIsChargedAndHedgesStopWhenTheBudgetIsEmpty) {
 TEST_F(AsyncClientTest, HedgesCountAgainstMaxAttempts) {
   auto client = Make();
   for (int i = 0; i < 4; ++i) transport_->Push(Step::Respond(200).After(milliseconds(100)));
-  CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/3);
-  call.max_attempts = 2;
+  saferetry::RetryPolicyOptions call_policy = HedgedPolicy(milliseconds(10), /*max_hedges=*/3);
+  CallOptions call;
+  call_policy.max_attempts = 2;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   auto f = client->Execute(Get(), call);
   loop_->RunUntilIdle();
   EXPECT_EQ(f.get().attempts, 2);
@@ -229,7 +238,7 @@ TEST_F(AsyncClientTest, NonDeduplicatedPostIsNeverHedged) {
   auto client = Make();
   transport_->Push(Step::Respond(201).After(seconds(1)));
   CallOptions call = Hedged(milliseconds(10), 3);
-  call.status_query.url_template = kStatus;  // keyed, but the server does not deduplicate
+  call.status_url = kStatus;  // keyed, but the server does not deduplicate
   auto f = client->Execute(Post(), call);
   loop_->RunUntilIdle();
   CallResult r = f.get();
@@ -256,8 +265,10 @@ TEST_F(AsyncClientTest, HedgedKeyedPostAnswered409WaitsForTheFirst) {
   auto client = Make();
   transport_->Push(Step::Respond(201, {}, "order 1").After(milliseconds(50)));
   transport_->Push(Step::Respond(409).After(milliseconds(5)));
-  CallOptions call = Hedged(milliseconds(10));
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy = HedgedPolicy(milliseconds(10));
+  CallOptions call;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   auto f = client->Execute(Post(), call);
   loop_->RunUntilIdle();
   CallResult r = f.get();
@@ -284,8 +295,10 @@ TEST_F(AsyncClientTest, HedgeDelayFromTheObservedP95) {
   }
   transport_->Push(Step::Respond(200).After(milliseconds(100)));
   transport_->Push(Step::Respond(200).After(milliseconds(1)));
-  CallOptions call = Hedged(milliseconds(500));
-  call.hedging.delay_from_p95 = true;
+  saferetry::RetryPolicyOptions call_policy = HedgedPolicy(milliseconds(500));
+  CallOptions call;
+  call_policy.hedging.delay_from_p95 = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   auto f = client->Execute(Get(), call);
   loop_->RunUntilIdle();
   CallResult r = f.get();
@@ -302,8 +315,9 @@ TEST_F(AsyncClientTest, ALoserCutShortByAHedgeStillCountsInTheP95) {
     loop_->RunUntilIdle();
     ASSERT_EQ(f.get().outcome, Outcome::kSucceeded);
   }
-  CallOptions call = Hedged(milliseconds(500));
-  call.hedging.delay_from_p95 = true;
+  saferetry::RetryPolicyOptions call_policy = HedgedPolicy(milliseconds(500));
+  CallOptions call;
+  call_policy.hedging.delay_from_p95 = true;
   // A slow first copy, hedged at 19 ms; the hedge answers 1 ms later. The
   // window gains the winner (1 ms) and the loser's wait (20 ms, a lower
   // bound): 1, 1, 2, ..., 19, 20, 20 has its p95 at 20 ms. Without the loser
@@ -311,6 +325,7 @@ TEST_F(AsyncClientTest, ALoserCutShortByAHedgeStillCountsInTheP95) {
   for (int expected_elapsed : {20, 21}) {
     transport_->Push(Step::Respond(200).After(milliseconds(1000)));
     transport_->Push(Step::Respond(200).After(milliseconds(1)));
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     auto f = client->Execute(Get(), call);
     loop_->RunUntilIdle();
     CallResult r = f.get();
@@ -319,14 +334,13 @@ TEST_F(AsyncClientTest, ALoserCutShortByAHedgeStillCountsInTheP95) {
   }
 }
 
+// Bad hedging options are refused when the policy is built, naming the
+// field; a call never sees them.
 TEST_F(AsyncClientTest, BadHedgingOptionsNameTheField) {
-  auto client = Make();
-  CallOptions call = Hedged(milliseconds(10), /*max_hedges=*/9);
-  auto f = client->Execute(Get(), call);
-  loop_->RunUntilIdle();
-  CallResult r = f.get();
-  EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("call.hedging.max_hedges"));
+  EXPECT_EQ(RetryPolicy::Create(HedgedPolicy(milliseconds(10), /*max_hedges=*/9)).status().message(),
+            "policy.hedging.max_hedges: must be in 0..3, got 9");
+  EXPECT_EQ(RetryPolicy::Create(HedgedPolicy(milliseconds(-1))).status().message(),
+            "policy.hedging.delay: must be >= 0");
   EXPECT_EQ(transport_->send_count(), 0);
 }
 
@@ -357,7 +371,7 @@ TEST_F(JsonHedgingTest, NonFatalAnswerLetsTheOtherCopyRunOn) {
   auto client = FromPolicy(policy_);
   transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
   transport_->Push(Step::Respond(503, {}, "busy").After(milliseconds(5)));
-  auto f = client->Execute(Get(), ToCallOptions(policy_));
+  auto f = client->Execute(Get(), CallOptions{});
   loop_->RunUntilIdle();
   CallResult r = f.get();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -374,7 +388,7 @@ TEST_F(JsonHedgingTest, FatalAnswerEndsTheCallAndCancelsTheOtherCopy) {
   auto client = FromPolicy(policy_);
   transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
   transport_->Push(Step::Respond(429, {}, "quota").After(milliseconds(5)));  // RESOURCE_EXHAUSTED
-  auto f = client->Execute(Get(), ToCallOptions(policy_));
+  auto f = client->Execute(Get(), CallOptions{});
   loop_->RunUntilIdle();
   CallResult r = f.get();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
@@ -389,7 +403,7 @@ TEST_F(JsonHedgingTest, ZeroDelaySendsEveryCopyAtOnce) {
   Policy p = LoadPolicy(R"({"hedgingPolicy": {"maxAttempts": 3}})").value();
   auto client = FromPolicy(p);
   for (int i = 0; i < 3; ++i) transport_->Push(Step::Respond(200).After(milliseconds(30 - i)));
-  auto f = client->Execute(Get(), ToCallOptions(p));
+  auto f = client->Execute(Get(), CallOptions{});
   loop_->RunUntilIdle();
   CallResult r = f.get();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);

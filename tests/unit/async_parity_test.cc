@@ -175,7 +175,7 @@ TEST_P(ParityTest, CommitThenLostIsResolvedByStatusQuery) {
   server->ScriptFaults({OrderFault::kCommitThenLoseResponse});
   h_.UseServer(server);
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
@@ -205,7 +205,7 @@ TEST_P(ParityTest, InProgressPollsByStatusQueryWhenConfigured) {
   h_.Push(Step::Respond(409));
   h_.Push(Step::Respond(200, {}, "done"));
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_TRUE(r.resolved_by_status_query);
@@ -222,7 +222,7 @@ TEST_P(ParityTest, StoredFinalErrorFoundByStatusQueryIsFailed) {
   h_.UseDefaults();
   CallOptions call;
   call.timeout = seconds(5);
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -242,7 +242,7 @@ TEST_P(ParityTest, ResetThenFirstTimeStoredErrorIsFailed) {
   h_.UseDefaults();
   CallOptions call;
   call.timeout = seconds(3);
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -260,7 +260,7 @@ TEST_P(ParityTest, ResetThenUnmarkedClientErrorIsSettledOrUnknown) {
   h_.UseServer(server);
   CallOptions call;
   call.timeout = seconds(3);
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
@@ -279,7 +279,7 @@ TEST_P(ParityTest, ExpiredKeyOfAnEarlierOrderIsFoundByTheStatusQuery) {
   CallOptions call;
   call.timeout = seconds(3);
   call.idempotency_key = "order-2026-0001";
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult first = h_.Run(Post(), call);
   ASSERT_EQ(first.outcome, Outcome::kSucceeded);
   server->Expire("order-2026-0001");
@@ -295,7 +295,7 @@ TEST_P(ParityTest, ExpiredKeyOfAnEarlierOrderIsFoundByTheStatusQuery) {
 
   // Without a status query: UNKNOWN with a reason of its own, no resend.
   CallOptions blind = call;
-  blind.status_query = StatusQuery{};
+  blind.status_url.clear();
   CallResult u = h_.Run(Post(), blind);
   EXPECT_EQ(u.outcome, Outcome::kUnknown);
   EXPECT_EQ(u.stop_reason, StopReason::kKeyExpired);
@@ -322,8 +322,10 @@ TEST_P(ParityTest, DeadlineStopsHungGets) {
   for (int i = 0; i < 5; ++i) h_.Push(Step::TimeoutAfterSend());
   CallOptions call;
   call.timeout = seconds(1);
-  call.max_attempts = 5;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 5;
   const TimePoint start = h_.clock().Now();
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = h_.Run(Get(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_TRUE(r.stop_reason == StopReason::kDeadlineExceeded ||
@@ -365,11 +367,22 @@ TEST_P(ParityTest, CancelledBeforeStartSendsNothing) {
 }
 
 TEST_P(ParityTest, BadInputNamesTheField) {
+  // The policy is checked once, when it is built; a call checks its own
+  // fields only.
+  RetryPolicyOptions p;
+  p.max_attempts = 0;
+  EXPECT_THAT(std::string(RetryPolicy::Create(p).status().message()),
+              ::testing::StartsWith("policy.max_attempts:"));
   CallOptions call;
-  call.max_attempts = 0;
+  call.status_url = "http://h/orders/by-key/";
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("call.max_attempts"));
+  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.status_url:"));
+  call = CallOptions{};
+  call.timeout = Duration::zero();
+  r = h_.Run(Post(), call);
+  EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.timeout:"));
   EXPECT_EQ(h_.sends(), 0);
 }
 
@@ -391,7 +404,7 @@ TEST_P(ParityTest, ListenerSeesEveryStepInOrder) {
   h_.Push(Step::CommitThenLost());
   h_.Push(Step::Respond(200, {}, "found"));
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   call.listener = &listener;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -424,7 +437,7 @@ TEST_P(ParityDeadlineGrid, CommitThenHangSucceedsThroughAStatusQuery) {
   h.UseDefaults();
   CallOptions call;
   call.timeout = t;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   const TimePoint start = h.clock().Now();
   CallResult r = h.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
@@ -473,9 +486,11 @@ TEST_P(LateClockGrid, AScheduledWaitAlwaysLeadsToASend) {
     for (int i = 0; i < kMaxAttemptsHardCap; ++i) h.Push(Step::Respond(503));
     CallOptions call;
     call.timeout = timeout;
-    call.max_attempts = kMaxAttemptsHardCap;
-    call.deadline_options.attempt_cap = cap;
+    saferetry::RetryPolicyOptions call_policy;
+    call_policy.max_attempts = kMaxAttemptsHardCap;
+    call_policy.deadline_options.attempt_cap = cap;
     const TimePoint start = h.clock().Now();
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     CallResult r = h.Run(Get(), call);
     ASSERT_FALSE(r.evidence.empty());
     if (r.stop_reason == StopReason::kNoTimeForUsefulAttempt) {

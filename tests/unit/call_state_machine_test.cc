@@ -266,6 +266,17 @@ const char* KindName(Kind k) {
 
 class CallStateMachineTest : public ::testing::Test {
  protected:
+  // A backoff without jitter from `base` (x2, 10 s cap), kept alive by the
+  // fixture as a RetryPolicy keeps its own.
+  const BackoffPolicy* Fixed(Duration base) {
+    BackoffParams params;
+    params.base = base;
+    params.jitter = JitterKind::kNone;
+    curves_.push_back(ExponentialBackoff::Create(params).value());
+    return curves_.back().get();
+  }
+  std::vector<std::shared_ptr<const BackoffPolicy>> curves_;
+
   CallStateMachine& Make(const CallPolicy& policy,
                          std::vector<double> uniforms = {0.5},
                          RetryBudget* budget = nullptr,
@@ -645,8 +656,7 @@ TEST_F(CallStateMachineTest, RetryAfterShorterThanTheBackoffKeepsTheBackoff) {
 // Near the deadline only the backoff part shrinks, never below the hint.
 TEST_F(CallStateMachineTest, RetryAfterNearTheDeadlineShrinksOnlyTheBackoff) {
   CallPolicy p = Get(seconds(1));
-  p.backoff.base = milliseconds(900);
-  p.backoff.jitter = JitterKind::kNone;
+  p.backoff = Fixed(milliseconds(900));
   CallStateMachine& m = Make(p, {0.5});
   m.Start(kT0);
   // Backoff 900 ms does not fit at 100 ms (100 + 900 + 50 + 10 > 1000); the
@@ -676,8 +686,7 @@ TEST_F(CallStateMachineTest, AShortenedWaitLeadsToASendOnALateClock) {
   for (Duration late : {Duration::zero(), Duration(milliseconds(1)), Duration(milliseconds(5)), Duration(milliseconds(25))}) {
     SCOPED_TRACE(late.count());
     CallPolicy p = Get(seconds(1));
-    p.backoff.base = seconds(2);
-    p.backoff.jitter = JitterKind::kNone;
+    p.backoff = Fixed(seconds(2));
     CallStateMachine& m = Make(p, {0.5});
     m.Start(kT0);
     EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(100))),
@@ -687,8 +696,7 @@ TEST_F(CallStateMachineTest, AShortenedWaitLeadsToASendOnALateClock) {
   }
   // Later than half a useful attempt: the wait overslept, no send.
   CallPolicy p = Get(seconds(1));
-  p.backoff.base = seconds(2);
-  p.backoff.jitter = JitterKind::kNone;
+  p.backoff = Fixed(seconds(2));
   CallStateMachine& m = Make(p, {0.5});
   m.Start(kT0);
   m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(100)));
@@ -979,8 +987,7 @@ TEST_F(CallStateMachineTest, OrderRetryAfterNeverShortenedButDrawnDelayIs) {
   }
   {
     CallPolicy p = Get(seconds(1));
-    p.backoff.jitter = JitterKind::kNone;
-    p.backoff.base = milliseconds(940);
+    p.backoff = Fixed(milliseconds(940));
     CountingBudget budget;
     CallStateMachine& m = Make(p, {0.5}, &budget);
     m.Start(kT0);
@@ -999,8 +1006,7 @@ TEST_F(CallStateMachineTest, OrderRetryAfterNeverShortenedButDrawnDelayIs) {
 TEST_F(CallStateMachineTest,
        DrawnDelayThatDoesNotFitIsShortenedToTheLastUsefulStart) {
   CallPolicy p = Get(seconds(1));
-  p.backoff.jitter = JitterKind::kNone;
-  p.backoff.base = milliseconds(800);
+  p.backoff = Fixed(milliseconds(800));
   CallStateMachine& m = Make(p);
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(495)));
   // 1000 - 300 - 50 - 10 = 640 ms.

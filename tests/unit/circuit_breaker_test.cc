@@ -299,7 +299,9 @@ TEST_F(CircuitBreakerClientTest, RefusedBeforeAnyAttemptFailsWithNothingSent) {
   auto client = Make(o);
   fake_->Push(Step::Respond(503)).Push(Step::Respond(503));
   CallOptions call;
-  call.max_attempts = 2;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 2;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult first = client->Execute(Get(), call);
   EXPECT_EQ(first.stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(Breaker().State(clock_->Now()), CircuitState::kOpen);
@@ -321,7 +323,7 @@ TEST_F(CircuitBreakerClientTest, StatusQueryRefusedByTheOpenBreakerEndsUnknown) 
   auto client = Make(o);
   fake_->Push(Step::CommitThenLost());
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = client->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);  // the first attempt may have committed
   EXPECT_EQ(r.stop_reason, StopReason::kCircuitOpen);
@@ -355,7 +357,9 @@ TEST_F(CircuitBreakerClientTest, HalfOpenProbeThroughTheClientCloses) {
   auto client = Make(o);
   fake_->Push(Step::Respond(503));
   CallOptions once;
-  once.max_attempts = 1;
+  saferetry::RetryPolicyOptions once_policy;
+  once_policy.max_attempts = 1;
+  once.policy = saferetry::RetryPolicy::Create(once_policy).value();
   EXPECT_EQ(client->Execute(Get(), once).stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(Breaker().State(clock_->Now()), CircuitState::kOpen);
   clock_->Advance(seconds(5));

@@ -78,7 +78,7 @@ class ClientTest : public ::testing::Test {
 TEST_F(ClientTest, CommitThenLostIsResolvedByStatusQuery) {
   server_->ScriptFaults({OrderFault::kCommitThenLoseResponse});
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = Make(server_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
@@ -103,7 +103,7 @@ TEST_F(ClientTest, SameKeyOnEveryAttemptAndQuery) {
   fake_->Push(Step::NotSent()).Push(Step::CommitThenLost()).Push(Step::Respond(404));
   fake_->Push(Step::Respond(201, {}, "ok"));
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   call.idempotency_key = "order/o-1+x";
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -137,7 +137,7 @@ TEST_F(ClientTest, InProgressPollsWithTheSameKey) {
 TEST_F(ClientTest, InProgressPollsByStatusQueryWhenConfigured) {
   fake_->Push(Step::Respond(409)).Push(Step::Respond(409)).Push(Step::Respond(200, {}, "done"));
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_TRUE(r.resolved_by_status_query);
@@ -159,7 +159,9 @@ TEST_F(ClientTest, KeyReusedWithAnotherPayloadFailsAfterOneAttempt) {
 TEST_F(ClientTest, NoKeyAndAmbiguousEndsUnknownAfterExactlyOnePost) {
   server_->ScriptFaults({OrderFault::kCommitThenLoseResponse});
   CallOptions call;
-  call.key_mode = KeyMode::kNever;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.key_mode = KeyMode::kNever;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(server_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
@@ -189,7 +191,7 @@ TEST_F(ClientTest, ConnectionRefusedIsRetriedEvenForPost) {
 TEST_F(ClientTest, StatusNotFoundResendsWithSameKeyAndCreatesOneOrder) {
   server_->ScriptFaults({OrderFault::kDropBeforeCommit});
   CallOptions call;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = Make(server_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_FALSE(r.resolved_by_status_query);
@@ -203,7 +205,9 @@ TEST_F(ClientTest, AmbiguousThenUnavailableEndsUnknown) {
   server_->ScriptFaults({OrderFault::kCommitThenLoseResponse, OrderFault::kUnavailable,
                          OrderFault::kUnavailable});
   CallOptions call;
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(server_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -219,7 +223,9 @@ TEST_F(ClientTest, AmbiguousThenUnavailableEndsUnknown) {
 TEST_F(ClientTest, AmbiguousThenCleanClientErrorStillUnknown) {
   fake_->Push(Step::CommitThenLost()).Push(Step::Respond(400));
   CallOptions call;
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
@@ -228,7 +234,9 @@ TEST_F(ClientTest, AmbiguousThenCleanClientErrorStillUnknown) {
 TEST_F(ClientTest, DedupResendReplaysTheStoredResponse) {
   server_->ScriptFaults({OrderFault::kCommitThenLoseResponse});
   CallOptions call;
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(server_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.attempts, 2);
@@ -239,8 +247,10 @@ TEST_F(ClientTest, DedupResendReplaysTheStoredResponse) {
 TEST_F(ClientTest, NotFoundWithNoAttemptLeftIsUnknown) {
   fake_->Push(Step::CommitThenLost()).Push(Step::Respond(404));
   CallOptions call;
-  call.max_attempts = 1;
-  call.status_query.url_template = kStatus;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 1;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  call.status_url = kStatus;
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);
@@ -252,8 +262,10 @@ TEST_F(ClientTest, StatusQueryStillUnknownQueriesAgainThenGivesUp) {
   fake_->Push(Step::CommitThenLost());
   for (int i = 0; i < 3; ++i) fake_->Push(Step::Respond(500));
   CallOptions call;
-  call.max_status_queries = 3;
-  call.status_query.url_template = kStatus;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_status_queries = 3;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  call.status_url = kStatus;
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
@@ -268,7 +280,8 @@ TEST_F(ClientTest, StatusQueryCallback) {
   CallOptions call;
   call.idempotency_key = "k-1";
   std::vector<std::string> asked;
-  call.status_query.callback = [&](std::string_view key, Duration) {
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.status_query.callback = [&](std::string_view key, Duration) {
     asked.emplace_back(key);
     StatusQueryReply reply;
     reply.answer = StatusAnswer::kFound;
@@ -276,6 +289,7 @@ TEST_F(ClientTest, StatusQueryCallback) {
     reply.result.response = Response{200, {}, "found", false};
     return reply;
   };
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_TRUE(r.resolved_by_status_query);
@@ -295,9 +309,12 @@ TEST_F(ClientTest, TransientErrorsExhaustAttemptsAndFail) {
 TEST_F(ClientTest, MaxAttemptsIsClampedToTheHardCap) {
   for (int i = 0; i < 20; ++i) fake_->Push(Step::Respond(503));
   CallOptions call;
-  call.max_attempts = 50;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 50;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   call.timeout = std::chrono::hours(10);
-  call.backoff.jitter = JitterKind::kNone;
+  call_policy.backoff.jitter = JitterKind::kNone;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Get(), call);
   EXPECT_EQ(r.attempts, kMaxAttemptsHardCap);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -306,7 +323,9 @@ TEST_F(ClientTest, MaxAttemptsIsClampedToTheHardCap) {
 TEST_F(ClientTest, SafeMethodNeverEndsUnknown) {
   fake_->Push(Step::TimeoutAfterSend()).Push(Step::Respond(500)).Push(Step::CommitThenLost());
   CallOptions call;
-  call.deadline_options.attempt_cap = seconds(1);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.deadline_options.attempt_cap = seconds(1);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Get(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -339,7 +358,9 @@ TEST_F(ClientTest, ServerDoNotRetryHeaderStops) {
   o.transport = fake_;
   o.clock = clock_;
   o.random = random_;
-  o.hints.do_not_retry_header = "X-Do-Not-Retry";
+  saferetry::RetryPolicyOptions o_policy;
+  o_policy.hints.do_not_retry_header = "X-Do-Not-Retry";
+  o.policy = saferetry::RetryPolicy::Create(o_policy).value();
   auto client = Client::Create(std::move(o));
   ASSERT_TRUE(client.ok());
   fake_->Push(Step::Respond(503, {{"X-Do-Not-Retry", "1"}}));
@@ -401,10 +422,12 @@ TEST_F(ClientTest, NoAttemptOrWaitRunsPastTheDeadline) {
   for (int i = 0; i < 10; ++i) fake_->Push(Step::TimeoutAfterSend());
   CallOptions call;
   call.timeout = milliseconds(1000);
-  call.max_attempts = 10;
-  call.backoff.jitter = JitterKind::kNone;
-  call.deadline_options.attempt_cap = milliseconds(300);
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 10;
+  call_policy.backoff.jitter = JitterKind::kNone;
+  call_policy.deadline_options.attempt_cap = milliseconds(300);
   const TimePoint start = clock_->Now();
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Get(), call);
   EXPECT_EQ(r.stop_reason, StopReason::kDeadlineExceeded);
   // 300 | wait 100 | 300 | wait 200 | 90 (what remains less the margin)
@@ -424,7 +447,9 @@ TEST_F(ClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
   fake_->Push(Step::NotSent().After(milliseconds(200))).Push(Step::Respond(200));
   CallOptions call;
   call.timeout = seconds(2);
-  call.backoff.jitter = JitterKind::kNone;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.backoff.jitter = JitterKind::kNone;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Get(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   auto sent = fake_->sent();
@@ -473,7 +498,9 @@ TEST_F(ClientTest, CancelledDuringAnAttemptThatMayHaveBeenSentIsUnknown) {
   });
   CallOptions call;
   call.cancellation = &token;
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
@@ -561,8 +588,10 @@ TEST_F(ClientTest, QuotedKeyForm) {
   ClientOptions o;
   o.transport = fake_;
   o.clock = clock_;
-  o.key_form = KeyForm::kQuotedString;
-  o.idempotency_header = "X-Idem";
+  saferetry::RetryPolicyOptions o_policy;
+  o_policy.key_form = KeyForm::kQuotedString;
+  o_policy.idempotency_header = "X-Idem";
+  o.policy = saferetry::RetryPolicy::Create(o_policy).value();
   auto client = Client::Create(std::move(o));
   ASSERT_TRUE(client.ok());
   fake_->Push(Step::Respond(201));
@@ -593,15 +622,28 @@ TEST_F(ClientTest, BadInputNamesTheField) {
   EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
   EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("request.headers[1]"));
 
-  CallOptions call;
-  call.max_attempts = 0;
-  r = client->Execute(Post(), call);
-  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.max_attempts:"));
+  // The policy is validated once, when it is built.
+  RetryPolicyOptions p;
+  p.max_attempts = 0;
+  EXPECT_THAT(std::string(RetryPolicy::Create(p).status().message()),
+              ::testing::StartsWith("policy.max_attempts:"));
+  p = RetryPolicyOptions{};
+  p.backoff.multiplier = 0.5;
+  EXPECT_THAT(std::string(RetryPolicy::Create(p).status().message()),
+              ::testing::StartsWith("policy.backoff.multiplier"));
+  p = RetryPolicyOptions{};
+  p.status_query.url_template = "http://h/orders/";
+  EXPECT_THAT(std::string(RetryPolicy::Create(p).status().message()),
+              ::testing::StartsWith("policy.status_query.url_template:"));
+  p = RetryPolicyOptions{};
+  p.idempotency_header = "Bad Header";
+  EXPECT_THAT(std::string(RetryPolicy::Create(p).status().message()),
+              ::testing::StartsWith("policy.idempotency_header"));
 
-  call = CallOptions{};
-  call.status_query.url_template = "http://h/orders/by-key/";
+  CallOptions call;
+  call.status_url = "http://h/orders/by-key/";
   r = client->Execute(Post(), call);
-  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.status_query.url_template:"));
+  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.status_url:"));
 
   call = CallOptions{};
   call.idempotency_key = std::string(256, 'k');
@@ -609,9 +651,9 @@ TEST_F(ClientTest, BadInputNamesTheField) {
   EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.idempotency_key:"));
 
   call = CallOptions{};
-  call.backoff.multiplier = 0.5;
+  call.timeout = -std::chrono::seconds(1);
   r = client->Execute(Post(), call);
-  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.backoff.multiplier"));
+  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("call.timeout:"));
   EXPECT_EQ(fake_->send_count(), 0);
 
   EXPECT_FALSE(Client::Create(ClientOptions{}).ok());
@@ -638,7 +680,7 @@ TEST_F(ClientTest, ListenerSeesEveryStep) {
   fake_->Push(Step::CommitThenLost()).Push(Step::Respond(200));
   CallOptions call;
   call.listener = &rec;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   CallResult r = Make(fake_)->Execute(Post(), call);
   EXPECT_THAT(rec.events, ElementsAre("attempt 1", "end ambiguous", "wait 37", "query 1",
                                       "end success", "finish SUCCEEDED"));
@@ -654,7 +696,7 @@ TEST(UserStyleTest, AmbiguousFaultCreatesExactlyOneOrder) {
   options.clock = clock;
   auto client = Client::Create(std::move(options)).value();
   CallOptions call;
-  call.status_query.url_template = "http://orders.test/orders/by-key/{key}";
+  call.status_url = "http://orders.test/orders/by-key/{key}";
   CallResult r = client->Execute({"POST", "http://orders.test/orders", {}, "{}"}, call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(server->effects(*r.idempotency_key), 1);

@@ -94,7 +94,7 @@ TEST(ConfigTest, EveryFieldIsParsed) {
   EXPECT_EQ(p.deadline_options.margin, milliseconds(5));
   EXPECT_EQ(p.deadline_options.min_useful_attempt, milliseconds(20));
   EXPECT_EQ(p.max_status_queries, 3);
-  EXPECT_EQ(p.status_query_url_template, "https://api.example/orders/by-key/{key}");
+  EXPECT_EQ(p.status_query.url_template, "https://api.example/orders/by-key/{key}");
   EXPECT_TRUE(p.server_deduplicates);
   EXPECT_EQ(p.idempotency_header, "X-Idem");
   EXPECT_EQ(p.key_form, KeyForm::kQuotedString);
@@ -362,14 +362,14 @@ TEST(ConfigTest, GrpcGuideExampleLoadsAndMeansTheSameThing) {
   ASSERT_TRUE(client.ok());
   Request get;
   get.url = "http://127.0.0.1:1/echo";
-  CallResult r = (*client)->Execute(get, ToCallOptions(p));
+  CallResult r = (*client)->Execute(get);  // the client's policy is p's
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.attempts, 4);
   EXPECT_THAT(clock->sleeps(), ElementsAre(milliseconds(50), milliseconds(100), milliseconds(200)));
 
   // 429 (RESOURCE_EXHAUSTED) is not listed: not retried, FAILED.
   transport->Push(testing::Step::Respond(429));
-  CallResult r2 = (*client)->Execute(get, ToCallOptions(p));
+  CallResult r2 = (*client)->Execute(get);
   EXPECT_EQ(r2.outcome, Outcome::kFailed);
   EXPECT_EQ(r2.stop_reason, StopReason::kPermanentError);
   EXPECT_EQ(r2.attempts, 1);
@@ -472,9 +472,10 @@ TEST(ConfigTest, ExampleFileLoadsWithoutWarnings) {
   EXPECT_EQ(p->max_attempts, 4);
 }
 
-TEST(ConfigTest, ToCallOptionsAndApplyToClientOptions) {
+TEST(ConfigTest, ToRetryPolicyAndApplyToClientOptions) {
   Policy p = MustLoad(kFull);
-  CallOptions c = ToCallOptions(p);
+  std::shared_ptr<const RetryPolicy> built = ToRetryPolicy(p).value();
+  const RetryPolicyOptions& c = built->options();
   EXPECT_EQ(c.timeout, milliseconds(2500));
   EXPECT_EQ(c.max_attempts, 5);
   EXPECT_EQ(c.max_status_queries, 3);
@@ -485,17 +486,19 @@ TEST(ConfigTest, ToCallOptionsAndApplyToClientOptions) {
   EXPECT_EQ(c.key_mode, KeyMode::kAlways);
   EXPECT_EQ(c.status_query.url_template, "https://api.example/orders/by-key/{key}");
   EXPECT_TRUE(c.server_deduplicates);
-  EXPECT_TRUE(ValidateCallOptions(c).ok());
+  EXPECT_EQ(c.idempotency_header, "X-Idem");
+  EXPECT_EQ(c.key_form, KeyForm::kQuotedString);
+  EXPECT_EQ(c.deadline_header, "X-Deadline-Ms");
+  EXPECT_EQ(c.attempt_header, "");
+  EXPECT_EQ(c.request_id_header, "X-Trace-Id");
+  EXPECT_EQ(c.hints.max_retry_after, seconds(7));
+  EXPECT_EQ(c.hints.do_not_retry_header, "X-No-Retry");
+  EXPECT_TRUE(c == static_cast<const RetryPolicyOptions&>(p));
 
   ClientOptions o;
   ASSERT_TRUE(ApplyToClientOptions(p, &o).ok());
-  EXPECT_EQ(o.idempotency_header, "X-Idem");
-  EXPECT_EQ(o.key_form, KeyForm::kQuotedString);
-  EXPECT_EQ(o.deadline_header, "X-Deadline-Ms");
-  EXPECT_EQ(o.attempt_header, "");
-  EXPECT_EQ(o.request_id_header, "X-Trace-Id");
-  EXPECT_EQ(o.hints.max_retry_after, seconds(7));
-  EXPECT_EQ(o.hints.do_not_retry_header, "X-No-Retry");
+  ASSERT_NE(o.policy, nullptr);
+  EXPECT_TRUE(o.policy->options() == static_cast<const RetryPolicyOptions&>(p));
   ASSERT_NE(std::dynamic_pointer_cast<CostQuota>(o.budget), nullptr);
   EXPECT_EQ(o.budget->Balance(TimePoint{}), 100);
 
@@ -529,7 +532,7 @@ TEST(ConfigTest, GrpcHedgingPolicyBecomesTheHedgingOptions) {
   EXPECT_EQ(p.timeout, seconds(2));
   EXPECT_EQ(p.retryable_codes, (std::set<std::string>{"UNAVAILABLE"}));
   EXPECT_EQ(p.retryable_http_statuses, (std::set<int>{503}));
-  const CallOptions c = ToCallOptions(p);
+  const RetryPolicyOptions c = ToRetryPolicy(p).value()->options();
   EXPECT_TRUE(c.hedging.enabled);
   EXPECT_EQ(c.hedging.delay, milliseconds(50));
   EXPECT_EQ(c.hedging.max_hedges, 2);

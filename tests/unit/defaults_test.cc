@@ -48,7 +48,7 @@ std::unique_ptr<Client> DefaultClient(std::shared_ptr<Transport> transport,
 CallOptions OnlyTimeoutAndStatusUrl(Duration timeout) {
   CallOptions call;
   call.timeout = timeout;
-  call.status_query.url_template = kStatus;
+  call.status_url = kStatus;
   return call;
 }
 
@@ -164,12 +164,14 @@ TEST(PacedPolling, InProgressResendsCountAsPolls) {
   server->ScriptFaults({OrderFault::kDisconnectWhileProcessing});
   CallOptions call;
   call.timeout = seconds(5);
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = DefaultClient(server, clock)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
   EXPECT_EQ(server->effects(*r.idempotency_key), 1);
-  EXPECT_GT(r.attempts, CallOptions{}.max_attempts);  // 409s did not use up the attempts
+  EXPECT_GT(r.attempts, RetryPolicyOptions{}.max_attempts);  // 409s did not use up the attempts
   EXPECT_LE(server->posts_received(), 40);
 }
 
@@ -208,8 +210,10 @@ TEST(WaitsThatFit, AlwaysUnavailableUsesTheWholeDeadline) {
   ASSERT_TRUE(client.ok());
   CallOptions call;
   call.timeout = milliseconds(1500);
-  call.max_attempts = 50;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 50;
   const TimePoint start = clock->Now();
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = (*client)->Execute(Request{"GET", kOrders, {}, ""}, call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   // Either all ten attempts were made, or the last wait was cut to leave
@@ -245,7 +249,9 @@ TEST(DefiniteAnswers, ReplayedFinalErrorOnAResendIsFailed) {
   server->ScriptFaults({OrderFault::kStoredFinalErrorThenLose});
   CallOptions call;
   call.timeout = seconds(5);
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = DefaultClient(server, clock)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -261,7 +267,9 @@ TEST(DefiniteAnswers, UnreplayedClientErrorAfterAmbiguityStaysUnknown) {
   fake->Push(Step::CommitThenLost()).Push(Step::Respond(400));
   CallOptions call;
   call.timeout = seconds(5);
-  call.server_deduplicates = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.server_deduplicates = true;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = DefaultClient(fake, clock)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
@@ -276,9 +284,11 @@ TEST(Fence, FencedNotFoundEndsFailedAndTheKeyIsRefusedLater) {
   auto server = std::make_shared<SimulatedOrderServer>(clock);
   server->ScriptFaults({OrderFault::kDropBeforeCommit});
   CallOptions call = OnlyTimeoutAndStatusUrl(seconds(5));
-  call.max_attempts = 1;
-  call.status_query.fence_when_giving_up = true;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 1;
+  call_policy.status_query.fence_when_giving_up = true;
   auto client = DefaultClient(server, clock);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kFenced);
@@ -300,7 +310,9 @@ TEST(Fence, WithoutTheFenceNotFoundStaysUnknown) {
   auto server = std::make_shared<SimulatedOrderServer>(clock);
   server->ScriptFaults({OrderFault::kDropBeforeCommit});
   CallOptions call = OnlyTimeoutAndStatusUrl(seconds(5));
-  call.max_attempts = 1;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 1;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = DefaultClient(server, clock)->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);

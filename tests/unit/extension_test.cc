@@ -100,7 +100,9 @@ TEST_F(ExtensionTest, UserBackoffPolicyDecidesTheExactSleeps) {
   fake_->Push(Step::Respond(503)).Push(Step::Respond(503)).Push(Step::Respond(200));
   auto table = std::make_shared<TableBackoff>();
   CallOptions call;
-  call.backoff_policy = table;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.backoff_policy = table;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = Make(std::make_shared<UnlimitedBudget>())->Execute(Get(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(70), milliseconds(300)));

@@ -89,11 +89,12 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     }
     CallOptions call;
     call.timeout = milliseconds(2000);
-    call.max_attempts = 1 + pick(6);
-    call.server_deduplicates = kind == Kind::kDedupPost;
-    call.hedging.enabled = true;
-    call.hedging.delay = milliseconds(pick(60));
-    call.hedging.max_hedges = 1 + pick(3);
+    saferetry::RetryPolicyOptions call_policy;
+    call_policy.max_attempts = 1 + pick(6);
+    call_policy.server_deduplicates = kind == Kind::kDedupPost;
+    call_policy.hedging.enabled = true;
+    call_policy.hedging.delay = milliseconds(pick(60));
+    call_policy.hedging.max_hedges = 1 + pick(3);
 
     std::vector<Scripted> script;
     transport->SetHandler([&](const Request&, const AttemptOptions&) {
@@ -137,6 +138,7 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     auto client = AsyncClient::Create(std::move(o));
     ASSERT_TRUE(client.ok()) << client.status();
     const TimePoint start = clock->Now();
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     auto future = (*client)->Execute(request, call);
     loop->RunUntilIdle();
     ASSERT_EQ(future.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "seed " << seed;
@@ -147,7 +149,7 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     const int sends = static_cast<int>(sent.size());
 
     // Counts and charges.
-    EXPECT_LE(sends, call.max_attempts) << "seed " << seed;
+    EXPECT_LE(sends, call_policy.max_attempts) << "seed " << seed;
     EXPECT_EQ(transport->in_flight(), 0) << "seed " << seed;
     EXPECT_EQ(budget->charges() - budget->refunds(), std::max(sends - 1, 0)) << "seed " << seed;
 

@@ -67,9 +67,11 @@ TEST_F(MetricsRunTest, CountsAfterAScriptedRunAreExact) {
   ListenerChain chain({&listener, nullptr, &trace});
   CallOptions call;
   call.listener = &chain;
-  call.max_attempts = 2;
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 2;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallOptions with_query = call;
-  with_query.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+  with_query.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
 
   transport_->Push(Step::Respond(200));  // A: success
   EXPECT_EQ(client->Execute(Get(), call).stop_reason, StopReason::kSuccess);

@@ -62,7 +62,7 @@ class TraceTest : public ::testing::Test {
                                R"({"order":1})");
     transport_->Push(refused).Push(busy).Push(lost).Push(found);
 
-    call_.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+    call_.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
   }
 
   std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();

@@ -94,6 +94,7 @@ struct Flags {
 // Everything needed to run the call.
 struct Invocation {
   Request request;
+  RetryPolicyOptions retry;  // the policy file's, with the flags applied
   CallOptions call;
   ClientOptions client;
   bool verbose = false;
@@ -185,7 +186,7 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
     for (const std::string& w : policy->warnings) {
       inv.warnings.push_back(absl::StrCat("--policy: ", w));
     }
-    inv.call = ToCallOptions(*policy);
+    inv.retry = *policy;
     absl::Status s = ApplyToClientOptions(*policy, &inv.client);
     if (!s.ok()) return Usage("--policy", AsStd(s.message()));
   }
@@ -206,8 +207,9 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
   if (absl::Status s = ValidateRequest(req); !s.ok()) return AttributeRequestError(s);
 
   CallOptions& call = inv.call;
+  RetryPolicyOptions& retry = inv.retry;
   // The deadline counts from process start, not from the first send.
-  Duration deadline = call.timeout;
+  Duration deadline = retry.timeout;
   if (flags.deadline_given || flags.policy.empty()) {
     absl::StatusOr<Duration> d = ParseDuration(flags.deadline);
     if (!d.ok()) return Usage("--deadline", AsStd(d.status().message()));
@@ -217,41 +219,41 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
   if (flags.attempt_timeout_given) {
     absl::StatusOr<Duration> d = ParseDuration(flags.attempt_timeout);
     if (!d.ok()) return Usage("--attempt-timeout", AsStd(d.status().message()));
-    call.deadline_options.attempt_cap = *d;
+    retry.deadline_options.attempt_cap = *d;
   }
   if (flags.max_attempts_given) {
     absl::StatusOr<int> n = ParseCount("--max-attempts", flags.max_attempts, 1);
     if (!n.ok()) return n.status();
-    call.max_attempts = *n;
+    retry.max_attempts = *n;
   }
   if (flags.max_status_queries_given) {
     absl::StatusOr<int> n = ParseCount("--max-status-queries", flags.max_status_queries, 0);
     if (!n.ok()) return n.status();
-    call.max_status_queries = *n;
-    if (call.max_status_queries > kMaxStatusQueriesHardCap) {
-      inv.warnings.push_back(absl::StrCat("--max-status-queries: ", call.max_status_queries,
+    retry.max_status_queries = *n;
+    if (retry.max_status_queries > kMaxStatusQueriesHardCap) {
+      inv.warnings.push_back(absl::StrCat("--max-status-queries: ", retry.max_status_queries,
                                           " is above the hard cap; using ",
                                           kMaxStatusQueriesHardCap));
-      call.max_status_queries = kMaxStatusQueriesHardCap;
+      retry.max_status_queries = kMaxStatusQueriesHardCap;
     }
   }
   if (flags.resolution_window_given) {
     absl::StatusOr<Duration> d = ParseDuration(flags.resolution_window);
     if (!d.ok()) return Usage("--resolution-window", AsStd(d.status().message()));
-    call.deadline_options.resolution_window = *d;
+    retry.deadline_options.resolution_window = *d;
   }
-  if (flags.fence) call.status_query.fence_when_giving_up = true;
-  if (call.max_attempts > kMaxAttemptsHardCap) {
-    inv.warnings.push_back(absl::StrCat("--max-attempts: ", call.max_attempts,
+  if (flags.fence) retry.status_query.fence_when_giving_up = true;
+  if (retry.max_attempts > kMaxAttemptsHardCap) {
+    inv.warnings.push_back(absl::StrCat("--max-attempts: ", retry.max_attempts,
                                         " is above the hard cap; using ", kMaxAttemptsHardCap));
-    call.max_attempts = kMaxAttemptsHardCap;
+    retry.max_attempts = kMaxAttemptsHardCap;
   }
 
   if (flags.no_idempotency_key) {
-    call.key_mode = KeyMode::kNever;
-    if (FindHeader(req.headers, inv.client.idempotency_header).has_value()) {
+    retry.key_mode = KeyMode::kNever;
+    if (FindHeader(req.headers, retry.idempotency_header).has_value()) {
       return Usage("--no-idempotency-key",
-                   absl::StrCat("conflicts with the ", inv.client.idempotency_header,
+                   absl::StrCat("conflicts with the ", retry.idempotency_header,
                                 " header given with --header"));
     }
   }
@@ -260,22 +262,29 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
       return Usage("--idempotency-key", AsStd(s.message()));
     }
     call.idempotency_key = flags.idempotency_key;
-    if (call.key_mode == KeyMode::kNever) call.key_mode = KeyMode::kAuto;  // from a policy
+    if (retry.key_mode == KeyMode::kNever) retry.key_mode = KeyMode::kAuto;  // from a policy
   }
   if (!flags.status_url.empty()) {
-    call.status_query.url_template = flags.status_url;
-    if (absl::Status s = ValidateStatusQuery(call.status_query); !s.ok()) {
+    StatusQuery query;
+    query.url_template = flags.status_url;
+    if (absl::Status s = ValidateStatusQuery(query); !s.ok()) {
       return Usage("--status-url", AsStd(s.message()));
     }
+    call.status_url = flags.status_url;
   }
-  if (flags.assume_dedup) call.server_deduplicates = true;
+  if (flags.assume_dedup) retry.server_deduplicates = true;
+  // Built once, for the client and the call.
+  absl::StatusOr<std::shared_ptr<const RetryPolicy>> built = RetryPolicy::Create(retry);
+  if (!built.ok()) return built.status();
+  inv.client.policy = *built;
+  call.policy = *std::move(built);
   if (absl::Status s = ValidateCallOptions(call); !s.ok()) return s;
 
-  const bool keyed = call.key_mode != KeyMode::kNever &&
+  const bool keyed = retry.key_mode != KeyMode::kNever &&
                      (!call.idempotency_key.empty() ||
-                      FindHeader(req.headers, inv.client.idempotency_header).has_value() ||
-                      call.key_mode == KeyMode::kAlways || !IsIdempotent(req));
-  if (!keyed && !call.status_query.url_template.empty()) {
+                      FindHeader(req.headers, retry.idempotency_header).has_value() ||
+                      retry.key_mode == KeyMode::kAlways || !IsIdempotent(req));
+  if (!keyed && !(call.status_url.empty() && retry.status_query.url_template.empty())) {
     inv.warnings.push_back(
         "--status-url: unused, the request carries no idempotency key (give --idempotency-key)");
   }
@@ -283,7 +292,7 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
     inv.warnings.push_back(
         "--journal: unused, the request carries no idempotency key (give --idempotency-key)");
   }
-  if (!keyed && call.server_deduplicates) {
+  if (!keyed && retry.server_deduplicates) {
     inv.warnings.push_back("--assume-dedup: unused, the request carries no idempotency key");
   }
   return inv;

@@ -23,7 +23,7 @@ absl::StatusOr<BasePolicy> LoadBasePolicy(const std::string& path) {
   base.backoff = policy->backoff;
   base.timeout = policy->timeout;
   base.deadline_options = policy->deadline_options;
-  base.status_query = !policy->status_query_url_template.empty();
+  base.status_query = !policy->status_query.url_template.empty();
   base.server_deduplicates = policy->server_deduplicates;
   base.classifier = probe.classifier;
   base.circuit_breaker = policy->circuit_breaker;

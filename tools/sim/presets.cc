@@ -584,7 +584,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   CallPolicy& p = m.policy;
   p.max_attempts = std::clamp(base.max_attempts, 1, kMaxAttemptsHardCap);
   p.max_status_queries = std::clamp(base.max_status_queries, 0, kMaxStatusQueriesHardCap);
-  p.backoff = base.backoff;
+  BackoffParams backoff = base.backoff;
   p.poll_backoff = base.poll_backoff;
   p.deadline_options = base.deadline_options;
   // A POST with an idempotency key, as saferetry sends by default.
@@ -632,15 +632,22 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
       break;
     case ClientVariant::kNoJitter10:
       p.max_attempts = 10;
-      p.backoff.jitter = JitterKind::kNone;
+      backoff.jitter = JitterKind::kNone;
       m.make_budget = Unlimited;
       break;
     case ClientVariant::kFullJitter10:
       p.max_attempts = 10;
-      p.backoff.jitter = JitterKind::kFull;
+      backoff.jitter = JitterKind::kFull;
       m.make_budget = Unlimited;
       break;
   }
+  // Built once per model, as a RetryPolicy builds it; the machine holds a
+  // pointer. Invalid parameters fall back to the default curve (the policy
+  // file's reader has already rejected them).
+  auto curve = ExponentialBackoff::Create(backoff);
+  m.backoff = curve.ok() ? std::shared_ptr<const BackoffPolicy>(*std::move(curve))
+                         : ExponentialBackoff::Create(BackoffParams{}).value();
+  p.backoff = m.backoff.get();
   return m;
 }
 

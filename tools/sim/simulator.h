@@ -159,6 +159,8 @@ struct ClientModel {
   /// Attempts, status queries, backoff, deadline options, traits, status
   /// query, deduplication. `deadline` is set per call from `timeout`.
   CallPolicy policy;
+  /// The retry backoff `policy.backoff` points to.
+  std::shared_ptr<const BackoffPolicy> backoff;
   /// The per-call deadline.
   Duration timeout = std::chrono::seconds(30);
   /// Keyless requests with every retry a fresh request (declared idempotent):

@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
     saferetry::CallOptions call;
     call.idempotency_key = key;
     call.timeout = std::chrono::milliseconds(1500);
-    call.status_query.url_template = base + "/orders/by-key/{key}";
+    call.status_url = base + "/orders/by-key/{key}";
     saferetry::CallResult r = (*client)->Execute(order, call);
     std::printf("%s %s\n", key.c_str(), std::string(saferetry::OutcomeName(r.outcome)).c_str());
   }

@@ -227,11 +227,13 @@ TEST(OrdersMultiInstanceTest, ThreeProcessesOnePostgresDatabaseOneOrderPerKey) {
 
   CallOptions call;
   call.timeout = std::chrono::seconds(20);
-  call.max_attempts = 4;
-  call.deadline_options.attempt_cap = std::chrono::seconds(1);
-  call.backoff.base = std::chrono::milliseconds(20);
-  call.backoff.cap = std::chrono::milliseconds(300);
-  call.status_query.url_template = base_url + "/orders/by-key/{key}";
+  saferetry::RetryPolicyOptions call_policy;
+  call_policy.max_attempts = 4;
+  call_policy.deadline_options.attempt_cap = std::chrono::seconds(1);
+  call_policy.backoff.base = std::chrono::milliseconds(20);
+  call_policy.backoff.cap = std::chrono::milliseconds(300);
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  call.status_url = base_url + "/orders/by-key/{key}";
 
   // One saferetry::Client (and libcurl transport) per client thread.
   constexpr int kClients = kSameKeyClients + kOwnKeyClients;

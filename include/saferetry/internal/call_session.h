@@ -63,6 +63,8 @@ class CallSession {
   /// The request each attempt sends.
   const Request& request() const { return *request_; }
   const std::optional<std::string>& key() const { return call_.key; }
+  /// The call's retry policy (valid after a Begin that returned nullopt).
+  const RetryPolicyOptions& retry_policy() const { return call_.retry->options(); }
 
   /// Before a send of the request (`action` is kSendAttempt): stamps the
   /// attempt headers into `ao` and tells the listener, then marks the

@@ -24,7 +24,14 @@ namespace internal {
 
 /// One call, ready to drive.
 struct PreparedCall {
+  /// The call's retry policy (the call's, or the client's); never null.
+  const RetryPolicy* retry = nullptr;
   CallPolicy policy;
+  /// The status-query template of this call (the call's `status_url`, else
+  /// the policy's); points into the call options or the policy.
+  std::string_view status_url_template;
+  /// Status queries go to the policy's callback.
+  bool use_callback = false;
   std::optional<std::string> key;
   /// Headers appended to every attempt: the key (unless the request carries
   /// it), the deadline, the attempt number. Status queries carry the first
@@ -54,12 +61,12 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
 /// Sets the policy's breakers from `client.circuit_breakers`: the request
 /// host's, and the status query's host's when it has a fixed one that differs.
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
-                           const StatusQuery& query, CallPolicy& policy);
+                           std::string_view query_template, CallPolicy& policy);
 
 /// Fills `call.extra` (and its indexes) for `call.key` and `call.policy`:
 /// the key header unless `key_in_request`, the deadline header, the attempt
 /// header.
-void BuildExtraHeaders(const ClientOptions& client, bool key_in_request, PreparedCall& call);
+void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call);
 
 /// Whether a call may be hedged: hedging is on with at least one hedge, and
 /// the request is safe to send twice (a safe or idempotent request, or a
@@ -76,14 +83,13 @@ void StampAttemptHeaders(PreparedCall& call, const CallAction& action);
 /// The status-query request for `call` (the template expanded with the key)
 /// and its headers for `action`: the key, the deadline, and the fence when
 /// the action asks for it.
-Request StatusQueryRequest(const PreparedCall& call, const StatusQuery& query,
-                           const Request& original);
+Request StatusQueryRequest(const PreparedCall& call, const Request& original);
 Headers StatusQueryHeaders(const PreparedCall& call, const CallAction& action);
 
 /// The evidence of one finished attempt or query, from the transport's
 /// result: delivery, status, hints, timings, the downstream request id.
 AttemptEvidence EvidenceOf(const TransportResult& result, TimePoint start, TimePoint end,
-                           WallTime wall_now, const ClientOptions& client);
+                           WallTime wall_now, const RetryPolicyOptions& policy);
 
 /// Fills the defaults of `options` (clock, random, classifier, budgets) and
 /// validates the header names and hints, naming the field; the transport is
