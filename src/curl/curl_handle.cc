@@ -220,7 +220,7 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, options.cancellation != nullptr ? 0L : 1L);
 }
 
-PhaseTimings ReadTimings(CURL* c, Duration offset) {
+PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {
   curl_off_t dns = 0, connect = 0, tls = 0, first = 0, total = 0;
   curl_easy_getinfo(c, CURLINFO_NAMELOOKUP_TIME_T, &dns);
   curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect);
@@ -232,7 +232,7 @@ PhaseTimings ReadTimings(CURL* c, Duration offset) {
   t.dns = at(dns);
   t.connect = at(connect);
   t.tls = at(tls);
-  t.first_byte = at(first);
+  t.first_byte = response_started ? at(first) : Duration(0);
   t.total = offset + Micros(total);
   return t;
 }

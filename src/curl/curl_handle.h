@@ -86,8 +86,11 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
                 const Hop& hop, Duration timeout, std::size_t max_response_body);
 
 // The phase timings of the last perform, shifted by `offset` (the time spent
-// on earlier hops).
-PhaseTimings ReadTimings(CURL* c, Duration offset);
+// on earlier hops). `first_byte` is zero unless `response_started` (a byte
+// of the response arrived): libcurl can stamp its start-transfer time on a
+// connection that died before answering, ahead of the connect time of the
+// connection it then opened.
+PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started);
 
 // scheme://host:port of an absolute URL, lower case; empty when unparsable.
 std::string Origin(const std::string& url);
