@@ -67,7 +67,9 @@ inline constexpr char kDefaultUserAgent[] = "saferetry/0.2.0";
 absl::Status GlobalInit();
 
 /// The option checks both libcurl transports share: user_agent, ca_file,
-/// ca_dir, proxy and no_proxy (no CR, LF or NUL). InvalidArgument naming the field.
+/// ca_dir, proxy and no_proxy (no CR, LF or NUL), http_version (a known
+/// value; HTTP/2 prior knowledge only with a libcurl that has HTTP/2).
+/// InvalidArgument naming the field.
 absl::Status ValidateSharedOptions(const CurlTransportOptions& options);
 
 /// "curl: <curl's message> (<detail>); <note>" with `code`.
