@@ -21,6 +21,22 @@
 
 namespace saferetry {
 
+/// The HTTP version the transport asks for, named as curl names it
+/// (docs/curl-transport.md, "HTTP/2").
+enum class HttpVersion {
+  /// HTTP/1.1 only, over TLS and cleartext (curl's `--http1.1`,
+  /// CURL_HTTP_VERSION_1_1).
+  kHttp1_1,
+  /// HTTP/2 over TLS when the server picks it in ALPN, else HTTP/1.1; always
+  /// HTTP/1.1 on cleartext `http://`, with no `Upgrade: h2c` (curl's
+  /// CURL_HTTP_VERSION_2TLS, libcurl's own default).
+  kHttp2OverTls,
+  /// HTTP/2 from the first byte, without negotiation, on `http://` (h2c) and
+  /// `https://` alike; only for servers known to speak it (curl's
+  /// `--http2-prior-knowledge`, CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE).
+  kHttp2PriorKnowledge,
+};
+
 /// Options of the libcurl transport. Defaults documented per field.
 struct CurlTransportOptions {
   /// Largest response body kept, in bytes (default 8 MiB). A longer body is
@@ -54,6 +70,14 @@ struct CurlTransportOptions {
   /// Hosts that bypass `proxy`: libcurl's CURLOPT_NOPROXY list
   /// ("localhost,.internal,10.0.0.0/8"; "*" for all). Empty: none.
   std::string no_proxy;
+  /// The HTTP version asked for. Default `kHttp2OverTls`, libcurl's own
+  /// default: HTTP/2 wherever TLS lets both sides agree on it, HTTP/1.1
+  /// with every server that does not, and never a guess on cleartext. The
+  /// delivery rules are the same for every version (an HTTP/2 stream the
+  /// server refused is still "maybe delivered": docs/curl-transport.md).
+  /// HTTP/2 needs a libcurl built with it (Debian's is): otherwise
+  /// `kHttp2PriorKnowledge` is refused and `kHttp2OverTls` speaks HTTP/1.1.
+  HttpVersion http_version = HttpVersion::kHttp2OverTls;
 };
 
 /// Creates a thread-safe libcurl transport. InvalidArgument naming the field

@@ -42,6 +42,25 @@ bool HasHeader(const Headers& headers, const Headers* extra, absl::string_view n
 
 Duration Micros(curl_off_t us) { return std::chrono::microseconds(us); }
 
+bool LibcurlHasHttp2() {
+  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+  return info != nullptr && (info->features & CURL_VERSION_HTTP2) != 0;
+}
+
+// CURLOPT_HTTP_VERSION for `v`. Without HTTP/2 in libcurl, "HTTP/2 over TLS
+// with fallback" is HTTP/1.1 (libcurl would refuse the option).
+long CurlHttpVersion(HttpVersion v) {
+  switch (v) {
+    case HttpVersion::kHttp1_1:
+      return CURL_HTTP_VERSION_1_1;
+    case HttpVersion::kHttp2OverTls:
+      return LibcurlHasHttp2() ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1;
+    case HttpVersion::kHttp2PriorKnowledge:
+      return CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+  }
+  return CURL_HTTP_VERSION_1_1;  // Unreachable: refused by ValidateSharedOptions.
+}
+
 // Ceil to whole milliseconds, at least 1: curl's resolution.
 long TimeoutMillis(Duration timeout) {
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
@@ -124,6 +143,20 @@ absl::Status ValidateSharedOptions(const CurlTransportOptions& options) {
       }
     }
   }
+  switch (options.http_version) {
+    case HttpVersion::kHttp1_1:
+    case HttpVersion::kHttp2OverTls:
+      break;
+    case HttpVersion::kHttp2PriorKnowledge:
+      if (!LibcurlHasHttp2()) {
+        return absl::InvalidArgumentError(
+            "http_version: HTTP/2 prior knowledge needs a libcurl built with HTTP/2");
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "http_version: unknown value ", static_cast<int>(options.http_version)));
+  }
   return absl::OkStatus();
 }
 
@@ -156,6 +189,7 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(c, CURLOPT_UNRESTRICTED_AUTH, 0L);
   curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CurlHttpVersion(options.http_version));
   curl_easy_setopt(c, CURLOPT_USERAGENT, options.user_agent.c_str());
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
@@ -220,7 +254,7 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, options.cancellation != nullptr ? 0L : 1L);
 }
 
-PhaseTimings ReadTimings(CURL* c, Duration offset) {
+PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {
   curl_off_t dns = 0, connect = 0, tls = 0, first = 0, total = 0;
   curl_easy_getinfo(c, CURLINFO_NAMELOOKUP_TIME_T, &dns);
   curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect);
@@ -232,7 +266,7 @@ PhaseTimings ReadTimings(CURL* c, Duration offset) {
   t.dns = at(dns);
   t.connect = at(connect);
   t.tls = at(tls);
-  t.first_byte = at(first);
+  t.first_byte = response_started ? at(first) : Duration(0);
   t.total = offset + Micros(total);
   return t;
 }

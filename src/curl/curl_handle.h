@@ -67,7 +67,9 @@ inline constexpr char kDefaultUserAgent[] = "saferetry/0.2.0";
 absl::Status GlobalInit();
 
 /// The option checks both libcurl transports share: user_agent, ca_file,
-/// ca_dir, proxy and no_proxy (no CR, LF or NUL). InvalidArgument naming the field.
+/// ca_dir, proxy and no_proxy (no CR, LF or NUL), http_version (a known
+/// value; HTTP/2 prior knowledge only with a libcurl that has HTTP/2).
+/// InvalidArgument naming the field.
 absl::Status ValidateSharedOptions(const CurlTransportOptions& options);
 
 /// "curl: <curl's message> (<detail>); <note>" with `code`.
@@ -86,8 +88,11 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
                 const Hop& hop, Duration timeout, std::size_t max_response_body);
 
 // The phase timings of the last perform, shifted by `offset` (the time spent
-// on earlier hops).
-PhaseTimings ReadTimings(CURL* c, Duration offset);
+// on earlier hops). `first_byte` is zero unless `response_started` (a byte
+// of the response arrived): libcurl can stamp its start-transfer time on a
+// connection that died before answering, ahead of the connect time of the
+// connection it then opened.
+PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started);
 
 // scheme://host:port of an absolute URL, lower case; empty when unparsable.
 std::string Origin(const std::string& url);

@@ -44,7 +44,7 @@ bool RequestStarted(PooledHandle& h) {
 TransportResult Decide(PooledHandle& h, CURLcode code) {
   TransportResult result;
   Exchange& ex = h.exchange;
-  result.timings = ReadTimings(h.curl, Duration::zero());
+  result.timings = ReadTimings(h.curl, Duration::zero(), ex.any_response_byte);
   const CurlCodeInfo info = DescribeCurlCode(code);
   if (code == CURLE_OK || ex.final_headers_done) {
     result.delivery = Delivery::kResponseReceived;

@@ -140,7 +140,7 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     }
     PrepareHop(h, request, options, hop, timeout, options_.max_response_body);
     code = curl_easy_perform(h.curl);
-    result.timings = ReadTimings(h.curl, elapsed);
+    result.timings = ReadTimings(h.curl, elapsed, ex.any_response_byte);
     elapsed = result.timings.total;
 
     if (!options_.follow_redirects || code != CURLE_OK || redirects >= options_.max_redirects) break;

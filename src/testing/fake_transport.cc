@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "saferetry/cancellation.h"
+
 namespace saferetry {
 namespace testing {
 
@@ -60,6 +62,13 @@ void FakeTransport::SetHandler(Handler handler) {
 }
 
 TransportResult FakeTransport::Send(const Request& request, const AttemptOptions& options) {
+  if (options.cancellation != nullptr && options.cancellation->IsCancelled()) {
+    // As every transport: a token cancelled before the attempt sends nothing.
+    TransportResult r;
+    r.delivery = Delivery::kNotSent;
+    r.status = absl::CancelledError("cancelled before the attempt; nothing sent");
+    return r;
+  }
   std::optional<Step> step;
   Handler handler;
   {

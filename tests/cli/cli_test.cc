@@ -35,6 +35,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loopback_server.h"
+#include "nghttpd_server.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -45,6 +46,7 @@ namespace {
 using ::saferetry::testing::AfterRequest;
 using ::saferetry::testing::LoopbackConnection;
 using ::saferetry::testing::LoopbackServer;
+using ::saferetry::testing::NghttpdServer;
 using ::saferetry::testing::ReceivedRequest;
 using ::saferetry::testing::UnusedLoopbackPort;
 using std::chrono::milliseconds;
@@ -603,7 +605,7 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
        {"--request", "--data", "--header", "--idempotency-key",
         "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
         "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
-        "--summary-json"}) {
+        "--summary-json", "--http1.1", "--http2", "--http2-prior-knowledge"}) {
     EXPECT_THAT(run.out, HasSubstr(flag));
   }
   EXPECT_EQ(run.err, "");
@@ -1196,6 +1198,58 @@ TEST(CliTest, CacertAndCapathTrustAPrivateCa) {
   CliRun capath = RunCli({"--summary-json", "--capath", server.CaDir(), server.Url()});
   EXPECT_EQ(capath.exit_code, 0) << capath.err;
   EXPECT_EQ(capath.summary["http_status"], 200);
+}
+
+// curl's HTTP version flags against nghttpd, an HTTP/2-only server: h2c
+// needs --http2-prior-knowledge (without it the CLI speaks HTTP/1.1, and the
+// h2 frames that come back are no HTTP/1.1 answer); over TLS, h2 is agreed
+// by ALPN, as with --http2.
+TEST(CliTest, Http2PriorKnowledgeGetsFromCleartextNghttpd) {
+  if (NghttpdServer::Executable().empty()) {
+    GTEST_SKIP() << "nghttpd is not installed (Debian package nghttp2-server)";
+  }
+  NghttpdServer server(NghttpdServer::Mode::kCleartext);
+  ASSERT_TRUE(server.ok()) << server.error();
+  CliRun h2c = RunCli({"--summary-json", "--http2-prior-knowledge", server.Url("/hello.txt")});
+  EXPECT_EQ(h2c.exit_code, 0) << h2c.err;
+  EXPECT_EQ(h2c.summary["http_status"], 200);
+  EXPECT_EQ(h2c.summary["body"], NghttpdServer::HelloBody());
+  EXPECT_EQ(h2c.summary["attempts"], 1);
+  CliRun h1 = RunCli({"--summary-json", "--max-attempts", "1", server.Url("/hello.txt")});
+  EXPECT_EQ(h1.exit_code, 1) << h1.err;
+  EXPECT_TRUE(h1.summary["http_status"].is_null());
+}
+
+TEST(CliTest, Http2OverTlsWithAPrivateCa) {
+  if (NghttpdServer::Executable().empty()) {
+    GTEST_SKIP() << "nghttpd is not installed (Debian package nghttp2-server)";
+  }
+  NghttpdServer server(NghttpdServer::Mode::kTls);
+  ASSERT_TRUE(server.ok()) << server.error();
+  for (const char* flag : {"--http2", "--http2-prior-knowledge"}) {
+    SCOPED_TRACE(flag);
+    CliRun run =
+        RunCli({"--summary-json", flag, "--cacert", server.CaFile(), server.Url("/hello.txt")});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(run.summary["http_status"], 200);
+    EXPECT_EQ(run.summary["body"], NghttpdServer::HelloBody());
+  }
+  CliRun h1 = RunCli({"--summary-json", "--max-attempts", "1", "--http1.1", "--cacert",
+                      server.CaFile(), server.Url("/hello.txt")});
+  EXPECT_NE(h1.exit_code, 0) << h1.err;
+  EXPECT_TRUE(h1.summary["http_status"].is_null());
+}
+
+TEST(CliTest, HttpVersionFlagsExcludeEachOther) {
+  for (const char* command : {"", "reconcile"}) {
+    std::vector<std::string> args;
+    if (command[0] != '\0') args = {command, "--journal", TempFile("v.db", "")};
+    args.insert(args.end(), {"--http1.1", "--http2-prior-knowledge", "http://127.0.0.1:1/"});
+    if (command[0] != '\0') args.pop_back();
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.exit_code, 64) << command;
+    EXPECT_THAT(run.err, HasSubstr("excludes")) << command;
+  }
 }
 
 TEST(CliTest, NotFoundWithNoAttemptLeftIsUnknown) {
@@ -1860,6 +1914,33 @@ TEST(CliJournalTest, UnkeyedRequestIsNotJournaledAndSaysSo) {
   CliRun reconcile = RunCli({"reconcile", "--journal", journal, "--older-than", "0s"});
   EXPECT_EQ(reconcile.exit_code, 0) << reconcile.err;
   EXPECT_EQ(reconcile.out, "");
+}
+
+// reconcile's status queries honour --http2-prior-knowledge: the status
+// server speaks only h2c, and serves the key's record.
+TEST(CliJournalTest, ReconcileQueriesAnH2cStatusServerWithPriorKnowledge) {
+  if (NghttpdServer::Executable().empty()) {
+    GTEST_SKIP() << "nghttpd is not installed (Debian package nghttp2-server)";
+  }
+  NghttpdServer status(NghttpdServer::Mode::kCleartext);
+  ASSERT_TRUE(status.ok()) << status.error();
+  std::ofstream(status.DocumentRoot() + "/k-h2") << R"({"order_id":7})";
+  OrderService server(Scripted({CommitThen(Fault::kDrop)}));
+  const std::string journal = JournalPath("h2");
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-h2", "--max-attempts", "1",
+                       "--journal", journal, server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  const std::string status_url = status.Url("/{key}");
+  CliRun h1 = RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--status-url",
+                      status_url});
+  EXPECT_EQ(h1.exit_code, 2) << h1.err;
+  CliRun h2 = RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--status-url",
+                      status_url, "--http2-prior-knowledge"});
+  EXPECT_EQ(h2.exit_code, 0) << h2.err;
+  std::vector<json> lines = JsonLines(h2.out);
+  ASSERT_EQ(lines.size(), 1u) << h2.out;
+  EXPECT_EQ(lines[0]["outcome"], "SUCCEEDED");
+  EXPECT_EQ(lines[0]["resolved_by"], "status_query");
 }
 
 TEST(CliJournalTest, ReconcileBadInputExits64NamingTheFlag) {

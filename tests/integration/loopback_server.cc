@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 namespace saferetry {
@@ -85,6 +87,40 @@ bool LoopbackConnection::WaitForPeerClose(std::chrono::milliseconds timeout) {
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n <= 0) return true;  // EOF, reset, or shut down by the server's stop.
   }
+}
+
+bool LoopbackConnection::WriteSlowly(const std::vector<std::string>& pieces,
+                                     std::chrono::milliseconds gap) {
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(gap);
+    if (!Write(pieces[i])) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// SO_LINGER with a zero timeout: close() then sends RST, not FIN.
+void SetAbortiveClose(int fd) {
+  linger l{};
+  l.l_onoff = 1;
+  l.l_linger = 0;
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+}
+
+}  // namespace
+
+void LoopbackServer::ResetUnread(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, 1000);
+  } while (r < 0 && errno == EINTR);
+  int waiting = 0;
+  if (r > 0 && ::ioctl(fd, FIONREAD, &waiting) == 0 && waiting > 0) {
+    bytes_.fetch_add(static_cast<std::size_t>(waiting));
+  }
+  SetAbortiveClose(fd);
 }
 
 LoopbackServer::LoopbackServer(Handler handler, AcceptHook on_accept)
@@ -165,7 +201,9 @@ void LoopbackServer::AcceptLoop() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const int index = accepted_.fetch_add(1);
     if (on_accept_ && !on_accept_(index)) {
-      ::close(fd);  // Accepted, closed without reading a byte.
+      if (reset_refused_.load()) ResetUnread(fd);
+      ::close(fd);  // Accepted, closed (or reset) without reading a byte.
+      closed_.fetch_add(1);
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -184,9 +222,11 @@ void LoopbackServer::Serve(int fd, int index) {
       n = ::recv(fd, chunk, sizeof(chunk), 0);
     } while (n < 0 && errno == EINTR);
     if (n <= 0) return false;
+    bytes_.fetch_add(static_cast<std::size_t>(n));
     buf.append(chunk, static_cast<std::size_t>(n));
     return true;
   };
+  AfterRequest after = AfterRequest::kClose;
   for (;;) {
     std::size_t end;
     while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
@@ -226,7 +266,8 @@ void LoopbackServer::Serve(int fd, int index) {
       std::lock_guard<std::mutex> lock(mu_);
       requests_.push_back(req);
     }
-    if (handler_(req, conn) == AfterRequest::kClose) break;
+    after = handler_(req, conn);
+    if (after != AfterRequest::kKeepAlive) break;
     if (stopping_.load()) break;
   }
 done:
@@ -234,7 +275,9 @@ done:
     std::lock_guard<std::mutex> lock(mu_);
     open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
   }
+  if (after == AfterRequest::kReset) SetAbortiveClose(fd);
   ::close(fd);
+  closed_.fetch_add(1);
 }
 
 int UnusedLoopbackPort() {

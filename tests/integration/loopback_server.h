@@ -53,6 +53,9 @@ class LoopbackConnection {
   /// Waits until the client closes the connection or `timeout` passes
   /// (used to stall: the test's client gives up first). True if closed.
   bool WaitForPeerClose(std::chrono::milliseconds timeout);
+  /// Writes `pieces` one by one, `gap` apart (a slow body); false when the
+  /// peer is gone.
+  bool WriteSlowly(const std::vector<std::string>& pieces, std::chrono::milliseconds gap);
   int index() const { return index_; }
 
  private:
@@ -64,6 +67,7 @@ class LoopbackConnection {
 enum class AfterRequest {
   kKeepAlive,  ///< Read the next request on this connection.
   kClose,      ///< Close the connection (FIN), whether or not a reply was written.
+  kReset,      ///< Reset the connection (RST: SO_LINGER 0, then close).
 };
 
 /// A loopback port with nothing listening (bound, then closed), for
@@ -84,6 +88,12 @@ class LoopbackServer {
   LoopbackServer(const LoopbackServer&) = delete;
   LoopbackServer& operator=(const LoopbackServer&) = delete;
 
+  /// Connections the accept hook refuses are reset (RST) rather than
+  /// closed, once the client's first bytes have arrived (waiting up to 1 s),
+  /// without reading them: "reset before the request is read". Their bytes
+  /// count in `bytes_received()`. Call before the first connection.
+  void ResetRefusedConnections() { reset_refused_.store(true); }
+
   int port() const { return port_; }
   /// "http://127.0.0.1:<port><path>".
   std::string Url(std::string_view path) const;
@@ -91,6 +101,11 @@ class LoopbackServer {
   std::vector<ReceivedRequest> requests() const;
   /// Connections accepted so far.
   int connections() const { return accepted_.load(); }
+  /// Connections the server has closed or reset so far.
+  int closed_connections() const { return closed_.load(); }
+  /// Bytes that reached the server on every connection: read, or waiting
+  /// unread when a refused connection was reset.
+  std::size_t bytes_received() const { return bytes_.load(); }
 
   /// An HTTP/1.1 response with Content-Length and the given headers.
   static std::string Reply(int status, const Headers& headers, std::string_view body);
@@ -101,6 +116,7 @@ class LoopbackServer {
  private:
   void AcceptLoop();
   void Serve(int fd, int index);
+  void ResetUnread(int fd);
 
   Handler handler_;
   AcceptHook on_accept_;
@@ -108,6 +124,9 @@ class LoopbackServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> accepted_{0};
+  std::atomic<int> closed_{0};
+  std::atomic<std::size_t> bytes_{0};
+  std::atomic<bool> reset_refused_{false};
   std::thread acceptor_;
   mutable std::mutex mu_;
   std::vector<ReceivedRequest> requests_;  // Guarded by mu_.

@@ -79,6 +79,7 @@ struct Flags {
   std::string noproxy;
   std::string cacert;
   std::string capath;
+  HttpVersion http_version = HttpVersion::kHttp2OverTls;
 
   // Which options were given at all.
   bool method_given = false;
@@ -386,7 +387,8 @@ absl::StatusOr<Duration> ParseAge(const std::string& text) {
 std::string AsFlagError(absl::string_view message) {
   static constexpr std::pair<const char*, const char*> kFlags[] = {
       {"no_proxy: ", "--noproxy: "}, {"proxy: ", "--proxy: "},
-      {"ca_file: ", "--cacert: "},   {"ca_dir: ", "--capath: "}};
+      {"ca_file: ", "--cacert: "},   {"ca_dir: ", "--capath: "},
+      {"http_version: ", "--http2-prior-knowledge: "}};
   for (const auto& [field, flag] : kFlags) {
     if (absl::StartsWith(message, field)) {
       return absl::StrCat(flag, message.substr(std::string_view(field).size()));
@@ -412,11 +414,12 @@ int TransportExitCode(const absl::Status& status) {
 // then `all_proxy` or `ALL_PROXY`; `--noproxy`, else `no_proxy` or
 // `NO_PROXY`. Read once, here: the library itself never reads them.
 // `cacert` / `capath`: the CAs to trust instead of the system's (--cacert,
-// --capath); empty: the system's.
+// --capath); empty: the system's. `http_version`: --http1.1, --http2,
+// --http2-prior-knowledge.
 CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string& proxy,
                                          bool proxy_given, const std::string& noproxy,
                                          bool noproxy_given, const std::string& cacert,
-                                         const std::string& capath) {
+                                         const std::string& capath, HttpVersion http_version) {
   auto env = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
     return v != nullptr ? v : "";
@@ -424,6 +427,7 @@ CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string
   CurlTransportOptions o;
   o.ca_file = cacert;
   o.ca_dir = capath;
+  o.http_version = http_version;
   if (proxy_given) {
     o.proxy = proxy;
   } else {
@@ -437,6 +441,23 @@ CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string
   o.no_proxy = noproxy_given ? noproxy : env("no_proxy");
   if (!noproxy_given && o.no_proxy.empty()) o.no_proxy = env("NO_PROXY");
   return o;
+}
+
+// curl's HTTP version flags, at most one of them: --http1.1, --http2 (h2
+// over TLS by ALPN, HTTP/1.1 otherwise: the default) and
+// --http2-prior-knowledge (h2 from the first byte, also h2c on http://).
+void AddHttpVersionFlags(CLI::App& app, HttpVersion* version) {
+  CLI::Option* h1 = app.add_flag_callback(
+      "--http1.1", [version] { *version = HttpVersion::kHttp1_1; }, "Speak HTTP/1.1 only");
+  CLI::Option* h2 = app.add_flag_callback(
+      "--http2", [version] { *version = HttpVersion::kHttp2OverTls; },
+      "HTTP/2 over TLS when the server agrees (ALPN), else HTTP/1.1 (the default)");
+  CLI::Option* h2pk = app.add_flag_callback(
+      "--http2-prior-knowledge", [version] { *version = HttpVersion::kHttp2PriorKnowledge; },
+      "HTTP/2 from the first byte, without negotiation: also h2c on http:// URLs");
+  h1->excludes(h2)->excludes(h2pk);
+  h2->excludes(h1)->excludes(h2pk);
+  h2pk->excludes(h1)->excludes(h2);
 }
 
 // saferetry reconcile: see docs/cli.md.
@@ -489,6 +510,8 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   std::string capath;
   app.add_option("--cacert", cacert, "PEM file of the CAs to trust instead of the system's");
   app.add_option("--capath", capath, "Directory of CA certificates named by hash, searched too");
+  HttpVersion http_version = HttpVersion::kHttp2OverTls;
+  AddHttpVersionFlags(app, &http_version);
   std::string wait_for_claims;
   CLI::Option* wait = app.add_option(
       "--wait-for-claims", wait_for_claims,
@@ -581,7 +604,8 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   }
   absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
       status_url.empty() ? std::string_view("http:") : std::string_view(status_url), proxy,
-      proxy_option->count() > 0, noproxy, noproxy_option->count() > 0, cacert, capath));
+      proxy_option->count() > 0, noproxy, noproxy_option->count() > 0, cacert, capath,
+      http_version));
   if (!transport.ok()) return TransportExitCode(transport.status());
   ClientOptions client_options;
   client_options.transport = *std::move(transport);
@@ -696,6 +720,7 @@ int Run(int argc, char** argv) {
                  "PEM file of the CAs to trust instead of the system's (a private CA)");
   app.add_option("--capath", flags.capath,
                  "Directory of CA certificates named by hash (openssl rehash), searched too");
+  AddHttpVersionFlags(app, &flags.http_version);
   app.add_flag("-v,--verbose", flags.verbose, "Print each attempt's evidence on stderr");
   app.add_flag("--summary-json", flags.summary_json,
                "Print one JSON object on stdout instead of the body");
@@ -737,7 +762,7 @@ int Run(int argc, char** argv) {
 
   absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
       flags.url, flags.proxy, proxy->count() > 0, flags.noproxy, noproxy->count() > 0,
-      flags.cacert, flags.capath));
+      flags.cacert, flags.capath, flags.http_version));
   if (!transport.ok()) return TransportExitCode(transport.status());
   inv->client.transport = *std::move(transport);
   inv->client.clock = clock;

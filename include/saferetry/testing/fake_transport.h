@@ -81,7 +81,10 @@ struct SentRequest {
   TimePoint at{};
 };
 
-/// Thread-safe scripted transport.
+/// Thread-safe scripted transport. An attempt whose cancellation token is
+/// already cancelled sends nothing (kCancelled, `Delivery::kNotSent`), is not
+/// recorded and takes no step; a step takes no wall time, so a token cannot
+/// fire during one.
 class FakeTransport final : public Transport {
  public:
   using Handler = std::function<TransportResult(const Request&, const AttemptOptions&)>;
