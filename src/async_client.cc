@@ -36,6 +36,8 @@ CallResult Refused() {
 }  // namespace
 
 class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core> {
+  struct Call;
+
  public:
   explicit Core(AsyncClientOptions options)
       : options_(std::move(options)),
@@ -47,6 +49,20 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   std::size_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
   CallId Execute(Request request, CallOptions options, Callback done) {
+    auto call = std::make_shared<Call>();
+    call->request = std::move(request);
+    call->options = std::move(options);
+    return Accept(std::move(call), std::move(done));
+  }
+
+  CallId Resolve(std::string key, ResolveOptions options, Callback done) {
+    auto call = std::make_shared<Call>();
+    call->resolve.emplace(std::move(key), std::move(options));
+    return Accept(std::move(call), std::move(done));
+  }
+
+  // Queues `call` for the loop, or refuses it over the cap.
+  CallId Accept(std::shared_ptr<Call> call, Callback done) {
     // Back-pressure: refused at once, before anything is queued.
     if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_in_flight) {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -54,10 +70,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       return 0;
     }
     const CallId id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
-    auto call = std::make_shared<Call>();
     call->id = id;
-    call->request = std::move(request);
-    call->options = std::move(options);
     call->done = std::move(done);
     // Calls accepted meanwhile join the queue of the task already posted:
     // one task (and one allocation for it) per batch rather than per call.
@@ -107,6 +120,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     CallId id = 0;
     Request request;
     CallOptions options;
+    // A resolve (`AsyncClient::Resolve`): the key and its options.
+    std::optional<std::pair<std::string, ResolveOptions>> resolve;
     Callback done;
     std::optional<internal::CallSession> session;
     std::optional<CallStateMachine> machine;
@@ -142,7 +157,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (shutting_down_) call->token.Cancel();
     const TimePoint start = clock().Now();
     call->session.emplace(options_.client, call->request, call->options);
-    if (std::optional<CallResult> early = call->session->Begin(fingerprints_, start)) {
+    std::optional<CallResult> early =
+        call->resolve.has_value()
+            ? call->session->BeginResolve(call->resolve->first, call->resolve->second, start)
+            : call->session->Begin(fingerprints_, start);
+    if (early.has_value()) {
       Deliver(*call, *std::move(early));
       return;
     }
@@ -418,6 +437,18 @@ std::future<CallResult> AsyncClient::Execute(Request request, CallOptions option
       core_->Execute(std::move(request), std::move(options),
                      [promise](CallResult r) { promise->set_value(std::move(r)); });
   if (id != nullptr) *id = call_id;
+  return future;
+}
+
+AsyncClient::CallId AsyncClient::Resolve(std::string key, ResolveOptions options, Callback done) {
+  return core_->Resolve(std::move(key), std::move(options), std::move(done));
+}
+
+std::future<CallResult> AsyncClient::Resolve(std::string key, ResolveOptions options) {
+  auto promise = std::make_shared<std::promise<CallResult>>();
+  std::future<CallResult> future = promise->get_future();
+  core_->Resolve(std::move(key), std::move(options),
+                 [promise](CallResult r) { promise->set_value(std::move(r)); });
   return future;
 }
 

@@ -109,6 +109,16 @@ class AsyncClient {
   /// the call's id (0 when refused over the cap).
   std::future<CallResult> Execute(Request request, CallOptions options, CallId* id = nullptr);
 
+  /// Resolves the journaled intent `key` as `Client::Resolve` does, on the
+  /// loop: the same session and state machine (status queries only, unless
+  /// `options` allow one same-key resend to a deduplicating server), the
+  /// same budgets, hints, breakers and rule for "definite"; the journal is
+  /// read and written on the loop thread. `done` receives the result. Counts
+  /// against `max_in_flight` like a call; `Cancel` works on its id.
+  CallId Resolve(std::string key, ResolveOptions options, Callback done);
+  /// The same, with the result in a future.
+  std::future<CallResult> Resolve(std::string key, ResolveOptions options);
+
   /// Cancels call `id` from any thread: an attempt in flight is aborted
   /// (its connection closed), a wait ends now, and the call finishes with
   /// `kCancelled` — `kUnknown` if a request may have been delivered.

@@ -17,6 +17,7 @@
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
+#include "saferetry/testing/memory_journal.h"
 #include "saferetry/testing/simulated_order_server.h"
 
 namespace saferetry {
@@ -85,9 +86,25 @@ class Harness {
   void SetUniform(double u) { random_ = std::make_shared<ScriptedRandom>(std::vector<double>{u}); }
   void UseDefaults() { defaults_ = true; }
 
+  // The intent journal of the next clients.
+  void UseJournal(std::shared_ptr<IntentJournal> journal) { journal_ = std::move(journal); }
+
   CallResult Run(const Request& request, const CallOptions& call) {
+    return Drive([&](Client& c) { return c.Execute(request, call); },
+                 [&](AsyncClient& c) { return c.Execute(request, call); });
+  }
+  // Resolves journaled intent `key` (`Client::Resolve` or
+  // `AsyncClient::Resolve`).
+  CallResult Resolve(const std::string& key, const ResolveOptions& options) {
+    return Drive([&](Client& c) { return c.Resolve(key, options); },
+                 [&](AsyncClient& c) { return c.Resolve(key, options); });
+  }
+
+  template <typename Blocking, typename Async>
+  CallResult Drive(Blocking blocking, Async async) {
     ClientOptions o;
     o.clock = clock_;
+    o.journal = journal_;
     if (!defaults_) {
       o.random = random_;
       o.budget = budget_ ? budget_ : std::make_shared<UnlimitedBudget>();
@@ -97,7 +114,7 @@ class Harness {
       o.transport = server_ ? std::shared_ptr<Transport>(server_) : fake_;
       auto c = Client::Create(std::move(o));
       EXPECT_TRUE(c.ok()) << c.status();
-      return (*c)->Execute(request, call);
+      return blocking(**c);
     }
     if (server_) async_->SetBackend(server_);
     AsyncClientOptions ao;
@@ -107,7 +124,7 @@ class Harness {
     ao.run_loop_thread = false;
     auto c = AsyncClient::Create(std::move(ao));
     EXPECT_TRUE(c.ok()) << c.status();
-    std::future<CallResult> f = (*c)->Execute(request, call);
+    std::future<CallResult> f = async(**c);
     loop_->RunUntilIdle();
     EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
     return f.get();
@@ -126,6 +143,7 @@ class Harness {
   std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
   std::shared_ptr<ScriptedRandom> random_ = std::make_shared<ScriptedRandom>();  // u = 0.5
   std::shared_ptr<RetryBudget> budget_;
+  std::shared_ptr<IntentJournal> journal_;
   std::shared_ptr<SimulatedOrderServer> server_;
   std::shared_ptr<FakeTransport> fake_ = std::make_shared<FakeTransport>(clock_);
   std::shared_ptr<FakeEventLoop> loop_ = std::make_shared<FakeEventLoop>(clock_);
@@ -508,6 +526,90 @@ TEST_P(LateClockGrid, AScheduledWaitAlwaysLeadsToASend) {
     }
     EXPECT_LE(h.clock().Now(), start + timeout);
   }
+}
+
+
+// --- Resolve: one engine on both drivers ---------------------------------
+
+class ResolveParityTest : public ParityTest {
+ protected:
+  // "k-1" as a killed process left it: recorded, attempt 1 marked sent.
+  // With `body_cap`, the journal keeps the body (a same-key resend is
+  // possible).
+  void LeaveSent(std::size_t body_cap = 0) {
+    JournalOptions jo;
+    jo.clock = h_.shared_clock();
+    jo.owner = "parity";
+    jo.body_cap = body_cap;
+    journal_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    const WallTime now = h_.clock().WallNow();
+    ASSERT_TRUE(journal_->Record(MakeIntent(Post(), "k-1", kStatus, now, now + seconds(1))).ok());
+    ASSERT_TRUE(journal_->MarkSent("k-1", 1).ok());
+    h_.clock().Advance(seconds(10));  // its claim ran out with it
+    h_.UseJournal(journal_);
+  }
+  IntentState Stored() { return journal_->Get("k-1").value().state; }
+  std::shared_ptr<IntentJournal> journal_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ResolveParityTest,
+                         ::testing::Values(Driver::kBlocking, Driver::kAsync),
+                         [](const auto& p) { return DriverName(p.param); });
+
+TEST_P(ResolveParityTest, FoundIsSucceededByOneStatusQuery) {
+  LeaveSent();
+  h_.Push(Step::Respond(200, {}, R"({"id":7})"));
+  CallResult r = h_.Resolve("k-1", ResolveOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.status_queries, 1);
+  EXPECT_EQ(r.attempts, 0);
+  EXPECT_EQ(h_.sends(), 1);
+  EXPECT_EQ(Stored(), IntentState::kSucceeded);
+}
+
+TEST_P(ResolveParityTest, RetryAfterIsWaitedOutAndTheQueryCapHolds) {
+  LeaveSent();
+  h_.Push(Step::RespondRetryAfter(503, "1"));
+  h_.Push(Step::Respond(503));
+  h_.Push(Step::Respond(503));
+  ResolveOptions ro;
+  ro.max_status_queries = 3;
+  CallResult r = h_.Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
+  EXPECT_EQ(r.status_queries, 3);
+  EXPECT_EQ(r.attempts, 0);
+  // The hint is a floor under the pacing (equal jitter, u = 0.5: 37.5 ms,
+  // then 56.25 ms).
+  EXPECT_THAT(Waits(r), ElementsAre(seconds(1), microseconds(56250)));
+  EXPECT_EQ(Stored(), IntentState::kUnknown);
+}
+
+TEST_P(ResolveParityTest, UnfencedNotFoundStaysUnknownAndNothingIsResent) {
+  LeaveSent(/*body_cap=*/1024);
+  h_.Push(Step::Respond(404));
+  CallResult r = h_.Resolve("k-1", ResolveOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);
+  EXPECT_EQ(r.attempts, 0);
+  EXPECT_EQ(h_.sends(), 1);
+  EXPECT_EQ(Stored(), IntentState::kUnknown);
+}
+
+TEST_P(ResolveParityTest, AllowedResendAfterNotFoundSettlesIt) {
+  LeaveSent(/*body_cap=*/1024);
+  h_.Push(Step::Respond(404));
+  h_.Push(Step::Respond(201, {}, R"({"id":8})"));
+  ResolveOptions ro;
+  ro.resend_if_server_deduplicates = true;
+  CallResult r = h_.Resolve("k-1", ro);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
+  EXPECT_EQ(r.status_queries, 1);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(journal_->Get("k-1").value().attempt, 2);  // marked before it was sent
+  EXPECT_EQ(Stored(), IntentState::kSucceeded);
 }
 
 }  // namespace
