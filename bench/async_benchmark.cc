@@ -571,7 +571,7 @@ class RawMulti {
       curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
       curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
       curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-      curl_easy_setopt(c, CURLOPT_USERAGENT, "saferetry/0.2.0");
+      curl_easy_setopt(c, CURLOPT_USERAGENT, "saferetry/0.3.0");
       curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers_);
       curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Discard);
       curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2500L);

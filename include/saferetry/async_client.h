@@ -4,7 +4,7 @@
 // same state machine, call setup, budgets, status-query allowance,
 // evidence and listeners — without blocking a thread per call: attempts are
 // started on an `AsyncTransport`, and backoff and poll waits are timers on
-// one event loop. It can also hedge (`CallOptions::hedging`).
+// one event loop. It can also hedge (`RetryPolicyOptions::hedging`).
 //
 // @code
 //   auto loop = saferetry::MakeEpollEventLoop().value();
@@ -15,7 +15,7 @@
 //
 //   saferetry::CallOptions call;
 //   call.timeout = std::chrono::seconds(2);
-//   call.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+//   call.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
 //   client->Execute(order, call, [](saferetry::CallResult r) {
 //     // On the loop thread: keep it short.
 //   });

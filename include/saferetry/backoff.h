@@ -69,8 +69,9 @@ Duration ComputeBackoff(const BackoffParams& params, int retry, Duration previou
 /// Wait as a policy object: how long to sleep before a retry, for callers
 /// who want another curve than `ComputeBackoff` (a table, a per-host
 /// schedule, a server-driven one). Set per call with
-/// `CallOptions::backoff_policy`; the default is `ExponentialBackoff` over
-/// `CallOptions::backoff`.
+/// `RetryPolicyOptions::backoff_policy`; the default is `ExponentialBackoff`
+/// over `RetryPolicyOptions::backoff`. The built `RetryPolicy` holds one
+/// `BackoffPolicy` either way.
 ///
 /// Implementations must be thread-safe (the method is const and one policy
 /// may serve many calls at once), must not allocate, must not read a clock
@@ -87,7 +88,7 @@ Duration ComputeBackoff(const BackoffParams& params, int retry, Duration previou
 ///       return kTable[std::min(retry, 3) - 1];
 ///     }
 ///   };
-///   call.backoff_policy = std::make_shared<FixedTable>();
+///   policy_options.backoff_policy = std::make_shared<FixedTable>();
 /// @endcode
 class BackoffPolicy {
  public:

@@ -173,7 +173,7 @@ struct AttemptEvidence {
   AttemptClass classification = AttemptClass::kAmbiguous;
   std::string_view reason;
   /// The downstream request id, read from the configured response header
-  /// (`ClientOptions::request_id_header`); empty when absent.
+  /// (`RetryPolicyOptions::request_id_header`); empty when absent.
   std::string downstream_request_id;
   /// The shared budget's balance when the next step was decided.
   double budget_balance = 0;

@@ -24,8 +24,10 @@
 // docs/adr/0007-definite-answers.md).
 //
 // @code
-//   CallOptions call;
-//   call.status_query = StatusQuery{"http://127.0.0.1:8080/orders/by-key/{key}"};
+//   saferetry::RetryPolicyOptions o;   // for every call of a policy
+//   o.status_query.url_template = "http://127.0.0.1:8080/orders/by-key/{key}";
+//   saferetry::CallOptions call;       // or for one call, its endpoint's
+//   call.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
 // @endcode
 
 #ifndef SAFERETRY_STATUS_QUERY_H_

@@ -60,7 +60,7 @@ struct Hop {
 };
 
 /// The User-Agent when the options leave it empty.
-inline constexpr char kDefaultUserAgent[] = "saferetry/0.2.0";
+inline constexpr char kDefaultUserAgent[] = "saferetry/0.3.0";
 
 /// curl_global_init, once per process (it is not thread-safe before libcurl
 /// 7.84); never curl_global_cleanup: other code may use libcurl too.

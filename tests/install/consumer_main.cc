@@ -22,7 +22,7 @@ int main() {
   auto client = saferetry::Client::Create(std::move(options));
   if (!client.ok()) return 1;
   saferetry::CallOptions call;
-  call.status_query.url_template = "http://orders.test/orders/by-key/{key}";
+  call.status_url = "http://orders.test/orders/by-key/{key}";
   saferetry::CallResult r = (*client)->Execute({"POST", "http://orders.test/orders", {}, "{}"}, call);
   std::printf("%s %d\n", std::string(saferetry::OutcomeName(r.outcome)).c_str(),
               server->total_effects());

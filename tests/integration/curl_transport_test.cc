@@ -99,7 +99,7 @@ TEST(CurlTransportTest, GetReturnsResponseHeadersBodyAndTimings) {
   EXPECT_EQ(got[0].method, "GET");
   EXPECT_EQ(got[0].target, "/items?id=1");
   EXPECT_EQ(got[0].body, "");
-  EXPECT_EQ(got[0].Header("User-Agent"), "saferetry/0.2.0");
+  EXPECT_EQ(got[0].Header("User-Agent"), "saferetry/0.3.0");
   EXPECT_EQ(got[0].Header("Content-Length"), std::nullopt);
 }
 
