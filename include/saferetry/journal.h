@@ -258,14 +258,37 @@ class IntentJournal {
   /// implementations that keep no owner of their own.
   virtual std::string Owner() const { return DefaultJournalOwner(); }
 
-  /// Persist-before-send: records `intent` as PENDING, claimed by this
+  /// Persist-before-send: records `intent` as PENDING (or SENT with its first
+  /// attempt marked, see `attempt` below), claimed by this
   /// journal's owner until `intent.deadline + claim_grace`, and returns it
   /// once it is durable (see the implementation for what durable means). The
   /// caller must not send anything unless this returned OK.
   ///
-  /// `intent.state`, `attempt`, `summary`, claim and `updated` are ignored;
-  /// `created` zero means now. Secrets are removed and the body kept only
-  /// within `body_cap` (see the top of this file).
+  /// `intent.state`, `summary`, claim and `updated` are ignored; `created`
+  /// zero means now. Secrets are removed and the body kept only within
+  /// `body_cap` (see the top of this file).
+  ///
+  /// `intent.attempt` says what is recorded for a new intent: 0 (the
+  /// default, `MakeIntent`'s) records it PENDING; 1 records it SENT with
+  /// attempt 1 already marked, in the same commit — exactly as if
+  /// `MarkSent(key, 1)` had followed in the same transaction — so a call
+  /// commits once, not twice, before its first byte. Mark early only when the
+  /// first attempt is about to be handed to the transport: SENT tells the
+  /// reconciler that something may have left (it asks the server rather than
+  /// settling FAILED), so a call that then sends nothing must say so with
+  /// `Finish(kFailed)`. Check the result: attempt 1 is marked only when
+  /// `created` is true and `intent.state` is kSent (a journal that predates
+  /// this returns PENDING; call `MarkSent(key, 1)` then). For a key already
+  /// recorded the stored intent is returned as it is, whatever `attempt` says.
+  ///
+  /// @code
+  ///   Intent intent = MakeIntent(request, key, url_template, now, deadline);
+  ///   intent.attempt = 1;  // attempt 1 marked in the same commit
+  ///   absl::StatusOr<RecordResult> r = journal->Record(intent);
+  ///   if (!r.ok()) return ...;  // nothing is sent
+  ///   const bool marked = r->created && r->intent.state == IntentState::kSent;
+  ///   if (!marked && r->created && !journal->MarkSent(key, 1).ok()) return ...;
+  /// @endcode
   ///
   /// When the key is already recorded for the same method, URL and body
   /// digest, nothing is written and the stored intent is returned with
@@ -275,7 +298,8 @@ class IntentJournal {
   ///
   /// Errors: `kInvalidArgument` naming the field (idempotency_key, method,
   /// url, body_digest — 64 lower-case hex digits, and matching `body` when it
-  /// is given — deadline: must be set and not before `created`);
+  /// is given — deadline: must be set and not before `created` — and
+  /// "attempt: ..." when `intent.attempt` is neither 0 nor 1;
   /// `kAlreadyExists` "idempotency_key: ... already recorded for another
   /// request" when the key was recorded with another method, URL or body
   /// digest — across restarts, for as long as the first intent is retained.
