@@ -26,7 +26,9 @@
 // that long; a reconciler takes an intent with `Claim`, which succeeds only
 // when the intent is unclaimed or its claim has expired. Claims coordinate
 // work; they do not guard writes: the state machine does (a resolved intent
-// never changes, so the first definite answer wins).
+// never changes, so the first definite answer wins). No claim carries a
+// fencing version: a process whose claim was taken over can still write
+// UNKNOWN or mark an attempt on an unresolved intent (docs/journal.md).
 //
 // What is never written: the values of secret headers (Authorization,
 // Proxy-Authorization, Cookie, Set-Cookie and the configured extra names —
@@ -51,8 +53,10 @@
 // @endcode
 //
 // The SQLite implementation is in "saferetry/sqlite_journal.h" (target
-// saferetry::journal); an in-memory one for tests in
-// "saferetry/testing/memory_journal.h". See docs/journal.md.
+// saferetry::journal), the PostgreSQL one for a fleet in
+// "saferetry/postgres_journal.h" (target saferetry::journal_postgres); an
+// in-memory one for tests in "saferetry/testing/memory_journal.h". See
+// docs/journal.md and docs/journal-postgres.md.
 
 #ifndef SAFERETRY_JOURNAL_H_
 #define SAFERETRY_JOURNAL_H_
@@ -239,7 +243,7 @@ struct PruneResult {
 /// The durable record of intents. Implementations are thread-safe: one
 /// instance may be shared by every thread of a process. Whether several
 /// processes may share the same storage is the implementation's to say (the
-/// SQLite journal: yes). Nothing throws; every error is a status, and a
+/// SQLite journal: yes, on one host; the PostgreSQL journal: yes, on any hosts). Nothing throws; every error is a status, and a
 /// failed write changes nothing.
 ///
 /// Errors common to every method: `kUnavailable` when the storage cannot be
@@ -340,8 +344,9 @@ class IntentJournal {
   /// claim is then moved to `until`), or its claim has expired (`claim_until`
   /// <= now). Returns true when `owner` now holds the claim; false when
   /// another owner holds a live claim or the intent is resolved. Atomic
-  /// across threads and, for the SQLite journal, across processes: of
-  /// concurrent claimers exactly one wins.
+  /// across threads and, for the SQLite and PostgreSQL journals, across
+  /// processes (PostgreSQL: and hosts): of concurrent claimers exactly one
+  /// wins.
   ///
   /// Errors: `kNotFound` "idempotency_key: ..."; `kInvalidArgument`
   /// "owner: ..." when `owner` is empty.
