@@ -298,8 +298,8 @@ class PostgresJournal final : public IntentJournal {
           !r.ok()) {
         return r.status();
       }
-      if (auto r = txn.Execute(
-              "CREATE TABLE IF NOT EXISTS saferetry_journal_schema_version (version BIGINT NOT NULL)");
+      if (auto r = txn.Execute("CREATE TABLE IF NOT EXISTS saferetry_journal_schema_version "
+                               "(version BIGINT NOT NULL)");
           !r.ok()) {
         return r.status();
       }
@@ -315,8 +315,8 @@ class PostgresJournal final : public IntentJournal {
         for (const char* sql : kMigrations[static_cast<std::size_t>(v)]) {
           if (auto r = txn.Execute(sql); !r.ok()) return r.status();
         }
-        if (auto r = txn.Execute("INSERT INTO saferetry_journal_schema_version (version) VALUES ($1)",
-                                 {v + 1});
+        if (auto r = txn.Execute(
+                "INSERT INTO saferetry_journal_schema_version (version) VALUES ($1)", {v + 1});
             !r.ok()) {
           return r.status();
         }
@@ -447,8 +447,9 @@ class PostgresJournal final : public IntentJournal {
               kListUnfinished,
               {created_max, std::int64_t{filter.deadline_passed}, t.now_ms,
                std::int64_t{filter.claim_expired},
-               filter.limit == 0 ? SqlValue() : SqlValue(static_cast<std::int64_t>(std::min<std::size_t>(
-                                                    filter.limit, std::numeric_limits<std::int64_t>::max())))});
+               filter.limit == 0 ? SqlValue()
+                                 : SqlValue(static_cast<std::int64_t>(std::min<std::size_t>(
+                                       filter.limit, std::numeric_limits<std::int64_t>::max())))});
           if (!rows.ok()) return rows.status();
           for (const SqlRow& r : *rows) {
             absl::StatusOr<Intent> intent = DecodeRow(r);

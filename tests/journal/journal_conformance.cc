@@ -705,8 +705,10 @@ TEST_P(JournalConformance, AStaleOwnersWriteAfterTakeoverIsJudgedByTheStateMachi
 
   // k-1: the new owner resolves first; the stale owner's answer is refused.
   ASSERT_TRUE(
-      journal_->Finish("k-1", IntentState::kSucceeded, {200, "succeeded", "status_query", ""}).ok());
-  absl::Status stale = journal_->Finish("k-1", IntentState::kFailed, {409, "failed", "response", ""});
+      journal_->Finish("k-1", IntentState::kSucceeded, {200, "succeeded", "status_query", ""})
+          .ok());
+  absl::Status stale =
+      journal_->Finish("k-1", IntentState::kFailed, {409, "failed", "response", ""});
   EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(stale.message(), HasSubstr("state"));
   EXPECT_EQ(journal_->MarkSent("k-1", 2).code(), absl::StatusCode::kFailedPrecondition);
@@ -716,13 +718,15 @@ TEST_P(JournalConformance, AStaleOwnersWriteAfterTakeoverIsJudgedByTheStateMachi
   EXPECT_EQ(i.attempt, 1);
 
   // k-2: the stale owner writes first; unresolved, it is accepted.
-  ASSERT_TRUE(journal_->Finish("k-2", IntentState::kUnknown, {0, "deadline_exceeded", "", "t"}).ok());
+  ASSERT_TRUE(
+      journal_->Finish("k-2", IntentState::kUnknown, {0, "deadline_exceeded", "", "t"}).ok());
   EXPECT_EQ(journal_->Release("k-2", "owner-a").value(), false);
   i = MustGet("k-2");
   EXPECT_EQ(i.state, IntentState::kUnknown);
   EXPECT_EQ(i.claim_owner, "owner-b");
   EXPECT_EQ(i.claim_until, until);
-  ASSERT_TRUE(journal_->Finish("k-2", IntentState::kFailed, {404, "failed", "status_query", ""}).ok());
+  ASSERT_TRUE(
+      journal_->Finish("k-2", IntentState::kFailed, {404, "failed", "status_query", ""}).ok());
   EXPECT_EQ(MustGet("k-2").state, IntentState::kFailed);
   EXPECT_EQ(MustGet("k-2").summary.http_status, 404);
 }

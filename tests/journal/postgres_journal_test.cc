@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,11 +26,15 @@
 #include "gtest/gtest.h"
 #include "journal_conformance.h"
 #include "pg_dsn.h"
+#include "saferetry/client.h"
 #include "saferetry/journal.h"
 #include "saferetry/postgres_journal.h"
+#include "saferetry/reconciler.h"
 #include "saferetry/server/postgres_store.h"
 #include "saferetry/server/sql.h"
 #include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
 
 namespace saferetry {
 namespace {
@@ -75,7 +80,8 @@ std::string SchemaFor(const std::string& dir) {
 
 std::string NewSchema(const std::string& tag) {
   static std::atomic<int> counter{0};
-  const std::string schema = absl::StrCat("journal_", tag, "_", getpid(), "_", counter.fetch_add(1));
+  const std::string schema =
+      absl::StrCat("journal_", tag, "_", getpid(), "_", counter.fetch_add(1));
   EXPECT_TRUE(Admin(absl::StrCat("CREATE SCHEMA ", schema)).ok());
   return schema;
 }
@@ -308,8 +314,8 @@ TEST_F(PostgresJournalTest, ClaimsExpireOnTheDatabaseClock) {
   ASSERT_TRUE((*a)->MarkSent("k-1", 1).ok());
   a->reset();  // the process and its connection are gone; the claim is not
 
-  auto fast = std::make_shared<testing::FakeClock>(SystemClock()->Now(),
-                                                   SystemClock()->WallNow() + std::chrono::hours(1));
+  auto fast = std::make_shared<testing::FakeClock>(
+      SystemClock()->Now(), SystemClock()->WallNow() + std::chrono::hours(1));
   PostgresJournalOptions second = Options("owner-second");
   second.clock = fast;
   absl::StatusOr<std::shared_ptr<IntentJournal>> b = OpenPostgresJournal(second);
@@ -381,7 +387,8 @@ TEST_F(PostgresJournalTest, RecordingWithTheFirstAttemptMarkedSavesACommit) {
   const int before = observed->commits();
   ASSERT_TRUE((*j)->Record(NewIntent("k-old", now, seconds(5))).ok());
   ASSERT_TRUE((*j)->MarkSent("k-old", 1).ok());
-  ASSERT_TRUE((*j)->Finish("k-old", IntentState::kSucceeded, {201, "succeeded", "response", ""}).ok());
+  ASSERT_TRUE(
+      (*j)->Finish("k-old", IntentState::kSucceeded, {201, "succeeded", "response", ""}).ok());
   EXPECT_EQ(observed->commits() - before, 3);
   const int middle = observed->commits();
   Intent intent = NewIntent("k-new", now, seconds(5));
@@ -389,7 +396,8 @@ TEST_F(PostgresJournalTest, RecordingWithTheFirstAttemptMarkedSavesACommit) {
   absl::StatusOr<RecordResult> r = (*j)->Record(intent);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->intent.state, IntentState::kSent);
-  ASSERT_TRUE((*j)->Finish("k-new", IntentState::kSucceeded, {201, "succeeded", "response", ""}).ok());
+  ASSERT_TRUE(
+      (*j)->Finish("k-new", IntentState::kSucceeded, {201, "succeeded", "response", ""}).ok());
   EXPECT_EQ(observed->commits() - middle, 2);
 }
 
@@ -503,6 +511,132 @@ TEST_F(PostgresJournalTest, TextPostgresCannotHoldIsRefusedOrReplaced) {
   EXPECT_EQ(i.summary.last_error, "read \xc3\xa9?" "?!");
   ASSERT_EQ(i.headers.size(), 2u);
   EXPECT_EQ(i.headers[1].second, "caf\xc3\xa9 \x01");
+}
+
+
+// End to end through the client: a call whose Record commit answer is lost
+// fails closed (journal_unavailable) and sends nothing, though the row is
+// there; the same process calling again with the same key finds its own
+// PENDING intent, takes it under its own claim and sends it once.
+TEST_F(PostgresJournalTest, ACallWhoseRecordAnswerIsLostSendsNothingAndItsRetrySendsOnce) {
+  auto observed = std::make_shared<ObservedDatabase>(Database(Dsn(), 2));
+  auto clock = std::make_shared<testing::FakeClock>(SystemClock()->Now(), SystemClock()->WallNow());
+  PostgresJournalOptions o = Options("orders-1:42:abcdef0123456789");
+  o.clock = clock;  // the client's clock: instants are rebased from it
+  absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenPostgresJournal(observed, o);
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  auto transport = std::make_shared<testing::FakeTransport>(clock);
+  transport->Push(testing::Step::Respond(201));
+  ClientOptions co;
+  co.transport = transport;
+  co.clock = clock;
+  co.random = std::make_shared<testing::ScriptedRandom>(std::vector<double>{0.5});
+  co.journal = *journal;
+  std::unique_ptr<Client> client = Client::Create(std::move(co)).value();
+  const Request order{"POST", "http://orders.test/orders", {{"Content-Type", "application/json"}},
+                      R"({"sku":"a"})"};
+  CallOptions call;
+  call.idempotency_key = "k-lost";
+  call.timeout = seconds(5);
+
+  observed->LoseNextCommitAnswers(1);
+  CallResult lost = client->Execute(order, call);
+  EXPECT_EQ(lost.outcome, Outcome::kFailed);
+  EXPECT_EQ(lost.stop_reason, StopReason::kJournalUnavailable);
+  EXPECT_EQ(transport->send_count(), 0);
+  const Intent row = (*journal)->Get("k-lost").value();
+  EXPECT_EQ(row.state, IntentState::kPending);
+  EXPECT_EQ(row.claim_owner, "orders-1:42:abcdef0123456789");
+
+  CallResult retry = client->Execute(order, call);
+  EXPECT_EQ(retry.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(transport->send_count(), 1);
+  const Intent done = (*journal)->Get("k-lost").value();
+  EXPECT_EQ(done.state, IntentState::kSucceeded);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.summary.http_status, 201);
+}
+
+
+// A fleet: the process that sent 12 calls is gone (their claims expire on the
+// database's clock); two reconcilers, each with its own client and its own
+// connections, run at once over the same journal. Every intent ends SUCCEEDED,
+// each was asked about exactly once in all, and each was reported resolved by
+// exactly one of them.
+TEST_F(PostgresJournalTest, ConcurrentReconcilersOverOneJournalResolveEachIntentOnce) {
+  constexpr int kIntents = 12;
+  {
+    absl::StatusOr<std::shared_ptr<IntentJournal>> gone = OpenPostgresJournal(Options("gone"));
+    ASSERT_TRUE(gone.ok()) << gone.status();
+    const WallTime now = SystemClock()->WallNow();
+    for (int i = 0; i < kIntents; ++i) {
+      Intent intent = NewIntent("k-" + std::to_string(i), now, milliseconds(200));
+      intent.attempt = 1;
+      ASSERT_TRUE((*gone)->Record(intent).ok());
+    }
+  }
+  std::this_thread::sleep_for(milliseconds(400));  // deadlines and claims (grace 0) are over
+
+  std::mutex mu;
+  std::map<std::string, int> queries;   // status queries per key, both reconcilers
+  std::map<std::string, int> resolved;  // on_resolved with a status query, per key
+  const auto run = [&](const std::string& owner, absl::StatusOr<ReconcileReport>* out) {
+    auto transport = std::make_shared<testing::FakeTransport>();
+    transport->SetHandler([&](const Request& r, const AttemptOptions&) {
+      const std::string prefix = "https://orders.internal/orders/by-key/";
+      TransportResult tr;
+      if (r.method == "GET" && r.url.rfind(prefix, 0) == 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        ++queries[r.url.substr(prefix.size())];
+        tr.delivery = Delivery::kResponseReceived;
+        tr.response = Response{200, {}, R"({"order":1})"};
+      } else {
+        tr.delivery = Delivery::kNotSent;
+        tr.status = absl::FailedPreconditionError("unexpected request " + r.method + " " + r.url);
+      }
+      return tr;
+    });
+    absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenPostgresJournal(Options(owner));
+    if (!journal.ok()) {
+      *out = journal.status();
+      return;
+    }
+    ClientOptions co;
+    co.transport = transport;
+    co.journal = *journal;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(co));
+    if (!client.ok()) {
+      *out = client.status();
+      return;
+    }
+    ReconcilerOptions ro;
+    ro.resolve.timeout = seconds(5);
+    ro.on_resolved = [&](const Intent& intent, const CallResult& result) {
+      if (result.status_queries == 0) return;  // found resolved by the other one
+      std::lock_guard<std::mutex> lock(mu);
+      ++resolved[intent.key];
+    };
+    Reconciler reconciler(client->get(), ro);
+    *out = reconciler.RunOnce();
+  };
+  absl::StatusOr<ReconcileReport> a, b;
+  std::thread ta(run, "reconciler-a", &a);
+  std::thread tb(run, "reconciler-b", &b);
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->unknown + b->unknown, 0);
+  EXPECT_EQ(a->failed + b->failed, 0);
+  absl::StatusOr<std::shared_ptr<IntentJournal>> check = OpenPostgresJournal(Options("check"));
+  ASSERT_TRUE(check.ok()) << check.status();
+  for (int i = 0; i < kIntents; ++i) {
+    const std::string key = "k-" + std::to_string(i);
+    EXPECT_EQ((*check)->Get(key).value().state, IntentState::kSucceeded) << key;
+    EXPECT_EQ(queries[key], 1) << key;
+    EXPECT_EQ(resolved[key], 1) << key;
+  }
+  EXPECT_EQ((*check)->OldestUnresolvedAge().value(), std::nullopt);
 }
 
 }  // namespace
