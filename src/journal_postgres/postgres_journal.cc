@@ -349,13 +349,16 @@ class PostgresJournal final : public IntentJournal {
           row.deadline_ms = t.Rebase(normal->deadline);
           row.claim_until_ms = t.Rebase(normal->claim_until);
           row.updated_ms = t.Rebase(normal->updated);
-          auto inserted = txn.Execute(
-              kInsert, {row.key, row.method, row.url, row.body_digest,
-                        row.body.has_value() ? SqlValue(Hex(*row.body)) : SqlValue(),
-                        row.status_url_template, Hex(row.headers), row.created_ms,
-                        row.deadline_ms, row.state, row.attempt, row.http_status, row.stop_reason,
-                        row.resolved_by, row.last_error, row.claim_owner, row.claim_until_ms,
-                        row.updated_ms});
+          // $5, the body: NULL unless it is kept.
+          std::vector<SqlValue> params = {
+              row.key,          row.method,         row.url,
+              row.body_digest,  SqlValue(),         row.status_url_template,
+              Hex(row.headers), row.created_ms,     row.deadline_ms,
+              row.state,        row.attempt,        row.http_status,
+              row.stop_reason,  row.resolved_by,    row.last_error,
+              row.claim_owner,  row.claim_until_ms, row.updated_ms};
+          if (row.body.has_value()) params[4] = SqlValue(Hex(*row.body));
+          auto inserted = txn.Execute(kInsert, params);
           if (!inserted.ok()) return inserted.status();
           if (txn.rows_affected() == 1) {
             absl::StatusOr<Intent> stored = internal::DecodeIntentRow(row);
@@ -443,13 +446,15 @@ class PostgresJournal final : public IntentJournal {
           const std::int64_t created_max = filter.older_than.has_value()
                                                ? t.now_ms - filter.older_than->count()
                                                : std::numeric_limits<std::int64_t>::max();
-          auto rows = txn.Execute(
-              kListUnfinished,
-              {created_max, std::int64_t{filter.deadline_passed}, t.now_ms,
-               std::int64_t{filter.claim_expired},
-               filter.limit == 0 ? SqlValue()
-                                 : SqlValue(static_cast<std::int64_t>(std::min<std::size_t>(
-                                       filter.limit, std::numeric_limits<std::int64_t>::max())))});
+          std::vector<SqlValue> params = {created_max, std::int64_t{filter.deadline_passed},
+                                          t.now_ms, std::int64_t{filter.claim_expired}};
+          if (filter.limit == 0) {
+            params.emplace_back();  // LIMIT NULL: no limit
+          } else {
+            params.emplace_back(static_cast<std::int64_t>(std::min<std::size_t>(
+                filter.limit, std::numeric_limits<std::int64_t>::max())));
+          }
+          auto rows = txn.Execute(kListUnfinished, params);
           if (!rows.ok()) return rows.status();
           for (const SqlRow& r : *rows) {
             absl::StatusOr<Intent> intent = DecodeRow(r);
