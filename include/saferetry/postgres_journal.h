@@ -33,8 +33,9 @@
 // `deadline`, `Claim`'s `until`, `Prune`'s `now`) are measured against the
 // caller's clock (`JournalOptions::clock`) and stored at the same distance
 // from the database's now; stored and returned times are on the database's
-// clock. `kJournalClock` uses `JournalOptions::clock` throughout, as the
-// other journals do (tests with a fake clock; one host).
+// clock; give the journal the client's clock (both default to the system
+// clock). `kJournalClock` uses `JournalOptions::clock` throughout, as the
+// other journals do (tests with a fake clock; one host). docs/adr/0015.
 //
 // Connections. A small pool (`max_connections`); a connection found broken
 // (the server restarted, the backend was terminated) is closed and a new one
