@@ -32,6 +32,15 @@ install(TARGETS saferetry_journal EXPORT saferetryJournalTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT saferetryJournalTargets NAMESPACE saferetry::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+# Component journal_postgres: saferetry::journal_postgres (libpq, through the server's PostgreSQL seam).
+if(TARGET saferetry_journal_postgres)
+  install(TARGETS saferetry_journal_postgres EXPORT saferetryJournalPostgresTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT saferetryJournalPostgresTargets NAMESPACE saferetry::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/saferetryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/saferetryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
@@ -42,8 +51,11 @@ install(FILES ${PROJECT_BINARY_DIR}/saferetryConfig.cmake ${PROJECT_BINARY_DIR}/
 file(RELATIVE_PATH SAFERETRY_PC_PREFIX_REL "/r/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/r")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/saferetry.pc.in ${PROJECT_BINARY_DIR}/saferetry.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/saferetry.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-foreach(pc saferetry-server saferetry-server-postgres saferetry-journal)
+foreach(pc saferetry-server saferetry-server-postgres saferetry-journal saferetry-journal-postgres)
   if(pc STREQUAL "saferetry-server-postgres" AND NOT TARGET saferetry_server_postgres)
+    continue()
+  endif()
+  if(pc STREQUAL "saferetry-journal-postgres" AND NOT TARGET saferetry_journal_postgres)
     continue()
   endif()
   configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)

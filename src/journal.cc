@@ -201,8 +201,13 @@ absl::StatusOr<Intent> NormalizeIntent(const Intent& intent, const JournalOption
   }
   out.created = FromUnixMillis(created_ms);
   out.deadline = FromUnixMillis(deadline_ms);
-  out.state = IntentState::kPending;
-  out.attempt = 0;
+  if (intent.attempt != 0 && intent.attempt != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attempt: must be 0 (record PENDING) or 1 (record with attempt 1 marked sent), got ",
+        intent.attempt));
+  }
+  out.state = intent.attempt == 1 ? IntentState::kSent : IntentState::kPending;
+  out.attempt = intent.attempt;
   out.claim_owner = std::string(owner);
   out.claim_until = FromUnixMillis(deadline_ms + options.claim_grace.count());
   out.updated = FromUnixMillis(now_ms);

@@ -26,7 +26,9 @@
 // that long; a reconciler takes an intent with `Claim`, which succeeds only
 // when the intent is unclaimed or its claim has expired. Claims coordinate
 // work; they do not guard writes: the state machine does (a resolved intent
-// never changes, so the first definite answer wins).
+// never changes, so the first definite answer wins). No claim carries a
+// fencing version: a process whose claim was taken over can still write
+// UNKNOWN or mark an attempt on an unresolved intent (docs/journal.md).
 //
 // What is never written: the values of secret headers (Authorization,
 // Proxy-Authorization, Cookie, Set-Cookie and the configured extra names —
@@ -51,8 +53,10 @@
 // @endcode
 //
 // The SQLite implementation is in "saferetry/sqlite_journal.h" (target
-// saferetry::journal); an in-memory one for tests in
-// "saferetry/testing/memory_journal.h". See docs/journal.md.
+// saferetry::journal), the PostgreSQL one for a fleet in
+// "saferetry/postgres_journal.h" (target saferetry::journal_postgres); an
+// in-memory one for tests in "saferetry/testing/memory_journal.h". See
+// docs/journal.md and docs/journal-postgres.md.
 
 #ifndef SAFERETRY_JOURNAL_H_
 #define SAFERETRY_JOURNAL_H_
@@ -239,7 +243,7 @@ struct PruneResult {
 /// The durable record of intents. Implementations are thread-safe: one
 /// instance may be shared by every thread of a process. Whether several
 /// processes may share the same storage is the implementation's to say (the
-/// SQLite journal: yes). Nothing throws; every error is a status, and a
+/// SQLite journal: yes, on one host; the PostgreSQL journal: yes, on any hosts). Nothing throws; every error is a status, and a
 /// failed write changes nothing.
 ///
 /// Errors common to every method: `kUnavailable` when the storage cannot be
@@ -258,14 +262,37 @@ class IntentJournal {
   /// implementations that keep no owner of their own.
   virtual std::string Owner() const { return DefaultJournalOwner(); }
 
-  /// Persist-before-send: records `intent` as PENDING, claimed by this
+  /// Persist-before-send: records `intent` as PENDING (or SENT with its first
+  /// attempt marked, see `attempt` below), claimed by this
   /// journal's owner until `intent.deadline + claim_grace`, and returns it
   /// once it is durable (see the implementation for what durable means). The
   /// caller must not send anything unless this returned OK.
   ///
-  /// `intent.state`, `attempt`, `summary`, claim and `updated` are ignored;
-  /// `created` zero means now. Secrets are removed and the body kept only
-  /// within `body_cap` (see the top of this file).
+  /// `intent.state`, `summary`, claim and `updated` are ignored; `created`
+  /// zero means now. Secrets are removed and the body kept only within
+  /// `body_cap` (see the top of this file).
+  ///
+  /// `intent.attempt` says what is recorded for a new intent: 0 (the
+  /// default, `MakeIntent`'s) records it PENDING; 1 records it SENT with
+  /// attempt 1 already marked, in the same commit — exactly as if
+  /// `MarkSent(key, 1)` had followed in the same transaction — so a call
+  /// commits once, not twice, before its first byte. Mark early only when the
+  /// first attempt is about to be handed to the transport: SENT tells the
+  /// reconciler that something may have left (it asks the server rather than
+  /// settling FAILED), so a call that then sends nothing must say so with
+  /// `Finish(kFailed)`. Check the result: attempt 1 is marked only when
+  /// `created` is true and `intent.state` is kSent (a journal that predates
+  /// this returns PENDING; call `MarkSent(key, 1)` then). For a key already
+  /// recorded the stored intent is returned as it is, whatever `attempt` says.
+  ///
+  /// @code
+  ///   Intent intent = MakeIntent(request, key, url_template, now, deadline);
+  ///   intent.attempt = 1;  // attempt 1 marked in the same commit
+  ///   absl::StatusOr<RecordResult> r = journal->Record(intent);
+  ///   if (!r.ok()) return ...;  // nothing is sent
+  ///   const bool marked = r->created && r->intent.state == IntentState::kSent;
+  ///   if (!marked && r->created && !journal->MarkSent(key, 1).ok()) return ...;
+  /// @endcode
   ///
   /// When the key is already recorded for the same method, URL and body
   /// digest, nothing is written and the stored intent is returned with
@@ -275,7 +302,8 @@ class IntentJournal {
   ///
   /// Errors: `kInvalidArgument` naming the field (idempotency_key, method,
   /// url, body_digest — 64 lower-case hex digits, and matching `body` when it
-  /// is given — deadline: must be set and not before `created`);
+  /// is given — deadline: must be set and not before `created` — and
+  /// "attempt: ..." when `intent.attempt` is neither 0 nor 1;
   /// `kAlreadyExists` "idempotency_key: ... already recorded for another
   /// request" when the key was recorded with another method, URL or body
   /// digest — across restarts, for as long as the first intent is retained.
@@ -316,8 +344,9 @@ class IntentJournal {
   /// claim is then moved to `until`), or its claim has expired (`claim_until`
   /// <= now). Returns true when `owner` now holds the claim; false when
   /// another owner holds a live claim or the intent is resolved. Atomic
-  /// across threads and, for the SQLite journal, across processes: of
-  /// concurrent claimers exactly one wins.
+  /// across threads and, for the SQLite and PostgreSQL journals, across
+  /// processes (PostgreSQL: and hosts): of concurrent claimers exactly one
+  /// wins.
   ///
   /// Errors: `kNotFound` "idempotency_key: ..."; `kInvalidArgument`
   /// "owner: ..." when `owner` is empty.

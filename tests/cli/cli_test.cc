@@ -37,6 +37,11 @@
 #include "loopback_server.h"
 #include "nghttpd_server.h"
 #include "nlohmann/json.hpp"
+#ifdef SAFERETRY_CLI_TEST_POSTGRES
+#include "absl/strings/str_split.h"
+#include "pg_dsn.h"
+#include "saferetry/server/postgres_store.h"
+#endif
 
 extern char** environ;
 
@@ -1958,6 +1963,89 @@ TEST(CliJournalTest, ReconcileBadInputExits64NamingTheFlag) {
   EXPECT_EQ(header.exit_code, 64);
   EXPECT_THAT(header.err, HasSubstr("--header"));
 }
+
+#ifdef SAFERETRY_CLI_TEST_POSTGRES
+// --journal postgresql://...: the call is killed while its attempt hangs on a
+// committed order; `saferetry reconcile` in another process, reading the
+// same PostgreSQL journal, settles it SUCCEEDED by a status query, with
+// exactly one order. (ctest runs these with the `postgres` fixture.)
+
+// The test database as a libpq URI (the fixture writes key=value).
+std::string PostgresUri() {
+  const std::string dsn = pg_test::Dsn();
+  if (dsn.rfind("postgres", 0) == 0) return dsn;
+  std::map<std::string, std::string> kv;
+  for (absl::string_view part : absl::StrSplit(dsn, ' ', absl::SkipEmpty())) {
+    const std::size_t eq = part.find('=');
+    if (eq != absl::string_view::npos) {
+      kv[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
+    }
+  }
+  std::string uri = "postgresql://";
+  if (kv.count("user")) uri += kv["user"] + "@";
+  uri += kv.count("host") ? kv["host"] : "localhost";
+  if (kv.count("port")) uri += ":" + kv["port"];
+  uri += "/" + (kv.count("dbname") ? kv["dbname"] : std::string());
+  return uri;
+}
+
+absl::Status PgAdmin(const std::string& sql) {
+  server::PostgresOptions pg;
+  pg.conninfo = pg_test::Dsn();
+  pg.max_connections = 1;
+  auto db = server::OpenPostgresDatabase(pg);
+  if (!db.ok()) return db.status();
+  return (*db)->RunInTransaction(server::TransactionMode::kWrite,
+                                 [&](server::Transaction& t) { return t.Execute(sql).status(); });
+}
+
+TEST(CliPostgresJournalTest, KillNineWhileTheAttemptHangsThenReconcileElsewhereSucceeds) {
+  if (pg_test::Dsn().empty()) {
+    if (pg_test::Required()) FAIL() << "SAFERETRY_REQUIRE_POSTGRES=1 but no database";
+    GTEST_SKIP() << pg_test::SkipReason();
+  }
+  const std::string schema = "cli_journal_" + std::to_string(getpid());
+  ASSERT_TRUE(PgAdmin("CREATE SCHEMA " + schema).ok());
+  const std::string journal = PostgresUri();
+  OrderService server(Scripted({CommitThen(Fault::kHang)}));
+  Child cli({"-d", R"({"sku":"a"})", "--idempotency-key", "order-pg-kill-9", "--status-url",
+             server.StatusUrl(), "--deadline", "1500ms", "--journal", journal,
+             "--journal-schema", schema, server.OrdersUrl()});
+  ASSERT_TRUE(WaitUntil([&] { return server.effects() == 1; }));
+  ASSERT_TRUE(cli.KillNine());
+
+  CliRun run;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        run = RunCli({"reconcile", "--journal", journal, "--journal-schema", schema,
+                      "--older-than", "0s"});
+        return run.out.find("\"outcome\"") != std::string::npos || run.exit_code != 0;
+      },
+      milliseconds(10000)));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("1 tried (1 resolved: 1 succeeded, 0 failed; 0 still unknown)"));
+  std::vector<json> lines = JsonLines(run.out);
+  ASSERT_EQ(lines.size(), 1u) << run.out;
+  EXPECT_EQ(lines[0]["idempotency_key"], "order-pg-kill-9");
+  EXPECT_EQ(lines[0]["outcome"], "SUCCEEDED");
+  EXPECT_EQ(lines[0]["resolved_by"], "status_query");
+  EXPECT_EQ(server.effects(), 1);
+  EXPECT_EQ(server.orders_requests().size(), 1u);  // one POST, never resent
+  EXPECT_EQ(server.status_requests().size(), 1u);
+
+  // The journal is in the schema given, and the intent is resolved there.
+  CliRun again = RunCli({"reconcile", "--journal", journal, "--journal-schema", schema,
+                         "--older-than", "0s"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "");
+  // --journal-schema is for PostgreSQL only; a bad schema name is bad input to the journal.
+  CliRun sqlite_schema = RunCli({"reconcile", "--journal", JournalPath("pg-schema"),
+                                 "--journal-schema", schema});
+  EXPECT_EQ(sqlite_schema.exit_code, 74);
+  EXPECT_THAT(sqlite_schema.err, HasSubstr("--journal-schema: only for a PostgreSQL journal"));
+  (void)PgAdmin("DROP SCHEMA " + schema + " CASCADE");
+}
+#endif  // SAFERETRY_CLI_TEST_POSTGRES
 
 }  // namespace
 }  // namespace saferetry

@@ -13,6 +13,7 @@ cmake -S "$here/cmake_consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$work/pref
 cmake --build "$work/cmake" -j2 > /dev/null
 "$work/cmake/consumer"
 "$work/cmake/server_consumer"
+"$work/cmake/journal_postgres_consumer"
 
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:${PKG_CONFIG_PATH:-}" \
   g++ -std=c++17 -o "$work/pc_consumer" "$here/consumer_main.cc" \
@@ -21,7 +22,10 @@ PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:${PKG_CONFIG_PATH:-}" \
 g++ -std=c++17 -o "$work/pc_server_consumer" "$here/server_consumer_main.cc" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry-server-postgres)
 "$work/pc_server_consumer"
+g++ -std=c++17 -o "$work/pc_journal_postgres_consumer" "$here/journal_postgres_consumer_main.cc" \
+  $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs saferetry-journal-postgres)
+"$work/pc_journal_postgres_consumer"
 cmake -S "$here/subdir_consumer" -B "$work/subdir" -DSAFERETRY_SOURCE_DIR="$here/../.." > /dev/null
 cmake --build "$work/subdir" -j2 --target consumer > /dev/null
 "$work/subdir/consumer"
-echo "install test: find_package (with the server components), pkg-config and add_subdirectory consumers built and ran"
+echo "install test: find_package (with the server and PostgreSQL journal components), pkg-config and add_subdirectory consumers built and ran"

@@ -46,6 +46,9 @@
 #include "saferetry/redaction.h"
 #include "saferetry/result.h"
 #include "saferetry/sqlite_journal.h"
+#ifdef SAFERETRY_CLI_HAS_POSTGRES
+#include "saferetry/postgres_journal.h"
+#endif
 #include "tools/cli/duration.h"
 #include "tools/cli/report.h"
 
@@ -75,6 +78,7 @@ struct Flags {
   bool verbose = false;
   bool summary_json = false;
   std::string journal;
+  std::string journal_schema;
   std::string proxy;
   std::string noproxy;
   std::string cacert;
@@ -362,8 +366,27 @@ void PrintError(std::string_view message) {
   std::fprintf(stderr, "saferetry: %s\n", OneLine(message).c_str());
 }
 
-// Opens the SQLite journal at `path` for the tool (created 0600 if missing).
-absl::StatusOr<std::shared_ptr<IntentJournal>> OpenJournal(const std::string& path) {
+// Opens the journal for the tool: a libpq URI (postgresql://..., postgres://...)
+// is the PostgreSQL journal, in `schema` when given; anything else is the
+// path of the SQLite journal (created 0600 if missing).
+absl::StatusOr<std::shared_ptr<IntentJournal>> OpenJournal(const std::string& path,
+                                                           const std::string& schema) {
+  if (absl::StartsWith(path, "postgresql://") || absl::StartsWith(path, "postgres://")) {
+#ifdef SAFERETRY_CLI_HAS_POSTGRES
+    PostgresJournalOptions options;
+    options.dsn = path;
+    options.schema = schema;
+    options.max_connections = 2;
+    return OpenPostgresJournal(options);
+#else
+    return absl::UnimplementedError(
+        "a PostgreSQL journal needs saferetry built with libpq (saferetry::journal_postgres)");
+#endif
+  }
+  if (!schema.empty()) {
+    return absl::InvalidArgumentError(
+        "--journal-schema: only for a PostgreSQL journal (postgresql://...)");
+  }
   SqliteJournalOptions options;
   options.path = path;
   return OpenSqliteJournal(options);
@@ -463,6 +486,7 @@ void AddHttpVersionFlags(CLI::App& app, HttpVersion* version) {
 // saferetry reconcile: see docs/cli.md.
 int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   std::string journal_path;
+  std::string journal_schema;
   std::string status_url;
   std::vector<std::string> headers;
   std::string older_than;
@@ -478,7 +502,11 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
       "ended SUCCEEDED or FAILED (claimed or in-flight intents do not count), 2 when any is "
       "still UNKNOWN, 74 when the journal cannot be read or written, 64 for bad input.",
       "saferetry reconcile"};
-  app.add_option("--journal", journal_path, "The SQLite intent journal")->required();
+  app.add_option("--journal", journal_path,
+                 "The intent journal: a SQLite file, or a PostgreSQL URI postgresql://...")
+      ->required();
+  app.add_option("--journal-schema", journal_schema,
+                 "The schema of a PostgreSQL journal (default: the server's search_path)");
   app.add_option("--status-url", status_url,
                  "Status URL with {key} (default: the one recorded with each intent)");
   app.add_option("-H,--header", headers,
@@ -597,7 +625,8 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
     options.wait_for_claims = *d;
   }
 
-  absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenJournal(journal_path);
+  absl::StatusOr<std::shared_ptr<IntentJournal>> journal =
+      OpenJournal(journal_path, journal_schema);
   if (!journal.ok()) {
     PrintError(absl::StrCat("--journal: ", journal.status().message()));
     return kExitJournal;
@@ -707,8 +736,11 @@ int Run(int argc, char** argv) {
                "\"not found\" ends FAILED)");
   app.add_option("--policy", flags.policy, "JSON retry policy file (docs/configuration.md)");
   app.add_option("--journal", flags.journal,
-                 "Record the call in this SQLite intent journal before sending (exit 74 when it "
-                 "cannot be written); see saferetry reconcile");
+                 "Record the call in this intent journal before sending (exit 74 when it "
+                 "cannot be written): a SQLite file, or a PostgreSQL URI postgresql://...; see "
+                 "saferetry reconcile");
+  app.add_option("--journal-schema", flags.journal_schema,
+                 "The schema of a PostgreSQL journal (default: the server's search_path)");
   CLI::Option* proxy = app.add_option(
       "--proxy", flags.proxy,
       "Proxy for every request, e.g. http://proxy:3128 (\"\": none). Default: the environment's "
@@ -767,7 +799,8 @@ int Run(int argc, char** argv) {
   inv->client.transport = *std::move(transport);
   inv->client.clock = clock;
   if (!flags.journal.empty()) {
-    absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenJournal(flags.journal);
+    absl::StatusOr<std::shared_ptr<IntentJournal>> journal =
+        OpenJournal(flags.journal, flags.journal_schema);
     if (!journal.ok()) {
       PrintError(absl::StrCat("--journal: ", journal.status().message()));
       return kExitJournal;
