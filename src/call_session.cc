@@ -42,7 +42,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Time
   // Bad input never reaches the listener: nothing started.
   if (!prepared.ok()) return InvalidCall(prepared.status());
   call_ = *std::move(prepared);
-  if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, options_, start)) {
+  if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start)) {
     return EndEarly(*std::move(early));
   }
   return std::nullopt;

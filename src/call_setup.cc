@@ -75,7 +75,7 @@ IntentSummary SummaryOf(const CallResult& result) {
 }
 
 std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
-                                       const Request& request, const CallOptions& options,
+                                       const Request& request,
                                        TimePoint start) {
   if (client.journal == nullptr || !call.key.has_value()) return std::nullopt;
   IntentJournal& journal = *client.journal;
@@ -133,16 +133,21 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
     // The earlier call's attempt may have taken effect: this one starts
     // with that doubt, so it can end FAILED only on a definite answer.
     call.policy.earlier_attempt_may_have_taken_effect = stored.attempt > 0;
+    call.attempt_offset = stored.attempt;
   } else {
     call.journal_owner = stored.claim_owner;
+    // A journal that predates the one-commit record returns PENDING: attempt
+    // 1 is then marked before its send, as every later one is.
+    call.first_attempt_marked = stored.state == IntentState::kSent && stored.attempt == 1;
+    call.attempt_offset = 0;
   }
   call.journal = &journal;
-  call.attempt_offset = stored.attempt;
   return std::nullopt;
 }
 
 std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
   if (call.journal == nullptr) return std::nullopt;
+  if (number == 1 && call.first_attempt_marked) return std::nullopt;  // marked by the record
   absl::Status s = call.journal->MarkSent(*call.key, call.attempt_offset + number);
   if (!s.ok()) {
     // Not marked, not sent: PENDING must keep proving that nothing left.

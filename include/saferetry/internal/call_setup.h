@@ -46,6 +46,9 @@ struct PreparedCall {
   /// Attempts already marked sent for this intent by an earlier process:
   /// this call's attempt n is marked as `attempt_offset + n`.
   int attempt_offset = 0;
+  /// The intent was recorded with attempt 1 marked (`IntentJournal::Record`
+  /// with `Intent::attempt` 1): the first send needs no mark of its own.
+  bool first_attempt_marked = false;
   /// The claim owner to release at the end.
   std::string journal_owner;
 };
@@ -116,7 +119,7 @@ CallResult InvalidCall(absl::Status status);
 /// intent is already resolved, UNKNOWN / kAmbiguousUnresolved when another
 /// process holds a live claim on it. nullopt: go on.
 std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
-                                       const Request& request, const CallOptions& options,
+                                       const Request& request,
                                        TimePoint start);
 
 /// Marks attempt `number` sent. When the journal cannot, the attempt must
