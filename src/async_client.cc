@@ -160,7 +160,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     std::optional<CallResult> early =
         call->resolve.has_value()
             ? call->session->BeginResolve(call->resolve->first, call->resolve->second, start)
-            : call->session->Begin(fingerprints_, start);
+            : call->session->Begin(fingerprints_, unsent_, start);
     if (early.has_value()) {
       Deliver(*call, *std::move(early));
       return;
@@ -379,6 +379,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   static constexpr std::size_t kSpareNodes = 64;
   std::vector<std::shared_ptr<Call>> begin_batch_;
   KeyFingerprints fingerprints_;
+  internal::UnsentRecords unsent_;
   Calls calls_;
   std::vector<Calls::node_type> spare_nodes_;  // of finished calls, empty
   internal::LatencyWindow latencies_;

@@ -36,13 +36,14 @@ CallResult CallSession::EndEarly(CallResult result) const {
   return result;
 }
 
-std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, TimePoint start) {
+std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints,
+                                            UnsentRecords& unsent, TimePoint start) {
   absl::StatusOr<PreparedCall> prepared =
       PrepareCall(client_, fingerprints, *request_, options_, start);
   // Bad input never reaches the listener: nothing started.
   if (!prepared.ok()) return InvalidCall(prepared.status());
   call_ = *std::move(prepared);
-  if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start)) {
+  if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
   return std::nullopt;

@@ -74,9 +74,26 @@ IntentSummary SummaryOf(const CallResult& result) {
   return summary;
 }
 
+void UnsentRecords::Add(std::string_view key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (keys_.size() >= capacity_) keys_.pop_front();
+  keys_.emplace_back(key);
+}
+
+bool UnsentRecords::Take(std::string_view key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = keys_.begin(); it != keys_.end(); ++it) {
+    if (*it == key) {
+      keys_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
 std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
-                                       const Request& request,
-                                       TimePoint start) {
+                                       const Request& request, TimePoint start,
+                                       UnsentRecords* unsent) {
   if (client.journal == nullptr || !call.key.has_value()) return std::nullopt;
   IntentJournal& journal = *client.journal;
   const WallTime now = client.clock->WallNow();
@@ -86,6 +103,11 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
   const std::string query_template =
       call.use_callback ? std::string() : std::string(call.status_url_template);
   Intent intent = MakeIntent(request, *call.key, query_template, now, deadline);
+  // Recorded with its first attempt marked, in one commit: one commit before
+  // the first byte instead of two. A call that then sends nothing writes
+  // FAILED at its end; a crash before the send leaves SENT(1), which the
+  // reconciler asks about (never FAILED on a guess).
+  intent.attempt = 1;
   absl::StatusOr<RecordResult> recorded = journal.Record(intent);
   if (!recorded.ok()) {
     const absl::Status& s = recorded.status();
@@ -97,11 +119,38 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
     CallResult r =
         JournalFailure(Outcome::kFailed, StopReason::kJournalUnavailable, JournalError(s));
     r.idempotency_key = *call.key;  // nothing was sent with it
+    // The row may exist (a commit whose answer was lost): this process knows
+    // it sent nothing, so its next call of the key may take the row as its own.
+    if (unsent != nullptr) unsent->Add(*call.key);
     return r;
   }
   const Intent& stored = recorded->intent;
   if (IsResolved(stored.state)) return StoredOutcome(stored);
-  if (!recorded->created) {
+  const std::string owner = journal.Owner();
+  // This process's own row whose record answer was lost: attempt 1 was
+  // marked by that record and never sent.
+  const bool own_unsent = !recorded->created && stored.state == IntentState::kSent &&
+                          stored.attempt == 1 && stored.claim_owner == owner &&
+                          unsent != nullptr && unsent->Take(stored.key);
+  if (own_unsent) {
+    absl::StatusOr<bool> claimed = journal.Claim(stored.key, owner, deadline + kContinueClaimGrace);
+    if (!claimed.ok() || !*claimed) {
+      // Not confirmed again: the next call may try once more. Meanwhile
+      // another owner (a reconciler) may hold it: not FAILED.
+      if (unsent != nullptr) unsent->Add(stored.key);
+      CallResult r = JournalFailure(
+          Outcome::kUnknown,
+          claimed.ok() ? StopReason::kAmbiguousUnresolved : StopReason::kJournalUnavailable,
+          claimed.ok() ? absl::FailedPreconditionError(
+                             "idempotency_key: another process is working on this intent")
+                       : JournalError(claimed.status()));
+      r.idempotency_key = stored.key;
+      return r;
+    }
+    call.journal_owner = owner;
+    call.first_attempt_marked = true;
+    call.attempt_offset = 0;
+  } else if (!recorded->created) {
     // An intent an earlier call (perhaps in a process since killed) left
     // unresolved. If an attempt may have left, only a status query or a
     // deduplicated same-key resend may follow, never a plain resend.
@@ -115,7 +164,6 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       r.idempotency_key = stored.key;
       return r;
     }
-    const std::string owner = journal.Owner();
     absl::StatusOr<bool> claimed = journal.Claim(stored.key, owner, deadline + kContinueClaimGrace);
     if (!claimed.ok() || !*claimed) {
       const bool maybe_sent = stored.attempt > 0;

@@ -76,12 +76,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 }
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)), fingerprints_(options_.fingerprint_capacity) {}
+    : options_(std::move(options)),
+      fingerprints_(options_.fingerprint_capacity),
+      unsent_(std::make_shared<internal::UnsentRecords>()) {}
 
 CallResult Client::Execute(const Request& request, const CallOptions& options) {
   internal::CallSession session(options_, request, options);
   const TimePoint start = options_.clock->Now();
-  if (std::optional<CallResult> early = session.Begin(fingerprints_, start)) {
+  if (std::optional<CallResult> early = session.Begin(fingerprints_, *unsent_, start)) {
     return *std::move(early);
   }
   return Run(session, options.cancellation, start);

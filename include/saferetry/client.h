@@ -53,6 +53,7 @@ namespace saferetry {
 
 namespace internal {
 class CallSession;
+class UnsentRecords;
 }  // namespace internal
 
 /// Hooks called on the calling thread, in order. Must not throw. Default
@@ -232,6 +233,7 @@ class Client {
                  TimePoint start);
   ClientOptions options_;
   KeyFingerprints fingerprints_;
+  std::shared_ptr<internal::UnsentRecords> unsent_;
 };
 
 }  // namespace saferetry

@@ -44,9 +44,15 @@ class FlakyJournal final : public IntentJournal {
   std::string Owner() const override { return inner_->Owner(); }
   std::atomic<bool> fail_record{false};
   std::atomic<bool> fail_mark_sent{false};
+  // The record commits, and its answer is lost (once).
+  std::atomic<bool> lose_record_answer{false};
 
   absl::StatusOr<RecordResult> Record(const Intent& intent) override {
     if (fail_record) return absl::UnavailableError("disk full");
+    if (lose_record_answer.exchange(false)) {
+      (void)inner_->Record(intent);
+      return absl::UnavailableError("connection lost after commit");
+    }
     return inner_->Record(intent);
   }
   absl::Status MarkSent(std::string_view key, int attempt) override {
@@ -163,21 +169,57 @@ TEST_F(ClientJournalTest, RecordFailureSendsNothing) {
   EXPECT_EQ(r.idempotency_key, "k-1");
 }
 
+// Attempt 1 is marked by the record itself (one commit before the first
+// byte); every later attempt is marked before it is sent, and one the journal
+// cannot mark is not sent.
 TEST_F(ClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   auto client = MakeClient();
   journal_->fail_mark_sent = true;
+  transport_->Push(Step::Respond(503));
   CallOptions call = Keyed("k-1", true);
   saferetry::RetryPolicyOptions call_policy;
   call_policy.max_attempts = 2;
   call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   CallResult r = client->Execute(Order(), call);
-  EXPECT_EQ(transport_->send_count(), 0);
+  EXPECT_EQ(transport_->send_count(), 1);
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  EXPECT_EQ(r.evidence[1].delivery, Delivery::kNotSent);
   Intent stored = memory_->Get("k-1").value();
   EXPECT_EQ(stored.state, IntentState::kFailed);
-  EXPECT_EQ(stored.attempt, 0);
+  EXPECT_EQ(stored.attempt, 1);
+}
+
+// A record whose answer is lost (the journal committed, then failed): the
+// call sends nothing; its retry in the same process finds the row with
+// attempt 1 marked and its own owner, and sends exactly once. Another
+// process (a fresh client) would not: for it the row may have been sent.
+TEST_F(ClientJournalTest, ALostRecordAnswerIsTakenBackByTheSameProcessOnly) {
+  auto client = MakeClient();
+  journal_->lose_record_answer = true;
+  CallResult lost = client->Execute(Order(), Keyed("k-1", true));
+  EXPECT_EQ(lost.outcome, Outcome::kFailed);
+  EXPECT_EQ(lost.stop_reason, StopReason::kJournalUnavailable);
+  EXPECT_EQ(transport_->send_count(), 0);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kSent);
+
+  // Another process: the row may have been sent; no plain resend.
+  CallResult other = MakeClient()->Execute(Order(), Keyed("k-1", true));
+  EXPECT_EQ(other.outcome, Outcome::kUnknown);
+  EXPECT_EQ(other.stop_reason, StopReason::kAmbiguousUnresolved);
+  EXPECT_EQ(transport_->send_count(), 0);
+
+  transport_->Push(Step::Respond(201));
+  CallResult retry = client->Execute(Order(), Keyed("k-1", true));
+  EXPECT_EQ(retry.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(transport_->send_count(), 1);
+  EXPECT_EQ(memory_->Get("k-1").value().attempt, 1);
+  // Taken once: a second retry of a settled intent returns its outcome.
+  CallResult again = client->Execute(Order(), Keyed("k-1", true));
+  EXPECT_EQ(again.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(transport_->send_count(), 1);
 }
 
 TEST_F(ClientJournalTest, KeyReusedWithAnotherBodyIsRefusedByAFreshClient) {
@@ -391,6 +433,7 @@ TEST_F(AsyncClientJournalTest, RecordFailureSendsNothing) {
 TEST_F(AsyncClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   auto client = MakeAsync();
   journal_->fail_mark_sent = true;
+  async_transport_->Push(Step::Respond(503));
   CallOptions call = Keyed("k-async");
   saferetry::RetryPolicyOptions call_policy;
   call_policy.max_attempts = 2;
@@ -400,8 +443,10 @@ TEST_F(AsyncClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   CallResult r = done.get();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.attempts, 2);
-  EXPECT_EQ(async_transport_->send_count(), 0);
+  // Attempt 1 was marked by the record; attempt 2 could not be marked.
+  EXPECT_EQ(async_transport_->send_count(), 1);
   EXPECT_EQ(memory_->Get("k-async").value().state, IntentState::kFailed);
+  EXPECT_EQ(memory_->Get("k-async").value().attempt, 1);
 }
 
 class ResolveTest : public ClientJournalTest {

@@ -545,7 +545,11 @@ TEST_F(PostgresJournalTest, ACallWhoseRecordAnswerIsLostSendsNothingAndItsRetryS
   EXPECT_EQ(lost.stop_reason, StopReason::kJournalUnavailable);
   EXPECT_EQ(transport->send_count(), 0);
   const Intent row = (*journal)->Get("k-lost").value();
-  EXPECT_EQ(row.state, IntentState::kPending);
+  // Recorded with attempt 1 marked, in the commit whose answer was lost: the
+  // row says "may have been sent", but this process knows it sent nothing,
+  // and its retry takes the row as its own.
+  EXPECT_EQ(row.state, IntentState::kSent);
+  EXPECT_EQ(row.attempt, 1);
   EXPECT_EQ(row.claim_owner, "orders-1:42:abcdef0123456789");
 
   CallResult retry = client->Execute(order, call);

@@ -54,7 +54,12 @@ class CrashingJournal final : public saferetry::IntentJournal {
   std::string Owner() const override { return inner_->Owner(); }
   absl::StatusOr<saferetry::RecordResult> Record(const saferetry::Intent& intent) override {
     ++plan_->current;
-    return inner_->Record(intent);
+    absl::StatusOr<saferetry::RecordResult> r = inner_->Record(intent);
+    // Recorded with attempt 1 marked: the attempt is about to be sent.
+    if (r.ok() && r->created && r->intent.state == saferetry::IntentState::kSent) {
+      plan_->At("before_send");
+    }
+    return r;
   }
   absl::Status MarkSent(std::string_view key, int attempt) override {
     absl::Status s = inner_->MarkSent(key, attempt);

@@ -47,7 +47,10 @@ class CallSession {
   /// Prepares a call: validation, key, fingerprint guard, policy, headers,
   /// the journal's record. A result when the call must end before anything
   /// is sent (the listener has been told).
-  std::optional<CallResult> Begin(KeyFingerprints& fingerprints, TimePoint start);
+  /// `unsent`: the driver's record of intents whose record it could not
+  /// confirm (shared by its calls).
+  std::optional<CallResult> Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
+                                  TimePoint start);
 
   /// Prepares the resolve of journaled intent `key`: reads it, claims it,
   /// and sets up a call that starts with a status query and the doubt that

@@ -9,6 +9,8 @@
 #define SAFERETRY_INTERNAL_CALL_SETUP_H_
 
 #include <cstddef>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -21,6 +23,27 @@
 
 namespace saferetry {
 namespace internal {
+
+/// Keys whose intent record this process could not confirm (the journal
+/// answered with an error: the commit may have happened, its answer lost)
+/// and for which it therefore sent nothing. A later call of the same key
+/// finds the row recorded with attempt 1 marked and its own owner; `Take`
+/// tells it that this process never sent that attempt, so the row is its
+/// own, not a send that may have taken effect. Bounded (the oldest keys are
+/// forgotten: such a row is then treated as maybe sent, which is safe).
+/// Thread-safe.
+class UnsentRecords {
+ public:
+  explicit UnsentRecords(std::size_t capacity = 1024) : capacity_(capacity) {}
+  void Add(std::string_view key);
+  /// True once for a key `Add`ed before (and not forgotten).
+  bool Take(std::string_view key);
+
+ private:
+  std::size_t capacity_;
+  std::mutex mu_;
+  std::deque<std::string> keys_;  // Guarded by mu_; oldest first.
+};
 
 /// One call, ready to drive.
 struct PreparedCall {
@@ -119,8 +142,8 @@ CallResult InvalidCall(absl::Status status);
 /// intent is already resolved, UNKNOWN / kAmbiguousUnresolved when another
 /// process holds a live claim on it. nullopt: go on.
 std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
-                                       const Request& request,
-                                       TimePoint start);
+                                       const Request& request, TimePoint start,
+                                       UnsentRecords* unsent);
 
 /// Marks attempt `number` sent. When the journal cannot, the attempt must
 /// not be sent: returns the transport result to feed the machine instead
