@@ -48,8 +48,8 @@ class CannedTransport final : public saferetry::Transport {
 std::unique_ptr<saferetry::Client> MakeClient() {
   saferetry::ClientOptions o;
   o.transport = std::make_shared<CannedTransport>();
-  o.clock = std::make_shared<saferetry::testing::FakeClock>();
-  o.random = std::make_shared<saferetry::testing::ScriptedRandom>();
+  o.clock = std::make_shared<saferetry::testkit::FakeClock>();
+  o.random = std::make_shared<saferetry::testkit::ScriptedRandom>();
   return saferetry::Client::Create(std::move(o)).value();
 }
 

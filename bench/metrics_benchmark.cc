@@ -64,16 +64,16 @@ void Run(benchmark::State& state, std::shared_ptr<Transport> transport, Mode mod
 }
 
 void BM_FakeTransport_NoMetrics(benchmark::State& state) {
-  auto t = std::make_shared<testing::FakeTransport>();
+  auto t = std::make_shared<testkit::FakeTransport>();
   t->SetHandler([](const Request&, const AttemptOptions&) {
-    return testing::Step::Respond(200).result;
+    return testkit::Step::Respond(200).result;
   });
   Run(state, t, Mode::kNone);
 }
 void BM_FakeTransport_Metrics(benchmark::State& state) {
-  auto t = std::make_shared<testing::FakeTransport>();
+  auto t = std::make_shared<testkit::FakeTransport>();
   t->SetHandler([](const Request&, const AttemptOptions&) {
-    return testing::Step::Respond(200).result;
+    return testkit::Step::Respond(200).result;
   });
   Run(state, t, Mode::kMetrics);
 }

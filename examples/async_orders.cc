@@ -35,7 +35,7 @@ int main() {
     std::fprintf(stderr, "event loop: %s\n", std::string(loop.status().message()).c_str());
     return 1;
   }
-  auto transport = std::make_shared<saferetry::testing::AsyncFakeTransport>(
+  auto transport = std::make_shared<saferetry::testkit::AsyncFakeTransport>(
       *loop, saferetry::SystemClock());
   // The simulated server, on the loop thread: every 7th POST commits and
   // loses its response, every 11th answers 503; status queries find orders
@@ -54,15 +54,15 @@ int main() {
     const milliseconds latency(5 + (posts * 13) % 36);
     if (request.method == "GET") {
       key = request.url.substr(request.url.rfind('/') + 1);
-      return (committed.count(key) != 0 ? saferetry::testing::Step::Respond(200, {}, "found")
-                                        : saferetry::testing::Step::Respond(404, {}, "unknown"))
+      return (committed.count(key) != 0 ? saferetry::testkit::Step::Respond(200, {}, "found")
+                                        : saferetry::testkit::Step::Respond(404, {}, "unknown"))
           .After(latency);
     }
     ++posts;
-    if (posts % 11 == 0) return saferetry::testing::Step::Respond(503).After(latency);
+    if (posts % 11 == 0) return saferetry::testkit::Step::Respond(503).After(latency);
     committed[key] = true;
-    if (posts % 7 == 0) return saferetry::testing::Step::CommitThenLost().After(latency);
-    return saferetry::testing::Step::Respond(201, {}, "created").After(latency);
+    if (posts % 7 == 0) return saferetry::testkit::Step::CommitThenLost().After(latency);
+    return saferetry::testkit::Step::Respond(201, {}, "created").After(latency);
   });
 
   saferetry::AsyncClientOptions options;

@@ -2,7 +2,7 @@
 //
 // Places orders through a flaky in-process order server and prints each
 // attempt's evidence and the final outcome. No network: the server is
-// saferetry::testing::SimulatedOrderServer and time is a FakeClock, so the
+// saferetry::testkit::SimulatedOrderServer and time is a FakeClock, so the
 // run is instant and the same every time.
 
 #include <chrono>
@@ -17,7 +17,7 @@
 
 namespace {
 
-using saferetry::testing::OrderFault;
+using saferetry::testkit::OrderFault;
 
 struct Scenario {
   const char* title;
@@ -56,13 +56,13 @@ int main() {
   };
   int failures = 0;
   for (const Scenario& s : scenarios) {
-    auto clock = std::make_shared<saferetry::testing::FakeClock>();
-    auto server = std::make_shared<saferetry::testing::SimulatedOrderServer>(clock);
+    auto clock = std::make_shared<saferetry::testkit::FakeClock>();
+    auto server = std::make_shared<saferetry::testkit::SimulatedOrderServer>(clock);
     server->ScriptFaults(s.faults);
     saferetry::ClientOptions options;
     options.transport = server;
     options.clock = clock;
-    options.random = std::make_shared<saferetry::testing::ScriptedRandom>();
+    options.random = std::make_shared<saferetry::testkit::ScriptedRandom>();
     auto client = saferetry::Client::Create(std::move(options));
     if (!client.ok()) {
       std::fprintf(stderr, "client: %s\n", std::string(client.status().message()).c_str());

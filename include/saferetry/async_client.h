@@ -51,7 +51,7 @@ struct AsyncClientOptions {
   /// validation (clock, random, budgets, classifier, headers, ...), except
   /// `client.transport`, which is unused (may be null). The clock must
   /// agree with the loop's timers: `SystemClock()` (the default) with the
-  /// epoll loop, the same `FakeClock` with a `testing::FakeEventLoop`.
+  /// epoll loop, the same `FakeClock` with a `testkit::FakeEventLoop`.
   ClientOptions client;
   /// Required: the loop every call of this client runs on.
   std::shared_ptr<EventLoop> loop;

@@ -8,7 +8,7 @@
 // The loop interface is small on purpose, so that a service's own loop
 // (libuv, boost::asio, a hand-written epoll loop) can be plugged in by
 // implementing five functions. `MakeEpollEventLoop()` is the built-in one;
-// `testing::FakeEventLoop` (async_fake_transport.h) runs timers on a
+// `testkit::FakeEventLoop` (async_fake_transport.h) runs timers on a
 // `FakeClock`, so tests are exact and instant.
 //
 // @code

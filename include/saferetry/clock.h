@@ -1,7 +1,7 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
 // The time seam. saferetry never reads a clock or sleeps on its own: every
-// component takes a `Clock`, so tests substitute `testing::FakeClock` and run
+// component takes a `Clock`, so tests substitute `testkit::FakeClock` and run
 // retry loops in zero wall time with exact, assertable sleeps.
 //
 // Two time lines are kept apart on purpose:

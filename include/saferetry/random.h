@@ -1,7 +1,7 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
 // The randomness seam. Jitter and idempotency keys draw from a `Random`, so a
-// test can script the samples (`testing::ScriptedRandom`) and assert exact
+// test can script the samples (`testkit::ScriptedRandom`) and assert exact
 // delays and keys.
 
 #ifndef SAFERETRY_RANDOM_H_

@@ -3,7 +3,7 @@
 // One attempt, no retries. A transport sends the request once and reports the
 // evidence: could the request have reached the server, and what came back.
 // The libcurl transport (`curl_transport.h`) is the production one;
-// `testing::FakeTransport` scripts results for tests.
+// `testkit::FakeTransport` scripts results for tests.
 
 #ifndef SAFERETRY_TRANSPORT_H_
 #define SAFERETRY_TRANSPORT_H_

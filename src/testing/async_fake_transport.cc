@@ -6,7 +6,7 @@
 #include <utility>
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 FakeEventLoop::FakeEventLoop(std::shared_ptr<FakeClock> clock) : clock_(std::move(clock)) {}
 
@@ -199,5 +199,5 @@ std::size_t AsyncFakeTransport::remaining_steps() const {
   return script_.size();
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -3,7 +3,7 @@
 #include "saferetry/testing/counting_budget.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 void CountingBudget::OnCallStart(TimePoint) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -57,5 +57,5 @@ int CountingBudget::refunds() const {
   return refunds_;
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -7,7 +7,7 @@
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 FakeClock::FakeClock()
     : FakeClock(TimePoint(std::chrono::seconds(1000)),
@@ -86,5 +86,5 @@ Duration FakeClock::total_slept() const {
   return total;
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -3,7 +3,7 @@
 #include "saferetry/testing/fake_random.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 ScriptedRandom::ScriptedRandom(std::vector<double> uniforms, std::uint64_t seed)
     : uniforms_(std::move(uniforms)), state_(seed) {}
@@ -31,5 +31,5 @@ int ScriptedRandom::uniform_draws() const {
   return draws_;
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

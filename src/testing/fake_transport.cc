@@ -8,7 +8,7 @@
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 Step Step::NotSent() {
   Step s;
@@ -111,5 +111,5 @@ std::size_t FakeTransport::remaining_steps() const {
   return script_.size();
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 namespace {
 
 using internal::FromUnixMillis;
@@ -188,5 +188,5 @@ absl::StatusOr<std::shared_ptr<IntentJournal>> MakeMemoryJournal(const JournalOp
   return std::shared_ptr<IntentJournal>(std::make_shared<MemoryJournal>(options));
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

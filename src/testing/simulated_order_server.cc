@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 namespace {
 
 constexpr Duration kLatency = std::chrono::milliseconds(1);
@@ -294,5 +294,5 @@ int SimulatedOrderServer::queries_received() const {
   return queries_;
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -48,12 +48,12 @@ extern char** environ;
 namespace saferetry {
 namespace {
 
-using ::saferetry::testing::AfterRequest;
-using ::saferetry::testing::LoopbackConnection;
-using ::saferetry::testing::LoopbackServer;
-using ::saferetry::testing::NghttpdServer;
-using ::saferetry::testing::ReceivedRequest;
-using ::saferetry::testing::UnusedLoopbackPort;
+using ::saferetry::testkit::AfterRequest;
+using ::saferetry::testkit::LoopbackConnection;
+using ::saferetry::testkit::LoopbackServer;
+using ::saferetry::testkit::NghttpdServer;
+using ::saferetry::testkit::ReceivedRequest;
+using ::saferetry::testkit::UnusedLoopbackPort;
 using std::chrono::milliseconds;
 using ::testing::AllOf;
 using ::testing::ElementsAre;

@@ -13,9 +13,9 @@
 int main() {
   auto curl = saferetry::MakeCurlTransport({});
   if (!curl.ok()) return 1;
-  auto clock = std::make_shared<saferetry::testing::FakeClock>();
-  auto server = std::make_shared<saferetry::testing::SimulatedOrderServer>(clock);
-  server->ScriptFaults({saferetry::testing::OrderFault::kCommitThenLoseResponse});
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
+  auto server = std::make_shared<saferetry::testkit::SimulatedOrderServer>(clock);
+  server->ScriptFaults({saferetry::testkit::OrderFault::kCommitThenLoseResponse});
   saferetry::ClientOptions options;
   options.transport = server;
   options.clock = clock;

@@ -21,10 +21,10 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::AfterRequest;
-using testing::LoopbackConnection;
-using testing::LoopbackServer;
-using testing::ReceivedRequest;
+using testkit::AfterRequest;
+using testkit::LoopbackConnection;
+using testkit::LoopbackServer;
+using testkit::ReceivedRequest;
 
 std::unique_ptr<AsyncClient> CurlAsyncClient(std::size_t max_in_flight = 10000) {
   auto loop = MakeEpollEventLoop();
@@ -176,7 +176,7 @@ TEST(AsyncCurlTest, ConcurrentCancelAbortsTheTransfer) {
 TEST(AsyncCurlTest, ConnectionRefusedIsNotSent) {
   auto client = CurlAsyncClient();
   Request r;
-  r.url = "http://127.0.0.1:" + std::to_string(testing::UnusedLoopbackPort()) + "/x";
+  r.url = "http://127.0.0.1:" + std::to_string(testkit::UnusedLoopbackPort()) + "/x";
   CallOptions call = Bounded();
   saferetry::RetryPolicyOptions call_policy;
   call_policy.max_attempts = 1;

@@ -26,11 +26,11 @@
 namespace saferetry {
 namespace {
 
-using ::saferetry::testing::AfterRequest;
-using ::saferetry::testing::LoopbackConnection;
-using ::saferetry::testing::LoopbackServer;
-using ::saferetry::testing::ReceivedRequest;
-using ::saferetry::testing::UnusedLoopbackPort;
+using ::saferetry::testkit::AfterRequest;
+using ::saferetry::testkit::LoopbackConnection;
+using ::saferetry::testkit::LoopbackServer;
+using ::saferetry::testkit::ReceivedRequest;
+using ::saferetry::testkit::UnusedLoopbackPort;
 using std::chrono::milliseconds;
 
 std::unique_ptr<Client> MakeClient() {

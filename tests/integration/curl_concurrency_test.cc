@@ -19,10 +19,10 @@
 namespace saferetry {
 namespace {
 
-using ::saferetry::testing::AfterRequest;
-using ::saferetry::testing::LoopbackConnection;
-using ::saferetry::testing::LoopbackServer;
-using ::saferetry::testing::ReceivedRequest;
+using ::saferetry::testkit::AfterRequest;
+using ::saferetry::testkit::LoopbackConnection;
+using ::saferetry::testkit::LoopbackServer;
+using ::saferetry::testkit::ReceivedRequest;
 
 TEST(CurlConcurrencyTest, EightThreadsShareOneClient) {
   constexpr int kThreads = 8;

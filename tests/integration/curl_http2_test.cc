@@ -35,7 +35,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 using ::testing::StartsWith;
-using testing::NghttpdServer;
+using testkit::NghttpdServer;
 
 #define SKIP_WITHOUT_NGHTTPD()                                                     \
   if (NghttpdServer::Executable().empty()) {                                       \

@@ -19,7 +19,7 @@
 #include <utility>
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 namespace {
 
 char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -295,5 +295,5 @@ int UnusedLoopbackPort() {
   return port;
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -31,7 +31,7 @@
 #include "saferetry/request.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// One request as the server read it.
 struct ReceivedRequest {
@@ -134,7 +134,7 @@ class LoopbackServer {
   std::vector<std::thread> workers_;       // Guarded by mu_.
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTS_INTEGRATION_LOOPBACK_SERVER_H_

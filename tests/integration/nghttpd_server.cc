@@ -20,7 +20,7 @@
 #include "loopback_server.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 namespace {
 
 bool Shell(const std::string& command) { return std::system(command.c_str()) == 0; }
@@ -152,5 +152,5 @@ std::string NghttpdServer::Url(std::string_view path) const {
          std::to_string(port_) + std::string(path);
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

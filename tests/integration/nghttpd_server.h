@@ -20,7 +20,7 @@
 #include <string_view>
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 class NghttpdServer {
  public:
@@ -63,7 +63,7 @@ class NghttpdServer {
   pid_t pid_ = -1;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTS_INTEGRATION_NGHTTPD_SERVER_H_

@@ -16,7 +16,7 @@
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 using std::chrono::milliseconds;
 using ::testing::ElementsAreArray;
@@ -533,5 +533,5 @@ TEST_P(TransportConformance, CancelledInFlightMayHaveBeenDeliveredAndEndsAtOnce)
   EXPECT_THAT(DeliveryViolations(request, *c.result, before, after), IsEmpty());
 }
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

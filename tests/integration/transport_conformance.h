@@ -41,7 +41,7 @@
 #include "saferetry/transport.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// How the server behaves for the whole of one case.
 enum class Scenario {
@@ -186,7 +186,7 @@ class TransportConformance : public ::testing::TestWithParam<TransportFactory> {
   const TransportTraits& traits() const { return GetParam().traits; }
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTS_INTEGRATION_TRANSPORT_CONFORMANCE_H_

@@ -28,7 +28,7 @@
 #include "transport_conformance.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 namespace {
 
 using std::chrono::milliseconds;
@@ -490,5 +490,5 @@ TEST(TransportConformanceCheck, TimingsOutOfOrderAreReported) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry

@@ -29,9 +29,9 @@
 namespace saferetry {
 namespace {
 
-using ::saferetry::testing::FakeClock;
-using ::saferetry::testing::FakeTransport;
-using ::saferetry::testing::Step;
+using ::saferetry::testkit::FakeClock;
+using ::saferetry::testkit::FakeTransport;
+using ::saferetry::testkit::Step;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -91,7 +91,7 @@ class ClientJournalTest : public ::testing::Test {
     JournalOptions jo;
     jo.clock = clock_;
     jo.owner = "test-client";
-    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    memory_ = saferetry::testkit::MakeMemoryJournal(jo).value();
     journal_ = std::make_shared<FlakyJournal>(memory_);
   }
 
@@ -99,7 +99,7 @@ class ClientJournalTest : public ::testing::Test {
     ClientOptions o;
     o.transport = transport_;
     o.clock = clock_;
-    o.random = std::make_shared<saferetry::testing::ScriptedRandom>(std::vector<double>{0.5});
+    o.random = std::make_shared<saferetry::testkit::ScriptedRandom>(std::vector<double>{0.5});
     o.journal = journal_;
     return Client::Create(std::move(o)).value();
   }
@@ -387,17 +387,17 @@ class AsyncClientJournalTest : public ClientJournalTest {
   std::unique_ptr<AsyncClient> MakeAsync() {
     AsyncClientOptions o;
     o.client.clock = clock_;
-    o.client.random = std::make_shared<saferetry::testing::ScriptedRandom>();
+    o.client.random = std::make_shared<saferetry::testkit::ScriptedRandom>();
     o.client.journal = journal_;
     o.loop = loop_;
     o.transport = async_transport_;
     o.run_loop_thread = false;
     return AsyncClient::Create(std::move(o)).value();
   }
-  std::shared_ptr<saferetry::testing::FakeEventLoop> loop_ =
-      std::make_shared<saferetry::testing::FakeEventLoop>(clock_);
-  std::shared_ptr<saferetry::testing::AsyncFakeTransport> async_transport_ =
-      std::make_shared<saferetry::testing::AsyncFakeTransport>(loop_, clock_);
+  std::shared_ptr<saferetry::testkit::FakeEventLoop> loop_ =
+      std::make_shared<saferetry::testkit::FakeEventLoop>(clock_);
+  std::shared_ptr<saferetry::testkit::AsyncFakeTransport> async_transport_ =
+      std::make_shared<saferetry::testkit::AsyncFakeTransport>(loop_, clock_);
 };
 
 TEST_F(AsyncClientJournalTest, AnUnknownOutcomeIsJournaledWithItsAttempts) {
@@ -458,7 +458,7 @@ class ResolveTest : public ClientJournalTest {
     jo.clock = clock_;
     jo.owner = "test-client";
     jo.body_cap = 1024;
-    memory_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    memory_ = saferetry::testkit::MakeMemoryJournal(jo).value();
     journal_ = std::make_shared<FlakyJournal>(memory_);
     transport_ = std::make_shared<FakeTransport>(clock_);
   }

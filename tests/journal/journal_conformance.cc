@@ -37,7 +37,7 @@ void JournalConformance::SetUp() {
       GTEST_SKIP() << why;
     }
   }
-  clock_ = std::make_shared<testing::FakeClock>();
+  clock_ = std::make_shared<testkit::FakeClock>();
   options_.owner = "owner-a";
   options_.claim_grace = seconds(2);
   options_.clock = clock_;

@@ -60,7 +60,7 @@ class JournalConformance : public ::testing::TestWithParam<JournalFactory> {
   Intent MustGet(const std::string& key);
 
   TempDir dir_;
-  std::shared_ptr<testing::FakeClock> clock_;
+  std::shared_ptr<testkit::FakeClock> clock_;
   JournalOptions options_;
   std::shared_ptr<IntentJournal> journal_;
   bool skipped_ = false;

@@ -33,7 +33,7 @@ INSTANTIATE_TEST_SUITE_P(
         JournalFactory{"Memory",
                        [](const JournalOptions& options, const std::string&)
                            -> absl::StatusOr<std::shared_ptr<IntentJournal>> {
-                         return testing::MakeMemoryJournal(options);
+                         return testkit::MakeMemoryJournal(options);
                        },
                        false, nullptr, nullptr}),
     journal_test::FactoryName);

@@ -314,7 +314,7 @@ TEST_F(PostgresJournalTest, ClaimsExpireOnTheDatabaseClock) {
   ASSERT_TRUE((*a)->MarkSent("k-1", 1).ok());
   a->reset();  // the process and its connection are gone; the claim is not
 
-  auto fast = std::make_shared<testing::FakeClock>(
+  auto fast = std::make_shared<testkit::FakeClock>(
       SystemClock()->Now(), SystemClock()->WallNow() + std::chrono::hours(1));
   PostgresJournalOptions second = Options("owner-second");
   second.clock = fast;
@@ -520,17 +520,17 @@ TEST_F(PostgresJournalTest, TextPostgresCannotHoldIsRefusedOrReplaced) {
 // PENDING intent, takes it under its own claim and sends it once.
 TEST_F(PostgresJournalTest, ACallWhoseRecordAnswerIsLostSendsNothingAndItsRetrySendsOnce) {
   auto observed = std::make_shared<ObservedDatabase>(Database(Dsn(), 2));
-  auto clock = std::make_shared<testing::FakeClock>(SystemClock()->Now(), SystemClock()->WallNow());
+  auto clock = std::make_shared<testkit::FakeClock>(SystemClock()->Now(), SystemClock()->WallNow());
   PostgresJournalOptions o = Options("orders-1:42:abcdef0123456789");
   o.clock = clock;  // the client's clock: instants are rebased from it
   absl::StatusOr<std::shared_ptr<IntentJournal>> journal = OpenPostgresJournal(observed, o);
   ASSERT_TRUE(journal.ok()) << journal.status();
-  auto transport = std::make_shared<testing::FakeTransport>(clock);
-  transport->Push(testing::Step::Respond(201));
+  auto transport = std::make_shared<testkit::FakeTransport>(clock);
+  transport->Push(testkit::Step::Respond(201));
   ClientOptions co;
   co.transport = transport;
   co.clock = clock;
-  co.random = std::make_shared<testing::ScriptedRandom>(std::vector<double>{0.5});
+  co.random = std::make_shared<testkit::ScriptedRandom>(std::vector<double>{0.5});
   co.journal = *journal;
   std::unique_ptr<Client> client = Client::Create(std::move(co)).value();
   const Request order{"POST", "http://orders.test/orders", {{"Content-Type", "application/json"}},
@@ -585,7 +585,7 @@ TEST_F(PostgresJournalTest, ConcurrentReconcilersOverOneJournalResolveEachIntent
   std::map<std::string, int> queries;   // status queries per key, both reconcilers
   std::map<std::string, int> resolved;  // on_resolved with a status query, per key
   const auto run = [&](const std::string& owner, absl::StatusOr<ReconcileReport>* out) {
-    auto transport = std::make_shared<testing::FakeTransport>();
+    auto transport = std::make_shared<testkit::FakeTransport>();
     transport->SetHandler([&](const Request& r, const AttemptOptions&) {
       const std::string prefix = "https://orders.internal/orders/by-key/";
       TransportResult tr;

@@ -76,7 +76,7 @@ class SqliteJournalTest : public ::testing::Test {
 
   journal_test::TempDir dir_;
   std::string path_ = dir_.path() + "/intents.db";
-  std::shared_ptr<testing::FakeClock> clock_ = std::make_shared<testing::FakeClock>();
+  std::shared_ptr<testkit::FakeClock> clock_ = std::make_shared<testkit::FakeClock>();
 };
 
 TEST_F(SqliteJournalTest, FileAndCompanionsAreOwnerOnlyWhateverTheUmask) {
@@ -289,7 +289,7 @@ TEST_F(SqliteJournalTest, ForkedProcessesClaimEachKeyExactlyOnce) {
     if (pid == 0) {
       close(go[1]);
       close(out[0]);
-      auto clock = std::make_shared<testing::FakeClock>();
+      auto clock = std::make_shared<testkit::FakeClock>();
       clock->Advance(seconds(10));  // Record's claims (deadline + 2 s) have expired
       SqliteJournalOptions o;
       o.path = path_;

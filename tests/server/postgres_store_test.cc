@@ -20,7 +20,7 @@
 
 namespace saferetry {
 namespace server {
-namespace testing {
+namespace testkit {
 namespace {
 
 using ::saferetry::pg_test::Dsn;
@@ -37,7 +37,7 @@ absl::Status Admin(const std::string& sql) {
 }
 
 StoreFactory PostgresFactory() {
-  return {"Postgres", [](std::shared_ptr<saferetry::testing::FakeClock> clock,
+  return {"Postgres", [](std::shared_ptr<saferetry::testkit::FakeClock> clock,
                          StoreOptions options,
                          std::string* skip) -> absl::StatusOr<StoreUnderTest> {
             if (Dsn().empty()) {
@@ -136,6 +136,6 @@ TEST(PostgresStoreTest, TheSchemaOptionHoldsTheTables) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace testkit
 }  // namespace server
 }  // namespace saferetry

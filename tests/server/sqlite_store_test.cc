@@ -12,11 +12,11 @@
 
 namespace saferetry {
 namespace server {
-namespace testing {
+namespace testkit {
 namespace {
 
 StoreFactory SqliteFactory() {
-  return {"Sqlite", [](std::shared_ptr<saferetry::testing::FakeClock> clock, StoreOptions options,
+  return {"Sqlite", [](std::shared_ptr<saferetry::testkit::FakeClock> clock, StoreOptions options,
                        std::string*) -> absl::StatusOr<StoreUnderTest> {
             char tmpl[] = "/tmp/saferetry-server-test-XXXXXX";
             const char* dir = mkdtemp(tmpl);
@@ -76,6 +76,6 @@ TEST(RequestDigestTest, IsSha256OfMethodPathAndBody) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace testkit
 }  // namespace server
 }  // namespace saferetry

@@ -16,7 +16,7 @@
 
 namespace saferetry {
 namespace server {
-namespace testing {
+namespace testkit {
 
 using ::testing::HasSubstr;
 
@@ -25,7 +25,7 @@ std::string FactoryName(const ::testing::TestParamInfo<StoreFactory>& info) {
 }
 
 void StoreConformanceTest::SetUp() {
-  clock_ = std::make_shared<saferetry::testing::FakeClock>();
+  clock_ = std::make_shared<saferetry::testkit::FakeClock>();
   options_.lease = std::chrono::seconds(10);
   options_.retention = std::chrono::hours(1);
   std::string skip;
@@ -452,7 +452,7 @@ TEST_P(StoreConformanceTest, ConcurrentRedeliveriesOfOneMessageRunItOnce) {
 class HandlerOn {
  public:
   HandlerOn(std::shared_ptr<IdempotencyStore> store,
-            std::shared_ptr<saferetry::testing::FakeClock> clock, TakeoverHook hook = nullptr,
+            std::shared_ptr<saferetry::testkit::FakeClock> clock, TakeoverHook hook = nullptr,
             std::chrono::milliseconds expected_work = std::chrono::milliseconds(100)) {
     HandlerOptions options;
     options.operation = "make_widget";
@@ -743,6 +743,6 @@ TEST_P(StoreConformanceTest, HandlerResourceLookupAnswersTheStatusQueryFirst) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace testkit
 }  // namespace server
 }  // namespace saferetry

@@ -19,7 +19,7 @@
 
 namespace saferetry {
 namespace server {
-namespace testing {
+namespace testkit {
 
 class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
  protected:
@@ -31,7 +31,7 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
   /// An effect that inserts widget `k` and answers 201 {"widget":"k"}.
   Effect InsertWidget(const std::string& k, bool* ran = nullptr);
 
-  std::shared_ptr<saferetry::testing::FakeClock> clock_;
+  std::shared_ptr<saferetry::testkit::FakeClock> clock_;
   StoreOptions options_;
   StoreUnderTest under_test_;
   std::shared_ptr<IdempotencyStore> store_;
@@ -40,7 +40,7 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
 /// Ends the test binary with the given name's factory; see the .cc files.
 std::string FactoryName(const ::testing::TestParamInfo<StoreFactory>& info);
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace server
 }  // namespace saferetry
 

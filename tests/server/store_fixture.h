@@ -17,7 +17,7 @@
 
 namespace saferetry {
 namespace server {
-namespace testing {
+namespace testkit {
 
 /// A fresh store; `cleanup` (may be empty) runs when the test ends.
 struct StoreUnderTest {
@@ -30,12 +30,12 @@ struct StoreUnderTest {
 struct StoreFactory {
   std::string name;
   /// Returns the store, or an error; `skip_reason` set means "skip, not fail".
-  std::function<absl::StatusOr<StoreUnderTest>(std::shared_ptr<saferetry::testing::FakeClock>,
+  std::function<absl::StatusOr<StoreUnderTest>(std::shared_ptr<saferetry::testkit::FakeClock>,
                                                StoreOptions, std::string* skip_reason)>
       make;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace server
 }  // namespace saferetry
 

@@ -79,8 +79,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::FakeClock;
-using testing::ScriptedRandom;
+using testkit::FakeClock;
+using testkit::ScriptedRandom;
 
 constexpr char kOrdersUrl[] = "http://orders.test/orders";
 constexpr char kOrderUrl[] = "http://orders.test/orders/1";
@@ -560,7 +560,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
     // marked as sent, never finished.
     JournalOptions jo;
     jo.clock = clock;
-    auto journal = testing::MakeMemoryJournal(jo);
+    auto journal = testkit::MakeMemoryJournal(jo);
     if (!journal.ok()) {
       run.violations.push_back(journal.status().ToString());
       return run;
@@ -780,7 +780,7 @@ void Print(const char* what, double u, int depth, const Tally& t) {
 
 // The jitter samples each search is run with: the lower bound, the middle
 // and the upper bound of every wait.
-constexpr double kSamples[] = {0.0, 0.5, testing::kJustBelowOne};
+constexpr double kSamples[] = {0.0, 0.5, testkit::kJustBelowOne};
 
 // Runs the whole search for every jitter sample and adds the tallies up.
 Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth) {

@@ -15,7 +15,7 @@
 //
 // A second property runs the promise of the default options: a POST through
 // a client with only the timeout and the status URL set, against
-// `testing::SimulatedOrderServer` with faults that take time (commit then
+// `testkit::SimulatedOrderServer` with faults that take time (commit then
 // hang until the attempt times out, a disconnect while the server goes on
 // processing for up to 60 % of the deadline, slow commits), on a grid of
 // deadlines. Invariants: no duplicate effect; SUCCEEDED => exactly one
@@ -55,10 +55,10 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::FakeClock;
-using testing::OrderFault;
-using testing::ScriptedRandom;
-using testing::SimulatedOrderServer;
+using testkit::FakeClock;
+using testkit::OrderFault;
+using testkit::ScriptedRandom;
+using testkit::SimulatedOrderServer;
 
 constexpr char kOrdersUrl[] = "http://orders.test/orders";
 constexpr char kByKey[] = "http://orders.test/orders/by-key/{key}";

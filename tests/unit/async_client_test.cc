@@ -23,12 +23,12 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::AsyncFakeTransport;
-using testing::CountingBudget;
-using testing::FakeClock;
-using testing::FakeEventLoop;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::AsyncFakeTransport;
+using testkit::CountingBudget;
+using testkit::FakeClock;
+using testkit::FakeEventLoop;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";

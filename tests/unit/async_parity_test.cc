@@ -27,14 +27,14 @@ using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
-using testing::AsyncFakeTransport;
-using testing::FakeClock;
-using testing::FakeEventLoop;
-using testing::FakeTransport;
-using testing::OrderFault;
-using testing::ScriptedRandom;
-using testing::SimulatedOrderServer;
-using testing::Step;
+using testkit::AsyncFakeTransport;
+using testkit::FakeClock;
+using testkit::FakeEventLoop;
+using testkit::FakeTransport;
+using testkit::OrderFault;
+using testkit::ScriptedRandom;
+using testkit::SimulatedOrderServer;
+using testkit::Step;
 
 constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
@@ -483,7 +483,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Duration(milliseconds(300)), Duration(seconds(1)),
                                          Duration(milliseconds(1500)), Duration(seconds(3))),
                        ::testing::Values(Duration(milliseconds(100)), Duration(seconds(1))),
-                       ::testing::Values(0.0, 0.5, testing::kJustBelowOne)),
+                       ::testing::Values(0.0, 0.5, testkit::kJustBelowOne)),
     [](const auto& p) {
       return DriverName(std::get<0>(p.param)) + "_" +
              std::to_string(
@@ -541,7 +541,7 @@ class ResolveParityTest : public ParityTest {
     jo.clock = h_.shared_clock();
     jo.owner = "parity";
     jo.body_cap = body_cap;
-    journal_ = saferetry::testing::MakeMemoryJournal(jo).value();
+    journal_ = saferetry::testkit::MakeMemoryJournal(jo).value();
     const WallTime now = h_.clock().WallNow();
     ASSERT_TRUE(journal_->Record(MakeIntent(Post(), "k-1", kStatus, now, now + seconds(1))).ok());
     ASSERT_TRUE(journal_->MarkSent("k-1", 1).ok());

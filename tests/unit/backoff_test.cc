@@ -18,7 +18,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using std::chrono::seconds;
-using testing::kJustBelowOne;
+using testkit::kJustBelowOne;
 
 BackoffParams Params(JitterKind jitter) {
   BackoffParams p;

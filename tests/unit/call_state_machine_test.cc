@@ -32,7 +32,7 @@ using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
-using testing::ScriptedRandom;
+using testkit::ScriptedRandom;
 using Kind = CallAction::Kind;
 
 // Every call starts at this fixed point of the steady clock.

@@ -31,11 +31,11 @@ using std::chrono::nanoseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::CountingBudget;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::CountingBudget;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";

@@ -21,12 +21,12 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::OrderFault;
-using testing::ScriptedRandom;
-using testing::SimulatedOrderServer;
-using testing::Step;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::OrderFault;
+using testkit::ScriptedRandom;
+using testkit::SimulatedOrderServer;
+using testkit::Step;
 
 constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
@@ -688,9 +688,9 @@ TEST_F(ClientTest, ListenerSeesEveryStep) {
 
 // What a service's own test looks like: an ambiguous fault, exactly one order.
 TEST(UserStyleTest, AmbiguousFaultCreatesExactlyOneOrder) {
-  auto clock = std::make_shared<testing::FakeClock>();
-  auto server = std::make_shared<testing::SimulatedOrderServer>(clock);
-  server->ScriptFaults({testing::OrderFault::kCommitThenLoseResponse});
+  auto clock = std::make_shared<testkit::FakeClock>();
+  auto server = std::make_shared<testkit::SimulatedOrderServer>(clock);
+  server->ScriptFaults({testkit::OrderFault::kCommitThenLoseResponse});
   ClientOptions options;
   options.transport = server;
   options.clock = clock;

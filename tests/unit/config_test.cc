@@ -347,16 +347,16 @@ TEST(ConfigTest, GrpcGuideExampleLoadsAndMeansTheSameThing) {
 
   // And it behaves that way: a GET that gets 503 three times, then 200, is
   // sent 4 times with full-jitter waits (u = 0.5) of 50, 100, 200 ms.
-  auto clock = std::make_shared<testing::FakeClock>();
-  auto transport = std::make_shared<testing::FakeTransport>(clock);
-  transport->Push(testing::Step::Respond(503))
-      .Push(testing::Step::Respond(503))
-      .Push(testing::Step::Respond(503))
-      .Push(testing::Step::Respond(200));
+  auto clock = std::make_shared<testkit::FakeClock>();
+  auto transport = std::make_shared<testkit::FakeTransport>(clock);
+  transport->Push(testkit::Step::Respond(503))
+      .Push(testkit::Step::Respond(503))
+      .Push(testkit::Step::Respond(503))
+      .Push(testkit::Step::Respond(200));
   ClientOptions o;
   o.transport = transport;
   o.clock = clock;
-  o.random = std::make_shared<testing::ScriptedRandom>();
+  o.random = std::make_shared<testkit::ScriptedRandom>();
   ASSERT_TRUE(ApplyToClientOptions(p, &o).ok());
   auto client = Client::Create(std::move(o));
   ASSERT_TRUE(client.ok());
@@ -368,7 +368,7 @@ TEST(ConfigTest, GrpcGuideExampleLoadsAndMeansTheSameThing) {
   EXPECT_THAT(clock->sleeps(), ElementsAre(milliseconds(50), milliseconds(100), milliseconds(200)));
 
   // 429 (RESOURCE_EXHAUSTED) is not listed: not retried, FAILED.
-  transport->Push(testing::Step::Respond(429));
+  transport->Push(testkit::Step::Respond(429));
   CallResult r2 = (*client)->Execute(get);
   EXPECT_EQ(r2.outcome, Outcome::kFailed);
   EXPECT_EQ(r2.stop_reason, StopReason::kPermanentError);

@@ -18,12 +18,12 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::CountingBudget;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::OrderFault;
-using testing::SimulatedOrderServer;
-using testing::Step;
+using testkit::CountingBudget;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::OrderFault;
+using testkit::SimulatedOrderServer;
+using testkit::Step;
 
 constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";

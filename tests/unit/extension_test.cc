@@ -20,10 +20,10 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 Request Get() { return Request{"GET", "http://127.0.0.1:8080/stock/1", {}, ""}; }
 

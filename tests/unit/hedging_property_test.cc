@@ -36,12 +36,12 @@ namespace saferetry {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::AsyncFakeTransport;
-using testing::CountingBudget;
-using testing::FakeClock;
-using testing::FakeEventLoop;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::AsyncFakeTransport;
+using testkit::CountingBudget;
+using testkit::FakeClock;
+using testkit::FakeEventLoop;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 int Runs() {
   if (const char* env = std::getenv("SAFERETRY_PROPERTY_RUNS"); env != nullptr) {
@@ -144,7 +144,7 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     ASSERT_EQ(future.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "seed " << seed;
     const CallResult r = future.get();
     const TimePoint end = start + r.elapsed;
-    const std::vector<testing::SentRequest> sent = transport->sent();
+    const std::vector<testkit::SentRequest> sent = transport->sent();
     ASSERT_EQ(sent.size(), script.size()) << "seed " << seed;
     const int sends = static_cast<int>(sent.size());
 

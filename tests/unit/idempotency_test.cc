@@ -35,10 +35,10 @@ TEST(IdempotencyKeyTest, Validation) {
 }
 
 TEST(IdempotencyKeyTest, UuidV4FromTheRandomSeam) {
-  testing::ScriptedRandom random({}, /*seed=*/0);
+  testkit::ScriptedRandom random({}, /*seed=*/0);
   // SplitMix64 from 0: 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4.
   EXPECT_EQ(GenerateUuidV4(random), "e220a839-7b1d-4daf-ae78-9e6aa1b965f4");
-  testing::ScriptedRandom again({}, 0);
+  testkit::ScriptedRandom again({}, 0);
   EXPECT_EQ(GenerateUuidV4(again), "e220a839-7b1d-4daf-ae78-9e6aa1b965f4");
 }
 
@@ -104,7 +104,7 @@ TEST(MintIdempotencyKeyTest, EveryRandomNibbleVaries) {
 TEST(MintIdempotencyKeyTest, DoesNotConsumeTheInjectedRandom) {
   // Minting keys from the OS leaves a scripted Random untouched: its next
   // draws are exactly the ones a fresh copy gives.
-  testing::ScriptedRandom used({0.25, 0.75}, /*seed=*/0);
+  testkit::ScriptedRandom used({0.25, 0.75}, /*seed=*/0);
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(MintIdempotencyKey().ok());
   EXPECT_EQ(used.uniform_draws(), 0);
   EXPECT_EQ(used.Uniform(), 0.25);

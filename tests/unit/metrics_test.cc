@@ -22,10 +22,10 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 Request Get() {
   Request r;

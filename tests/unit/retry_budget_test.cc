@@ -877,7 +877,7 @@ TEST(CostQuotaTest, ConcurrentWithdrawalsStopExactlyAtZero) {
 }
 
 TEST(TestingCountingBudgetTest, GrantsTheAllowedChargesNetOfRefunds) {
-  testing::CountingBudget b(/*allowed=*/2);
+  testkit::CountingBudget b(/*allowed=*/2);
   const TimePoint t{};
   b.OnCallStart(t);
   const BudgetDecision first = b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t);

@@ -23,10 +23,10 @@ namespace {
 using nlohmann::json;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 constexpr const char* kSecrets[] = {"s3cr3t-token", "session=abc123", "sid=zzz", "key-999",
                                     "pa55word", "bob:", "pr0xy-pass", "tok3n"};

@@ -41,14 +41,14 @@ namespace saferetry {
 namespace example {
 namespace {
 
-using ::saferetry::example::testing::TempDir;
+using ::saferetry::example::testkit::TempDir;
 using SteadyClock = std::chrono::steady_clock;
 
 // The service as a child process; SIGKILLed on destruction.
 class ServiceProcess {
  public:
   explicit ServiceProcess(std::vector<std::string> args) {
-    pid_ = ::saferetry::example::testing::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
+    pid_ = ::saferetry::example::testkit::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
                                                               &port_);
   }
   ~ServiceProcess() {

@@ -24,17 +24,17 @@ namespace saferetry {
 namespace example {
 namespace {
 
-using ::saferetry::example::testing::ClientFor;
-using ::saferetry::example::testing::KeyHeaders;
-using ::saferetry::example::testing::kBody;
-using ::saferetry::example::testing::PostOrder;
-using ::saferetry::example::testing::TempDir;
+using ::saferetry::example::testkit::ClientFor;
+using ::saferetry::example::testkit::KeyHeaders;
+using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::PostOrder;
+using ::saferetry::example::testkit::TempDir;
 
 // The service as a child process; SIGKILLed on destruction if still running.
 class ServiceProcess {
  public:
   explicit ServiceProcess(std::vector<std::string> args) {
-    pid_ = ::saferetry::example::testing::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
+    pid_ = ::saferetry::example::testkit::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
                                                               &port_);
   }
   ~ServiceProcess() { Kill(); }

@@ -49,7 +49,7 @@ namespace saferetry {
 namespace example {
 namespace {
 
-using ::saferetry::example::testing::ClientFor;
+using ::saferetry::example::testkit::ClientFor;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kInstances = 3;
@@ -99,7 +99,7 @@ class Schema {
 class ServiceProcess {
  public:
   explicit ServiceProcess(std::vector<std::string> args) {
-    pid_ = ::saferetry::example::testing::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
+    pid_ = ::saferetry::example::testkit::SpawnServiceProcess(ORDERS_SERVICE_BIN, std::move(args),
                                                               &port_);
   }
   ~ServiceProcess() { Stop(); }

@@ -19,14 +19,14 @@ namespace saferetry {
 namespace example {
 namespace {
 
-using ::saferetry::example::testing::ClientFor;
-using ::saferetry::example::testing::Gate;
-using ::saferetry::example::testing::KeyHeaders;
-using ::saferetry::example::testing::kBody;
-using ::saferetry::example::testing::kOtherBody;
-using ::saferetry::example::testing::PostOrder;
-using ::saferetry::example::testing::StartService;
-using ::saferetry::example::testing::TempDir;
+using ::saferetry::example::testkit::ClientFor;
+using ::saferetry::example::testkit::Gate;
+using ::saferetry::example::testkit::KeyHeaders;
+using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::kOtherBody;
+using ::saferetry::example::testkit::PostOrder;
+using ::saferetry::example::testkit::StartService;
+using ::saferetry::example::testkit::TempDir;
 using ::testing::HasSubstr;
 
 StoreCounts CountsOf(OrdersService& service) {
@@ -264,7 +264,7 @@ TEST(OrdersServiceTest, KeysAreScopedPerTenant) {
 
 TEST(OrdersServiceTest, CompletedKeysExpireIntoTombstonesNeverIntoNewOrders) {
   TempDir dir;
-  auto clock = std::make_shared<saferetry::testing::FakeClock>();
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
   ServiceOptions options;
   options.clock = clock;
   options.reap_interval = std::chrono::milliseconds(0);  // the test reaps
@@ -404,7 +404,7 @@ TEST(OrdersServiceTest, TwentyConcurrentSameKeyClientsCreateOneOrder) {
 // second finishes: its write is fenced off and only the second commits.
 TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
   TempDir dir;
-  auto clock = std::make_shared<saferetry::testing::FakeClock>();
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
   Gate first_gate, second_gate;
   ServiceOptions options;
   options.clock = clock;
@@ -460,7 +460,7 @@ TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
 // answers with the stored result.
 TEST(OrdersServiceTest, StaleWorkerFinishingLastReplaysTheTakeoversResult) {
   TempDir dir;
-  auto clock = std::make_shared<saferetry::testing::FakeClock>();
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
   Gate first_gate;
   ServiceOptions options;
   options.clock = clock;
@@ -560,7 +560,7 @@ TEST(OrdersServiceTest, FencedStatusQuerySettlesAnUnknownKeyAndTheKeyIsRefusedLa
 // query settles the key: the worker's late completion is refused with 410.
 TEST(OrdersServiceTest, FenceOfAnAbandonedClaimRefusesTheStaleWorker) {
   TempDir dir;
-  auto clock = std::make_shared<saferetry::testing::FakeClock>();
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
   Gate gate;
   ServiceOptions options;
   options.clock = clock;

@@ -15,12 +15,12 @@ namespace saferetry {
 namespace example {
 namespace {
 
-using ::saferetry::example::testing::ClientFor;
-using ::saferetry::example::testing::KeyHeaders;
-using ::saferetry::example::testing::kBody;
-using ::saferetry::example::testing::PostOrder;
-using ::saferetry::example::testing::StartService;
-using ::saferetry::example::testing::TempDir;
+using ::saferetry::example::testkit::ClientFor;
+using ::saferetry::example::testkit::KeyHeaders;
+using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::PostOrder;
+using ::saferetry::example::testkit::StartService;
+using ::saferetry::example::testkit::TempDir;
 
 constexpr int kOrders = 6;
 

@@ -25,7 +25,7 @@
 
 namespace saferetry {
 namespace example {
-namespace testing {
+namespace testkit {
 
 /// A fresh directory under /tmp, removed with its files on destruction.
 class TempDir {
@@ -135,7 +135,7 @@ inline httplib::Result PostOrder(httplib::Client& client, const httplib::Headers
 constexpr char kBody[] = R"({"sku":"sku-42","quantity":1})";
 constexpr char kOtherBody[] = R"({"sku":"sku-42","quantity":2})";
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace example
 }  // namespace saferetry
 

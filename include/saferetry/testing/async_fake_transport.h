@@ -36,7 +36,7 @@
 #include "saferetry/testing/fake_transport.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// An event loop driven by a `FakeClock`. `Post` is thread-safe; the rest,
 /// and `Run*`, belong to the one thread that runs the loop (the test's).
@@ -130,7 +130,7 @@ class AsyncFakeTransport final : public AsyncTransport {
   int cancelled_ = 0;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_ASYNC_FAKE_TRANSPORT_H_

@@ -5,7 +5,7 @@
 // `allowed` charges net of refunds (by default all of them), each costing 1.
 //
 // @code
-//   auto budget = std::make_shared<saferetry::testing::CountingBudget>(/*allowed=*/1);
+//   auto budget = std::make_shared<saferetry::testkit::CountingBudget>(/*allowed=*/1);
 //   options.budget = budget;                     // ClientOptions
 //   ... run a call that retries twice ...
 //   EXPECT_EQ(budget->charges(), 1);             // the second retry was refused
@@ -22,7 +22,7 @@
 #include "saferetry/retry_budget.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// Thread-safe. Grants a charge while charges() - refunds() < `allowed`.
 class CountingBudget final : public RetryBudget {
@@ -54,7 +54,7 @@ class CountingBudget final : public RetryBudget {
   int refunds_ = 0;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_COUNTING_BUDGET_H_

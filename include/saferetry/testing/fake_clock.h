@@ -5,7 +5,7 @@
 // exact sequence of waits.
 //
 // @code
-//   auto clock = std::make_shared<saferetry::testing::FakeClock>();
+//   auto clock = std::make_shared<saferetry::testkit::FakeClock>();
 //   ... run a call with options.clock = clock ...
 //   EXPECT_THAT(clock->sleeps(), ElementsAre(100ms, 200ms));
 // @endcode
@@ -20,7 +20,7 @@
 #include "saferetry/clock.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// Thread-safe fake clock. The steady and wall clocks move together.
 class FakeClock final : public Clock {
@@ -65,7 +65,7 @@ class FakeClock final : public Clock {
   std::uint64_t lateness_state_ = 0;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_FAKE_CLOCK_H_

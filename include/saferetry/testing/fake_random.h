@@ -13,7 +13,7 @@
 #include "saferetry/random.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// The largest double below 1.0, for "just below 1" samples.
 inline constexpr double kJustBelowOne = 0.99999999999999989;
@@ -37,7 +37,7 @@ class ScriptedRandom final : public Random {
   std::uint64_t state_;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_FAKE_RANDOM_H_

@@ -26,7 +26,7 @@
 #include "saferetry/testing/fake_clock.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// One scripted attempt result.
 struct Step {
@@ -114,7 +114,7 @@ class FakeTransport final : public Transport {
   std::vector<SentRequest> sent_;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_FAKE_TRANSPORT_H_

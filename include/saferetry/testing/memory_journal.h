@@ -6,10 +6,10 @@
 // one process only.
 //
 // @code
-//   auto clock = std::make_shared<saferetry::testing::FakeClock>();
+//   auto clock = std::make_shared<saferetry::testkit::FakeClock>();
 //   saferetry::JournalOptions options;
 //   options.clock = clock;
-//   auto journal = saferetry::testing::MakeMemoryJournal(options).value();
+//   auto journal = saferetry::testkit::MakeMemoryJournal(options).value();
 // @endcode
 
 #ifndef SAFERETRY_TESTING_MEMORY_JOURNAL_H_
@@ -21,13 +21,13 @@
 #include "saferetry/journal.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// A new, empty, thread-safe in-memory journal. Errors: kInvalidArgument
 /// naming the option (claim_grace) as `OpenSqliteJournal` does.
 absl::StatusOr<std::shared_ptr<IntentJournal>> MakeMemoryJournal(const JournalOptions& options = {});
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_MEMORY_JOURNAL_H_

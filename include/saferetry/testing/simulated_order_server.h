@@ -29,7 +29,7 @@
 #include "saferetry/transport.h"
 
 namespace saferetry {
-namespace testing {
+namespace testkit {
 
 /// A fault applied to one POST (status queries are never faulted).
 enum class OrderFault {
@@ -132,7 +132,7 @@ class SimulatedOrderServer final : public Transport {
   int next_order_id_ = 1;
 };
 
-}  // namespace testing
+}  // namespace testkit
 }  // namespace saferetry
 
 #endif  // SAFERETRY_TESTING_SIMULATED_ORDER_SERVER_H_
