@@ -41,6 +41,15 @@ if(TARGET saferetry_journal_postgres)
   install(EXPORT saferetryJournalPostgresTargets NAMESPACE saferetry::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
 endif()
+# Component prometheus: saferetry::prometheus (prometheus-cpp), when it was built.
+if(TARGET saferetry_prometheus)
+  install(TARGETS saferetry_prometheus EXPORT saferetryPrometheusTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT saferetryPrometheusTargets NAMESPACE saferetry::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/saferetryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/saferetryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)

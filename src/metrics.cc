@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "saferetry/circuit_breaker.h"
+
 namespace saferetry {
 
 // The arrays indexed by enums are sized from the enums; these fail the build
@@ -47,7 +49,93 @@ struct Metrics::Histogram {
   }
 };
 
+struct Metrics::CountHistogram {
+  std::array<std::atomic<std::int64_t>, kCountBuckets.size() + 1> buckets{};
+  std::atomic<std::int64_t> count{0};
+  std::atomic<std::int64_t> sum{0};
+
+  void Observe(std::int64_t v) {
+    const std::size_t i = static_cast<std::size_t>(
+        std::lower_bound(kCountBuckets.begin(), kCountBuckets.end(), v) - kCountBuckets.begin());
+    buckets[i].fetch_add(1, std::memory_order_relaxed);
+    count.fetch_add(1, std::memory_order_relaxed);
+    sum.fetch_add(v, std::memory_order_relaxed);
+  }
+
+  CountHistogramSnapshot Read() const {
+    CountHistogramSnapshot h;
+    h.bounds.assign(kCountBuckets.begin(), kCountBuckets.end());
+    for (const auto& b : buckets) h.counts.push_back(b.load(std::memory_order_relaxed));
+    h.count = count.load(std::memory_order_relaxed);
+    h.sum = sum.load(std::memory_order_relaxed);
+    return h;
+  }
+};
+
+struct Metrics::RouteSeries {
+  std::array<std::atomic<Histogram*>, kStatusSlots + kErrorSlots> request_duration{};
+  std::atomic<std::int64_t> attempts_original{0};
+  std::atomic<std::int64_t> attempts_retry{0};
+  std::atomic<std::int64_t> attempts_hedge{0};
+  CountHistogram attempts;
+  CountHistogram retries;
+  CountHistogram hedges;
+  Histogram retry_delay;
+
+  ~RouteSeries() {
+    for (auto& slot : request_duration) delete slot.load(std::memory_order_acquire);
+  }
+};
+
 namespace {
+
+// OpenTelemetry's known HTTP methods; anything else is "_OTHER" (the last).
+constexpr std::string_view kMethodNames[] = {"GET",     "HEAD",  "POST",  "PUT",   "DELETE",
+                                             "CONNECT", "OPTIONS", "TRACE", "PATCH", "_OTHER"};
+constexpr int kOtherMethod = 9;
+
+int MethodIndex(std::string_view method) {
+  for (int i = 0; i < kOtherMethod; ++i) {
+    if (kMethodNames[i] == method) return i;
+  }
+  return kOtherMethod;
+}
+
+// The busy time of a call's exchanges: the length of the union of their
+// [start, end] intervals, from the first start to the last end. Allocation-
+// free: at most `kMaxIntervals` exchanges are considered (the first ones).
+constexpr std::size_t kMaxIntervals = 64;
+
+Duration IdleTime(const std::vector<AttemptEvidence>& evidence) {
+  std::array<std::pair<TimePoint, TimePoint>, kMaxIntervals> spans;
+  std::size_t n = 0;
+  for (const AttemptEvidence& ev : evidence) {
+    if (n == kMaxIntervals) break;
+    spans[n++] = {ev.start, std::max(ev.start, ev.end)};
+  }
+  if (n < 2) return Duration(0);
+  std::sort(spans.begin(), spans.begin() + static_cast<std::ptrdiff_t>(n));
+  Duration idle(0);
+  TimePoint covered = spans[0].second;
+  for (std::size_t i = 1; i < n; ++i) {
+    if (spans[i].first > covered) idle += spans[i].first - covered;
+    covered = std::max(covered, spans[i].second);
+  }
+  return idle;
+}
+
+// True when request attempt `i` was sent while another request attempt that
+// started before it was still in flight.
+bool IsHedge(const std::vector<AttemptEvidence>& evidence, std::size_t i) {
+  const AttemptEvidence& a = evidence[i];
+  for (std::size_t j = 0; j < evidence.size(); ++j) {
+    const AttemptEvidence& b = evidence[j];
+    if (j == i || b.is_status_query) continue;
+    const bool earlier = b.start < a.start || (b.start == a.start && b.number < a.number);
+    if (earlier && b.end > a.start) return true;
+  }
+  return false;
+}
 
 constexpr Outcome kAllOutcomes[] = {Outcome::kSucceeded, Outcome::kFailed, Outcome::kUnknown};
 
@@ -97,6 +185,29 @@ void WriteHistogram(std::ostringstream& out, const std::string& name, const std:
   out << name << "_count" << braces << " " << h.count << "\n";
 }
 
+void WriteCountHistogram(std::ostringstream& out, const std::string& name, const std::string& labels,
+                         const CountHistogramSnapshot& h) {
+  const std::string sep = labels.empty() ? "" : ",";
+  std::int64_t cumulative = 0;
+  for (std::size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    out << name << "_bucket{" << labels << sep << "le=\"" << h.bounds[i] << "\"} " << cumulative
+        << "\n";
+  }
+  out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << h.count << "\n";
+  const std::string braces = labels.empty() ? "" : "{" + labels + "}";
+  out << name << "_sum" << braces << " " << h.sum << "\n";
+  out << name << "_count" << braces << " " << h.count << "\n";
+}
+
+// `http_request_method="GET",server_address="h",server_port="80"`, or empty
+// for series recorded without an endpoint.
+std::string EndpointLabels(const MetricsEndpoint& e) {
+  if (e.method.empty()) return std::string();
+  return "http_request_method=\"" + Label(e.method) + "\",server_address=\"" +
+         Label(e.server_address) + "\",server_port=\"" + std::to_string(e.server_port) + "\"";
+}
+
 void MetricHeader(std::ostringstream& out, const std::string& name, const char* type, const char* help) {
   out << "# HELP " << name << " " << help << "\n";
   out << "# TYPE " << name << " " << type << "\n";
@@ -104,16 +215,83 @@ void MetricHeader(std::ostringstream& out, const std::string& name, const char* 
 
 }  // namespace
 
-Metrics::Metrics() {
+MetricsEndpoint EndpointOfUrl(std::string_view method, std::string_view url) {
+  MetricsEndpoint e;
+  e.method = std::string(method);
+  // "scheme://host:port", path and query already dropped.
+  const std::string key = CircuitBreakerKey(url);
+  const std::size_t authority = key.find("://");
+  const std::size_t colon = key.rfind(':');
+  if (authority == std::string::npos || colon == std::string::npos || colon <= authority + 3) {
+    return e;
+  }
+  int port = 0;
+  for (std::size_t i = colon + 1; i < key.size(); ++i) {
+    const char c = key[i];
+    if (c < '0' || c > '9' || port > 65535) return e;
+    port = port * 10 + (c - '0');
+  }
+  if (port <= 0 || port > 65535) return e;
+  e.server_address = key.substr(authority + 3, colon - authority - 3);
+  e.server_port = port;
+  return e;
+}
+
+Metrics::Metrics(MetricsOptions options)
+    : max_servers_(std::max(options.max_servers, 0)),
+      routes_(new std::atomic<RouteSeries*>[static_cast<std::size_t>(
+          1 + (std::max(options.max_servers, 0) + 1) * kMethods)]),
+      route_count_(1 + (max_servers_ + 1) * kMethods) {
   for (auto& h : call_duration_) h = std::make_unique<Histogram>();
+  for (int i = 0; i < route_count_; ++i) routes_[static_cast<std::size_t>(i)].store(nullptr);
+  routes_[0].store(new RouteSeries(), std::memory_order_release);
+  route_order_.push_back(0);
 }
 
 Metrics::~Metrics() {
-  for (auto& slot : request_duration_) delete slot.load(std::memory_order_acquire);
+  for (int i = 0; i < route_count_; ++i) {
+    delete routes_[static_cast<std::size_t>(i)].load(std::memory_order_acquire);
+  }
 }
 
-Metrics::Histogram& Metrics::RequestSeries(int slot) {
-  std::atomic<Histogram*>& cell = request_duration_[static_cast<std::size_t>(slot)];
+MetricsRoute Metrics::Register(const MetricsEndpoint& endpoint) {
+  const int method = MethodIndex(endpoint.method);
+  std::lock_guard<std::mutex> lock(mu_);
+  int server = -1;
+  for (std::size_t i = 0; i < servers_.size(); ++i) {
+    if (servers_[i].first == endpoint.server_address && servers_[i].second == endpoint.server_port) {
+      server = static_cast<int>(i);
+      break;
+    }
+  }
+  if (server < 0) {
+    if (static_cast<int>(servers_.size()) < max_servers_) {
+      server = static_cast<int>(servers_.size());
+      servers_.emplace_back(endpoint.server_address, endpoint.server_port);
+    } else {
+      server = max_servers_;
+      servers_folded_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  const int index = 1 + server * kMethods + method;
+  std::atomic<RouteSeries*>& cell = routes_[static_cast<std::size_t>(index)];
+  if (cell.load(std::memory_order_acquire) == nullptr) {
+    cell.store(new RouteSeries(), std::memory_order_release);
+    route_order_.push_back(index);
+  }
+  return MetricsRoute(index);
+}
+
+Metrics::RouteSeries& Metrics::RouteAt(int index) {
+  if (index > 0 && index < route_count_) {
+    RouteSeries* r = routes_[static_cast<std::size_t>(index)].load(std::memory_order_acquire);
+    if (r != nullptr) return *r;
+  }
+  return *routes_[0].load(std::memory_order_acquire);
+}
+
+Metrics::Histogram& Metrics::RequestSeries(RouteSeries& route, int slot) {
+  std::atomic<Histogram*>& cell = route.request_duration[static_cast<std::size_t>(slot)];
   Histogram* h = cell.load(std::memory_order_acquire);
   if (h != nullptr) return *h;
   auto fresh = std::make_unique<Histogram>();
@@ -125,7 +303,8 @@ Metrics::Histogram& Metrics::RequestSeries(int slot) {
   return *expected;  // another thread won the race; ours is freed
 }
 
-void Metrics::RecordCall(const CallResult& result) {
+void Metrics::RecordCall(MetricsRoute route_id, const CallResult& result) {
+  RouteSeries& route = RouteAt(route_id.index_);
   const int outcome = static_cast<int>(result.outcome);
   const int stop = static_cast<int>(result.stop_reason);
   if (outcome >= 0 && outcome < kOutcomes && stop >= 0 && stop < kStopReasons) {
@@ -134,12 +313,24 @@ void Metrics::RecordCall(const CallResult& result) {
     call_duration_[static_cast<std::size_t>(outcome)]->Observe(result.elapsed);
   }
   if (result.resolved_by_status_query) resolved_.fetch_add(1, std::memory_order_relaxed);
-  for (const AttemptEvidence& ev : result.evidence) {
+  std::int64_t sends = 0;
+  std::int64_t hedges = 0;
+  for (std::size_t i = 0; i < result.evidence.size(); ++i) {
+    const AttemptEvidence& ev = result.evidence[i];
     if (ev.is_status_query) {
       status_queries_.fetch_add(1, std::memory_order_relaxed);
     } else {
       const int resend = std::clamp(ev.number - 1, 0, kResendSlots - 1);
       attempts_[static_cast<std::size_t>(resend)].fetch_add(1, std::memory_order_relaxed);
+      ++sends;
+      if (ev.number == 1) {
+        route.attempts_original.fetch_add(1, std::memory_order_relaxed);
+      } else if (IsHedge(result.evidence, i)) {
+        ++hedges;
+        route.attempts_hedge.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        route.attempts_retry.fetch_add(1, std::memory_order_relaxed);
+      }
     }
     int slot;
     if (ev.http_status.has_value() && *ev.http_status >= 100 && *ev.http_status < kStatusSlots) {
@@ -151,12 +342,18 @@ void Metrics::RecordCall(const CallResult& result) {
       }
       slot = kStatusSlots + code;
     }
-    RequestSeries(slot).Observe(ev.end - ev.start);
+    RequestSeries(route, slot).Observe(ev.end - ev.start);
     if (ev.delay_after.has_value()) {
       (ev.delay_from_server_hint ? waits_hint_ : waits_backoff_)
           .fetch_add(1, std::memory_order_relaxed);
     }
   }
+  if (sends > 0) {
+    route.attempts.Observe(sends);
+    route.retries.Observe(sends - 1 - hedges);
+    route.hedges.Observe(hedges);
+  }
+  if (result.evidence.size() > 1) route.retry_delay.Observe(IdleTime(result.evidence));
 }
 
 MetricsSnapshot Metrics::Snapshot() const {
@@ -193,15 +390,75 @@ MetricsSnapshot Metrics::Snapshot() const {
   auto unknown_it = s.calls_by_outcome.find(Outcome::kUnknown);
   s.unknown_outcomes = unknown_it == s.calls_by_outcome.end() ? 0 : unknown_it->second;
 
-  for (int slot = 0; slot < kStatusSlots + kErrorSlots; ++slot) {
-    const Histogram* h = request_duration_[static_cast<std::size_t>(slot)].load(std::memory_order_acquire);
-    if (h == nullptr) continue;
-    const std::string key =
-        slot < kStatusSlots
-            ? std::to_string(slot)
-            : absl::StatusCodeToString(static_cast<absl::StatusCode>(slot - kStatusSlots));
-    s.request_duration_by_status[key] = h->Read();
+  std::vector<std::pair<std::string, int>> servers;
+  std::vector<int> order;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    servers = servers_;
+    order = route_order_;
+    s.servers_folded = servers_folded_.load(std::memory_order_relaxed);
   }
+  std::int64_t hedges = 0;
+  for (int index : order) {
+    const RouteSeries* route = routes_[static_cast<std::size_t>(index)].load(std::memory_order_acquire);
+    if (route == nullptr) continue;
+    MetricsEndpoint endpoint;
+    if (index > 0) {
+      const int server = (index - 1) / kMethods;
+      endpoint.method = std::string(kMethodNames[(index - 1) % kMethods]);
+      if (server < static_cast<int>(servers.size())) {
+        endpoint.server_address = servers[static_cast<std::size_t>(server)].first;
+        endpoint.server_port = servers[static_cast<std::size_t>(server)].second;
+      } else {
+        endpoint.server_address = "_other";
+      }
+    }
+    std::vector<RequestDurationSeries> errors;
+    for (int slot = 0; slot < kStatusSlots + kErrorSlots; ++slot) {
+      const Histogram* h = route->request_duration[static_cast<std::size_t>(slot)].load(
+          std::memory_order_acquire);
+      if (h == nullptr) continue;
+      RequestDurationSeries series;
+      series.endpoint = endpoint;
+      series.histogram = h->Read();
+      std::string key;
+      if (slot < kStatusSlots) {
+        series.status_code = slot;
+        key = std::to_string(slot);
+        if (slot >= 400) series.error_type = key;
+      } else {
+        key = absl::StatusCodeToString(static_cast<absl::StatusCode>(slot - kStatusSlots));
+        series.error_type = key;
+      }
+      HistogramSnapshot& total = s.request_duration_by_status[key];
+      if (total.bounds.empty()) {
+        total = series.histogram;
+      } else {
+        for (std::size_t i = 0; i < total.counts.size(); ++i) total.counts[i] += series.histogram.counts[i];
+        total.count += series.histogram.count;
+        total.sum_nanos += series.histogram.sum_nanos;
+      }
+      (slot < kStatusSlots ? s.request_duration : errors).push_back(std::move(series));
+    }
+    std::sort(errors.begin(), errors.end(),
+              [](const auto& a, const auto& b) { return a.error_type < b.error_type; });
+    for (auto& e : errors) s.request_duration.push_back(std::move(e));
+
+    EndpointCallSeries calls;
+    calls.endpoint = std::move(endpoint);
+    calls.attempts_original = route->attempts_original.load(std::memory_order_relaxed);
+    calls.attempts_retry = route->attempts_retry.load(std::memory_order_relaxed);
+    calls.attempts_hedge = route->attempts_hedge.load(std::memory_order_relaxed);
+    calls.attempts_per_call = route->attempts.Read();
+    calls.retries_per_call = route->retries.Read();
+    calls.hedges_per_call = route->hedges.Read();
+    calls.retry_delay = route->retry_delay.Read();
+    hedges += calls.attempts_hedge;
+    if (calls.attempts_per_call.count > 0 || calls.retry_delay.count > 0) {
+      s.call_series.push_back(std::move(calls));
+    }
+  }
+  s.hedges = hedges;
   for (Outcome o : kAllOutcomes) {
     HistogramSnapshot h = call_duration_[static_cast<std::size_t>(o)]->Read();
     if (h.count > 0) s.call_duration_by_outcome[o] = std::move(h);
@@ -210,7 +467,7 @@ MetricsSnapshot Metrics::Snapshot() const {
 }
 
 void MetricsListener::OnFinish(const CallResult& result) {
-  if (metrics_ != nullptr) metrics_->RecordCall(result);
+  if (metrics_ != nullptr) metrics_->RecordCall(route_, result);
 }
 
 void ListenerChain::OnAttemptStart(int number, bool is_status_query) {
@@ -295,27 +552,20 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
       out << name << "{saferetry_delay_source=\"server_hint\"} " << s.waits_server_hint << "\n";
     }
   }
-  if (!s.request_duration_by_status.empty()) {
+  if (!s.request_duration.empty()) {
     const std::string name = "http_client_request_duration_seconds";
     MetricHeader(out, name, "histogram",
            "Duration of HTTP client requests (every attempt and status query).");
-    // Status codes first in numeric order, then error types by name.
-    std::vector<std::pair<std::string, const HistogramSnapshot*>> statuses;
-    std::vector<std::pair<std::string, const HistogramSnapshot*>> errors;
-    for (const auto& [key, h] : s.request_duration_by_status) {
-      const bool numeric = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      });
-      (numeric ? statuses : errors).emplace_back(key, &h);
+    for (const RequestDurationSeries& r : s.request_duration) {
+      std::string labels = EndpointLabels(r.endpoint);
+      const auto add = [&labels](const char* key, const std::string& value) {
+        if (!labels.empty()) labels += ",";
+        labels += std::string(key) + "=\"" + Label(value) + "\"";
+      };
+      if (r.status_code.has_value()) add("http_response_status_code", std::to_string(*r.status_code));
+      if (!r.error_type.empty()) add("error_type", r.error_type);
+      WriteHistogram(out, name, labels, r.histogram);
     }
-    std::sort(statuses.begin(), statuses.end(), [](const auto& a, const auto& b) {
-      if (a.first.size() != b.first.size()) return a.first.size() < b.first.size();
-      return a.first < b.first;
-    });
-    for (const auto& [key, h] : statuses) {
-      WriteHistogram(out, name, "http_response_status_code=\"" + Label(key) + "\"", *h);
-    }
-    for (const auto& [key, h] : errors) WriteHistogram(out, name, "error_type=\"" + Label(key) + "\"", *h);
   }
   if (!s.call_duration_by_outcome.empty()) {
     const std::string name = "saferetry_call_duration_seconds";
@@ -323,6 +573,56 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
     for (const auto& [o, h] : s.call_duration_by_outcome) {
       WriteHistogram(out, name, "saferetry_outcome=\"" + std::string(OutcomeName(o)) + "\"", h);
     }
+  }
+  if (!s.call_series.empty()) {
+    const std::string started = "saferetry_client_attempt_started_total";
+    MetricHeader(out, started, "counter",
+                 "Sends of the request by attempt type (original, retry, hedge).");
+    for (const EndpointCallSeries& c : s.call_series) {
+      const std::string labels = EndpointLabels(c.endpoint);
+      const std::string sep = labels.empty() ? "" : ",";
+      const std::pair<const char*, std::int64_t> types[] = {
+          {"original", c.attempts_original}, {"retry", c.attempts_retry}, {"hedge", c.attempts_hedge}};
+      for (const auto& [type, n] : types) {
+        if (n == 0) continue;
+        out << started << "{" << labels << sep << "saferetry_attempt_type=\"" << type << "\"} " << n
+            << "\n";
+      }
+    }
+    const auto per_call = [&out, &s](const char* name, const char* help,
+                                     CountHistogramSnapshot EndpointCallSeries::*field) {
+      bool header = false;
+      for (const EndpointCallSeries& c : s.call_series) {
+        const CountHistogramSnapshot& h = c.*field;
+        if (h.count == 0) continue;
+        if (!header) MetricHeader(out, name, "histogram", help);
+        header = true;
+        WriteCountHistogram(out, name, EndpointLabels(c.endpoint), h);
+      }
+    };
+    per_call("saferetry_call_attempts", "Sends of the request per call.",
+             &EndpointCallSeries::attempts_per_call);
+    per_call("saferetry_call_retries", "Sends after an earlier one ended, per call.",
+             &EndpointCallSeries::retries_per_call);
+    per_call("saferetry_call_hedges", "Sends while an earlier one was in flight, per call.",
+             &EndpointCallSeries::hedges_per_call);
+    bool header = false;
+    const std::string delay = "saferetry_call_retry_delay_seconds";
+    for (const EndpointCallSeries& c : s.call_series) {
+      if (c.retry_delay.count == 0) continue;
+      if (!header) {
+        MetricHeader(out, delay, "histogram",
+                     "Time per call during which no attempt or status query was in flight.");
+      }
+      header = true;
+      WriteHistogram(out, delay, EndpointLabels(c.endpoint), c.retry_delay);
+    }
+  }
+  if (s.servers_folded > 0) {
+    const std::string name = "saferetry_metrics_servers_folded_total";
+    MetricHeader(out, name, "counter",
+                 "Endpoint registrations past the server cap, recorded as server_address=\"_other\".");
+    out << name << " " << s.servers_folded << "\n";
   }
   if (!s.circuit_breakers.empty()) {
     // The state is a gauge written for every host, closed included: a

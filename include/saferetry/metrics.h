@@ -8,7 +8,10 @@
 //
 // @code
 //   auto metrics = std::make_shared<saferetry::Metrics>();
-//   saferetry::MetricsListener metrics_listener(metrics);    // share across calls
+//   // One listener per endpoint (method, host and port, never a path), shared
+//   // across calls; `MetricsListener(metrics)` records without those labels.
+//   saferetry::MetricsListener metrics_listener(
+//       metrics, saferetry::EndpointOfUrl("POST", "https://orders.internal/orders"));
 //   saferetry::TraceRecorder trace;                          // one per call
 //   saferetry::ListenerChain chain({&metrics_listener, &trace});
 //   call.listener = &chain;
@@ -25,8 +28,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +56,81 @@ struct HistogramSnapshot {
   std::int64_t sum_nanos = 0;
 };
 
+/// Upper bounds of the per-call count histograms (`saferetry.call.attempts`,
+/// `.retries`, `.hedges`).
+inline constexpr std::array<std::int64_t, 7> kCountBuckets = {0, 1, 2, 3, 4, 5, 10};
+
+/// One count histogram series (attempts, retries or hedges per call), laid
+/// out as `HistogramSnapshot`: `counts[i]` counts values in
+/// (bounds[i-1], bounds[i]], the last entry those above every bound.
+struct CountHistogramSnapshot {
+  std::vector<std::int64_t> bounds;
+  std::vector<std::int64_t> counts;
+  std::int64_t count = 0;
+  std::int64_t sum = 0;
+};
+
+/// The endpoint attributes of a series: OpenTelemetry's
+/// `http.request.method`, `server.address` and `server.port`. Host and port
+/// only, never a path or a query. All empty/zero for series recorded
+/// without an endpoint (`MetricsListener(metrics)`).
+struct MetricsEndpoint {
+  /// One of GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH
+  /// (case-sensitive), else "_OTHER", as OpenTelemetry says.
+  std::string method;
+  /// The host, lower case; "_other" for a server past
+  /// `MetricsOptions::max_servers`.
+  std::string server_address;
+  /// The port (80/443 when the URL has none); 0 for the "_other" series.
+  int server_port = 0;
+
+  friend bool operator==(const MetricsEndpoint& a, const MetricsEndpoint& b) {
+    return a.method == b.method && a.server_address == b.server_address &&
+           a.server_port == b.server_port;
+  }
+};
+
+/// The endpoint of a request to `url`: `method` as given (normalised when
+/// registered), the URL's host in lower case and its port (80 for http, 443
+/// for https when absent). Userinfo, path, query and fragment are dropped.
+/// An URL that is not absolute http(s) gives an empty address and port 0.
+MetricsEndpoint EndpointOfUrl(std::string_view method, std::string_view url);
+
+/// One series of `http.client.request.duration`.
+struct RequestDurationSeries {
+  MetricsEndpoint endpoint;
+  /// `http.response.status_code`, when a response arrived.
+  std::optional<int> status_code;
+  /// `error.type`: the status code ("503") for a response >= 400, the
+  /// transport status code name ("DEADLINE_EXCEEDED") without a response,
+  /// empty otherwise.
+  std::string error_type;
+  HistogramSnapshot histogram;
+};
+
+/// The per-call retry series of one endpoint (gRPC proposal A96's
+/// `attempt.started` by attempt type and `call.retry_delay`, and the
+/// per-call attempts, retries and hedges of its predecessor A45).
+struct EndpointCallSeries {
+  MetricsEndpoint endpoint;
+  /// `saferetry.client.attempt.started` by `saferetry.attempt_type`: the
+  /// first send of a call, a send after an earlier one ended (retry), a send
+  /// while an earlier one was still in flight (hedge). Status queries
+  /// excluded.
+  std::int64_t attempts_original = 0;
+  std::int64_t attempts_retry = 0;
+  std::int64_t attempts_hedge = 0;
+  /// `saferetry.call.attempts`, `.retries`, `.hedges`: one value per call
+  /// that sent at least one attempt (zeros included).
+  CountHistogramSnapshot attempts_per_call;
+  CountHistogramSnapshot retries_per_call;
+  CountHistogramSnapshot hedges_per_call;
+  /// `saferetry.call.retry_delay`: per call with more than one exchange
+  /// (attempt or status query), the time between its first exchange's start
+  /// and its last one's end during which none was in flight.
+  HistogramSnapshot retry_delay;
+};
+
 /// A point-in-time copy of the counters. Each counter is read atomically,
 /// but the snapshot is not one consistent cut while calls are running.
 struct MetricsSnapshot {
@@ -72,10 +152,20 @@ struct MetricsSnapshot {
 
   // --- Histograms ----------------------------------------------------------------
   /// `http.client.request.duration`: every HTTP exchange (attempts and status
-  /// queries), keyed by `http.response.status_code` ("503") or, with no
-  /// response, by `error.type` (the transport status code name, e.g.
-  /// "DEADLINE_EXCEEDED"). Keys are the label values.
+  /// queries), by endpoint (in the order the endpoints were registered, the
+  /// unlabelled one first), then status code ascending, then error type.
+  std::vector<RequestDurationSeries> request_duration;
+  /// The same summed over endpoints, keyed by `http.response.status_code`
+  /// ("503") or, with no response, by `error.type` (e.g.
+  /// "DEADLINE_EXCEEDED").
   std::map<std::string, HistogramSnapshot> request_duration_by_status;
+  /// The per-call retry series, by endpoint (same order); endpoints with no
+  /// finished call are left out.
+  std::vector<EndpointCallSeries> call_series;
+  /// `saferetry.metrics.servers_folded`: endpoint registrations whose
+  /// server (address and port) was past `MetricsOptions::max_servers` and
+  /// so recorded as `server.address` "_other".
+  std::int64_t servers_folded = 0;
   /// `saferetry.call.duration`: whole calls, by outcome.
   std::map<Outcome, HistogramSnapshot> call_duration_by_outcome;
 
@@ -85,8 +175,10 @@ struct MetricsSnapshot {
   /// Calls that sent at least one attempt.
   std::int64_t calls_started = 0;
   std::int64_t attempts = 0;
-  /// attempts - first attempts.
+  /// attempts - first attempts (hedges included).
   std::int64_t retries = 0;
+  /// Sends made while an earlier send of the same call was in flight.
+  std::int64_t hedges = 0;
   /// attempts / calls_started (0 when no call started): how much load the
   /// retries add. 1.0 = no retries.
   double amplification = 0;
@@ -114,31 +206,71 @@ struct MetricsSnapshot {
   std::optional<std::chrono::milliseconds> journal_oldest_unresolved_age;
 };
 
-/// Thread-safe metrics. Recording is lock-free (relaxed atomics); a series
-/// of the request-duration histogram is allocated the first time its label
-/// value is seen. Use one `Metrics` per client (or per process).
+/// Bounds on the label values of a `Metrics`.
+struct MetricsOptions {
+  /// Distinct servers (`server.address` and `server.port` pairs) with series
+  /// of their own, >= 0. Endpoints of further servers are recorded as
+  /// `server.address` "_other" (port 0) and counted in
+  /// `MetricsSnapshot::servers_folded`. Default 64. Methods are bounded by
+  /// OpenTelemetry's list, so an endpoint is one of 10 methods per server.
+  int max_servers = 64;
+};
+
+/// A registered endpoint of a `Metrics` (`Metrics::Register`); cheap to
+/// copy. The default value records without endpoint labels.
+class MetricsRoute {
+ public:
+  MetricsRoute() = default;
+
+ private:
+  friend class Metrics;
+  explicit MetricsRoute(int index) : index_(index) {}
+  int index_ = 0;
+};
+
+/// Thread-safe metrics. Recording is lock-free (relaxed atomics) and
+/// allocation-free once a series exists: an endpoint's series are allocated
+/// when it is registered, a request-duration series the first time its
+/// status or error is seen for that endpoint. Use one `Metrics` per client
+/// (or per process).
 class Metrics {
  public:
-  Metrics();
+  /// `options.max_servers` below 0 is taken as 0.
+  explicit Metrics(MetricsOptions options = {});
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
+  /// The route of `endpoint`'s series, created on the first registration of
+  /// its (method, server) and the same ever after. Takes a lock and may
+  /// allocate: register once per endpoint, not per call. The method is
+  /// normalised (see `MetricsEndpoint::method`); a server past the cap gets
+  /// the "_other" route. Thread-safe.
+  MetricsRoute Register(const MetricsEndpoint& endpoint);
+
   /// Records one finished call: its outcome and stop reason, every attempt
-  /// and status query, and its waits (from the evidence).
-  void RecordCall(const CallResult& result);
+  /// and status query, and its waits (from the evidence), without endpoint
+  /// labels.
+  void RecordCall(const CallResult& result) { RecordCall(MetricsRoute(), result); }
+  /// The same, under `route`'s endpoint labels.
+  void RecordCall(MetricsRoute route, const CallResult& result);
 
   MetricsSnapshot Snapshot() const;
 
  private:
   struct Histogram;
+  struct CountHistogram;
+  struct RouteSeries;
   static constexpr int kOutcomes = static_cast<int>(Outcome::kUnknown) + 1;
   static constexpr int kStopReasons = kStopReasonCount;
   static constexpr int kStatusSlots = 600;  // HTTP status codes 0..599
   static constexpr int kErrorSlots = 17;    // absl status codes 0..16
   static constexpr int kResendSlots = 16;
 
-  Histogram& RequestSeries(int slot);
+  static constexpr int kMethods = 10;
+
+  static Histogram& RequestSeries(RouteSeries& route, int slot);
+  RouteSeries& RouteAt(int index);
 
   std::array<std::atomic<std::int64_t>, kOutcomes * kStopReasons> calls_{};
   std::array<std::atomic<std::int64_t>, kResendSlots> attempts_{};
@@ -146,19 +278,38 @@ class Metrics {
   std::atomic<std::int64_t> waits_backoff_{0};
   std::atomic<std::int64_t> waits_hint_{0};
   std::atomic<std::int64_t> resolved_{0};
-  std::array<std::atomic<Histogram*>, kStatusSlots + kErrorSlots> request_duration_{};
   std::array<std::unique_ptr<Histogram>, kOutcomes> call_duration_;
+  std::atomic<std::int64_t> servers_folded_{0};
+  const int max_servers_;
+  // Route 0: no endpoint; route 1 + server * kMethods + method otherwise,
+  // server `max_servers_` being "_other". Published with release under mu_.
+  std::unique_ptr<std::atomic<RouteSeries*>[]> routes_;
+  const int route_count_;
+  mutable std::mutex mu_;
+  // (address, port) by server index; guarded by mu_.
+  std::vector<std::pair<std::string, int>> servers_;
+  // The order the routes were created in; guarded by mu_.
+  std::vector<int> route_order_;
 };
 
-/// Feeds a `Metrics` from the calls it is attached to. Stateless, so one
-/// listener may be shared by every call and thread.
+/// Feeds a `Metrics` from the calls it is attached to. Immutable after
+/// construction, so one listener may be shared by every call and thread.
+/// The hooks do not see the request: a listener built with an endpoint
+/// labels every call it records with that endpoint, so use one listener per
+/// endpoint (method and server) the calls go to.
 class MetricsListener final : public CallListener {
  public:
+  /// Records without endpoint labels.
   explicit MetricsListener(std::shared_ptr<Metrics> metrics) : metrics_(std::move(metrics)) {}
+  /// Records under `endpoint` (registered now, once).
+  MetricsListener(std::shared_ptr<Metrics> metrics, const MetricsEndpoint& endpoint)
+      : metrics_(std::move(metrics)),
+        route_(metrics_ != nullptr ? metrics_->Register(endpoint) : MetricsRoute()) {}
   void OnFinish(const CallResult& result) override;
 
  private:
   std::shared_ptr<Metrics> metrics_;
+  MetricsRoute route_;
 };
 
 /// Fans every hook out to several listeners, in the order given, since

@@ -1,11 +1,16 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
 // Metrics: exact counts after a scripted run, nothing lost under 8 threads,
-// the exact Prometheus text of a tiny case, and the listener fan-out.
+// the exact Prometheus text of a tiny case, and the listener fan-out;
+// endpoint labels, the server cap, hedges and the retry delay, and no
+// allocation when recording a call on a registered endpoint.
 
 #include "saferetry/metrics.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -16,6 +21,20 @@
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
 #include "saferetry/trace.h"
+
+// Counts operator new while `g_count_allocations` is set.
+std::atomic<bool> g_count_allocations{false};
+std::atomic<long> g_allocations{0};
+
+void* operator new(std::size_t n) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace saferetry {
 namespace {
@@ -212,6 +231,7 @@ TEST(MetricsTest, PrometheusTextOfATinyCase) {
   second.number = 2;
   second.delivery = Delivery::kResponseReceived;
   second.http_status = 201;
+  second.start = first.end + milliseconds(100);  // after the wait: a retry, not a hedge
   second.end = second.start + std::chrono::microseconds(1500);
   r.evidence = {first, second};
   metrics.RecordCall(r);
@@ -285,6 +305,65 @@ saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="10"} 1
 saferetry_call_duration_seconds_bucket{saferetry_outcome="SUCCEEDED",le="+Inf"} 1
 saferetry_call_duration_seconds_sum{saferetry_outcome="SUCCEEDED"} 0.1065
 saferetry_call_duration_seconds_count{saferetry_outcome="SUCCEEDED"} 1
+# HELP saferetry_client_attempt_started_total Sends of the request by attempt type (original, retry, hedge).
+# TYPE saferetry_client_attempt_started_total counter
+saferetry_client_attempt_started_total{saferetry_attempt_type="original"} 1
+saferetry_client_attempt_started_total{saferetry_attempt_type="retry"} 1
+# HELP saferetry_call_attempts Sends of the request per call.
+# TYPE saferetry_call_attempts histogram
+saferetry_call_attempts_bucket{le="0"} 0
+saferetry_call_attempts_bucket{le="1"} 0
+saferetry_call_attempts_bucket{le="2"} 1
+saferetry_call_attempts_bucket{le="3"} 1
+saferetry_call_attempts_bucket{le="4"} 1
+saferetry_call_attempts_bucket{le="5"} 1
+saferetry_call_attempts_bucket{le="10"} 1
+saferetry_call_attempts_bucket{le="+Inf"} 1
+saferetry_call_attempts_sum 2
+saferetry_call_attempts_count 1
+# HELP saferetry_call_retries Sends after an earlier one ended, per call.
+# TYPE saferetry_call_retries histogram
+saferetry_call_retries_bucket{le="0"} 0
+saferetry_call_retries_bucket{le="1"} 1
+saferetry_call_retries_bucket{le="2"} 1
+saferetry_call_retries_bucket{le="3"} 1
+saferetry_call_retries_bucket{le="4"} 1
+saferetry_call_retries_bucket{le="5"} 1
+saferetry_call_retries_bucket{le="10"} 1
+saferetry_call_retries_bucket{le="+Inf"} 1
+saferetry_call_retries_sum 1
+saferetry_call_retries_count 1
+# HELP saferetry_call_hedges Sends while an earlier one was in flight, per call.
+# TYPE saferetry_call_hedges histogram
+saferetry_call_hedges_bucket{le="0"} 1
+saferetry_call_hedges_bucket{le="1"} 1
+saferetry_call_hedges_bucket{le="2"} 1
+saferetry_call_hedges_bucket{le="3"} 1
+saferetry_call_hedges_bucket{le="4"} 1
+saferetry_call_hedges_bucket{le="5"} 1
+saferetry_call_hedges_bucket{le="10"} 1
+saferetry_call_hedges_bucket{le="+Inf"} 1
+saferetry_call_hedges_sum 0
+saferetry_call_hedges_count 1
+# HELP saferetry_call_retry_delay_seconds Time per call during which no attempt or status query was in flight.
+# TYPE saferetry_call_retry_delay_seconds histogram
+saferetry_call_retry_delay_seconds_bucket{le="0.005"} 0
+saferetry_call_retry_delay_seconds_bucket{le="0.01"} 0
+saferetry_call_retry_delay_seconds_bucket{le="0.025"} 0
+saferetry_call_retry_delay_seconds_bucket{le="0.05"} 0
+saferetry_call_retry_delay_seconds_bucket{le="0.075"} 0
+saferetry_call_retry_delay_seconds_bucket{le="0.1"} 1
+saferetry_call_retry_delay_seconds_bucket{le="0.25"} 1
+saferetry_call_retry_delay_seconds_bucket{le="0.5"} 1
+saferetry_call_retry_delay_seconds_bucket{le="0.75"} 1
+saferetry_call_retry_delay_seconds_bucket{le="1"} 1
+saferetry_call_retry_delay_seconds_bucket{le="2.5"} 1
+saferetry_call_retry_delay_seconds_bucket{le="5"} 1
+saferetry_call_retry_delay_seconds_bucket{le="7.5"} 1
+saferetry_call_retry_delay_seconds_bucket{le="10"} 1
+saferetry_call_retry_delay_seconds_bucket{le="+Inf"} 1
+saferetry_call_retry_delay_seconds_sum 0.1
+saferetry_call_retry_delay_seconds_count 1
 )");
   EXPECT_EQ(ToPrometheusText(MetricsSnapshot{}), "");
 }
@@ -325,6 +404,172 @@ TEST_F(MetricsRunTest, ListenerChainFansOutInOrder) {
   EXPECT_THAT(log, ElementsAre("a:start1", "b:start1", "a:end1", "b:end1", "a:wait1000h",
                                "b:wait1000h", "a:start2", "b:start2", "a:end2", "b:end2",
                                "a:finishSUCCEEDED", "b:finishSUCCEEDED"));
+}
+
+TEST(MetricsTest, EndpointOfUrlKeepsHostAndPortOnly) {
+  EXPECT_EQ(EndpointOfUrl("GET", "http://Orders.Internal:8080/orders/1?card=4111#x"),
+            (MetricsEndpoint{"GET", "orders.internal", 8080}));
+  EXPECT_EQ(EndpointOfUrl("POST", "https://user:pw@pay.example/charge"),
+            (MetricsEndpoint{"POST", "pay.example", 443}));
+  EXPECT_EQ(EndpointOfUrl("GET", "http://[::1]/x"), (MetricsEndpoint{"GET", "[::1]", 80}));
+  EXPECT_EQ(EndpointOfUrl("GET", "ftp://h/x"), (MetricsEndpoint{"GET", "", 0}));
+  EXPECT_EQ(EndpointOfUrl("GET", "http://h:99999/x"), (MetricsEndpoint{"GET", "", 0}));
+}
+
+TEST_F(MetricsRunTest, EndpointLabelsAndPerCallSeriesAreExact) {
+  auto client = Make(std::make_shared<UnlimitedBudget>());
+  MetricsListener get(metrics_, EndpointOfUrl("GET", Get().url));
+  MetricsListener post(metrics_, EndpointOfUrl("POST", Post().url));
+  MetricsListener odd(metrics_, EndpointOfUrl("get", "http://other.internal/x"));  // not a known method
+  CallOptions get_call;
+  get_call.listener = &get;
+  transport_->Push(Step::Respond(503)).Push(Step::Respond(503)).Push(Step::Respond(200));
+  EXPECT_EQ(client->Execute(Get(), get_call).outcome, Outcome::kSucceeded);
+  transport_->Push(Step::Respond(200));
+  EXPECT_EQ(client->Execute(Get(), get_call).outcome, Outcome::kSucceeded);
+  CallOptions post_call;
+  post_call.listener = &post;
+  post_call.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
+  transport_->Push(Step::CommitThenLost()).Push(Step::Respond(200));
+  EXPECT_TRUE(client->Execute(Post(), post_call).resolved_by_status_query);
+  EXPECT_EQ(transport_->remaining_steps(), 0u);
+
+  const MetricsSnapshot s = metrics_->Snapshot();
+  EXPECT_EQ(s.servers_folded, 0);
+  const MetricsEndpoint get_ep{"GET", "127.0.0.1", 8080};
+  const MetricsEndpoint post_ep{"POST", "127.0.0.1", 8080};
+  // GET: 503, 503, 200 then 200; POST: a lost attempt, then the query's 200.
+  ASSERT_EQ(s.request_duration.size(), 4u);
+  EXPECT_EQ(s.request_duration[0].endpoint, get_ep);
+  EXPECT_EQ(s.request_duration[0].status_code, 200);
+  EXPECT_EQ(s.request_duration[0].error_type, "");
+  EXPECT_EQ(s.request_duration[0].histogram.count, 2);
+  EXPECT_EQ(s.request_duration[1].endpoint, get_ep);
+  EXPECT_EQ(s.request_duration[1].status_code, 503);
+  EXPECT_EQ(s.request_duration[1].error_type, "503");
+  EXPECT_EQ(s.request_duration[1].histogram.count, 2);
+  EXPECT_EQ(s.request_duration[2].endpoint, post_ep);
+  EXPECT_EQ(s.request_duration[2].status_code, 200);
+  EXPECT_EQ(s.request_duration[3].endpoint, post_ep);
+  EXPECT_EQ(s.request_duration[3].status_code, std::nullopt);
+  EXPECT_EQ(s.request_duration[3].error_type, "UNAVAILABLE");
+  EXPECT_EQ(s.request_duration_by_status.at("200").count, 3);
+
+  // The unregistered-method endpoint has no call: left out.
+  ASSERT_EQ(s.call_series.size(), 2u);
+  const EndpointCallSeries& g = s.call_series[0];
+  EXPECT_EQ(g.endpoint, get_ep);
+  EXPECT_EQ(g.attempts_original, 2);
+  EXPECT_EQ(g.attempts_retry, 2);
+  EXPECT_EQ(g.attempts_hedge, 0);
+  EXPECT_THAT(g.attempts_per_call.counts, ElementsAre(0, 1, 0, 1, 0, 0, 0, 0));  // 1 and 3
+  EXPECT_EQ(g.attempts_per_call.sum, 4);
+  EXPECT_THAT(g.retries_per_call.counts, ElementsAre(1, 0, 1, 0, 0, 0, 0, 0));  // 0 and 2
+  EXPECT_THAT(g.hedges_per_call.counts, ElementsAre(2, 0, 0, 0, 0, 0, 0, 0));
+  // Only the retried call has a retry delay: two backoff waits.
+  EXPECT_EQ(g.retry_delay.count, 1);
+  const CallResult probe = [&] {
+    transport_->Push(Step::Respond(503)).Push(Step::Respond(503)).Push(Step::Respond(200));
+    return client->Execute(Get(), CallOptions{});
+  }();
+  Duration waits(0);
+  for (const AttemptEvidence& ev : probe.evidence) waits += ev.delay_after.value_or(Duration(0));
+  EXPECT_GT(waits.count(), 0);
+  EXPECT_EQ(g.retry_delay.sum_nanos, waits.count());
+  const EndpointCallSeries& p = s.call_series[1];
+  EXPECT_EQ(p.endpoint, post_ep);
+  EXPECT_EQ(p.attempts_original, 1);
+  EXPECT_EQ(p.attempts_retry + p.attempts_hedge, 0);
+  EXPECT_EQ(p.retry_delay.count, 1);  // an attempt and a status query
+
+  const std::string text = ToPrometheusText(s);
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "http_client_request_duration_seconds_count{http_request_method=\"GET\","
+                        "server_address=\"127.0.0.1\",server_port=\"8080\","
+                        "http_response_status_code=\"503\",error_type=\"503\"} 2\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "saferetry_client_attempt_started_total{http_request_method=\"GET\","
+                        "server_address=\"127.0.0.1\",server_port=\"8080\","
+                        "saferetry_attempt_type=\"retry\"} 2\n"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("/orders")));
+}
+
+TEST(MetricsTest, ServersPastTheCapFoldIntoOther) {
+  auto metrics = std::make_shared<Metrics>(MetricsOptions{2});
+  MetricsListener a(metrics, {"GET", "a.internal", 80});
+  MetricsListener a_post(metrics, {"POST", "a.internal", 80});  // same server: no new slot
+  MetricsListener b(metrics, {"GET", "b.internal", 80});
+  MetricsListener c(metrics, {"GET", "c.internal", 80});   // third server: folded
+  MetricsListener d(metrics, {"GET", "a.internal", 81});   // another port is another server
+  CallResult r;
+  r.outcome = Outcome::kSucceeded;
+  r.stop_reason = StopReason::kSuccess;
+  AttemptEvidence ev;
+  ev.number = 1;
+  ev.http_status = 200;
+  r.evidence = {ev};
+  for (CallListener* l : std::initializer_list<CallListener*>{&a, &a_post, &b, &c, &d}) {
+    l->OnFinish(r);
+  }
+  const MetricsSnapshot s = metrics->Snapshot();
+  EXPECT_EQ(s.servers_folded, 2);
+  ASSERT_EQ(s.call_series.size(), 4u);
+  EXPECT_EQ(s.call_series[0].endpoint, (MetricsEndpoint{"GET", "a.internal", 80}));
+  EXPECT_EQ(s.call_series[1].endpoint, (MetricsEndpoint{"POST", "a.internal", 80}));
+  EXPECT_EQ(s.call_series[2].endpoint, (MetricsEndpoint{"GET", "b.internal", 80}));
+  EXPECT_EQ(s.call_series[3].endpoint, (MetricsEndpoint{"GET", "_other", 0}));
+  EXPECT_EQ(s.call_series[3].attempts_original, 2);
+  EXPECT_THAT(ToPrometheusText(s),
+              ::testing::HasSubstr("saferetry_metrics_servers_folded_total 2\n"));
+}
+
+TEST(MetricsTest, OverlappingSendsAreHedgesAndOnlyIdleTimeIsDelay) {
+  Metrics metrics;
+  const MetricsRoute route = metrics.Register({"GET", "h", 80});
+  CallResult r;
+  r.outcome = Outcome::kSucceeded;
+  r.stop_reason = StopReason::kSuccess;
+  const TimePoint t0{};
+  AttemptEvidence first;  // 0-100 ms, lost to the hedge
+  first.number = 1;
+  first.start = t0;
+  first.end = t0 + milliseconds(100);
+  AttemptEvidence hedge;  // 30-60 ms, answered first
+  hedge.number = 2;
+  hedge.start = t0 + milliseconds(30);
+  hedge.end = t0 + milliseconds(60);
+  hedge.http_status = 200;
+  AttemptEvidence retry;  // 150-160 ms: 50 ms idle before it
+  retry.number = 3;
+  retry.start = t0 + milliseconds(150);
+  retry.end = t0 + milliseconds(160);
+  retry.http_status = 200;
+  r.evidence = {hedge, first, retry};  // in order of ending
+  metrics.RecordCall(route, r);
+  const MetricsSnapshot s = metrics.Snapshot();
+  ASSERT_EQ(s.call_series.size(), 1u);
+  EXPECT_EQ(s.call_series[0].attempts_original, 1);
+  EXPECT_EQ(s.call_series[0].attempts_hedge, 1);
+  EXPECT_EQ(s.call_series[0].attempts_retry, 1);
+  EXPECT_EQ(s.call_series[0].hedges_per_call.sum, 1);
+  EXPECT_EQ(s.call_series[0].retries_per_call.sum, 1);
+  EXPECT_EQ(s.call_series[0].retry_delay.sum_nanos, 50000000);
+  EXPECT_EQ(s.hedges, 1);
+  EXPECT_EQ(s.retries, 2);
+}
+
+TEST(MetricsTest, RecordingOnARegisteredEndpointDoesNotAllocate) {
+  Metrics metrics;
+  MetricsListener listener(std::shared_ptr<Metrics>(&metrics, [](Metrics*) {}),
+                           EndpointOfUrl("POST", "http://127.0.0.1:8080/orders"));
+  const CallResult r = TwoAttemptsAndAQuery();
+  listener.OnFinish(r);  // the first sight of each status allocates its series
+  g_allocations.store(0);
+  g_count_allocations.store(true);
+  for (int i = 0; i < 100; ++i) listener.OnFinish(r);
+  g_count_allocations.store(false);
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(metrics.Snapshot().call_series.at(0).attempts_per_call.count, 101);
 }
 
 }  // namespace
