@@ -27,10 +27,10 @@ namespace saferetry {
 namespace {
 
 using ::testing::ElementsAre;
-using testing::FakeClock;
-using testing::FakeTransport;
-using testing::ScriptedRandom;
-using testing::Step;
+using testkit::FakeClock;
+using testkit::FakeTransport;
+using testkit::ScriptedRandom;
+using testkit::Step;
 
 class PrometheusCollectableTest : public ::testing::Test {
  protected:

@@ -22,7 +22,10 @@
 #include "saferetry/testing/fake_transport.h"
 #include "saferetry/trace.h"
 
-// Counts operator new while `g_count_allocations` is set.
+// Counts operator new while `g_count_allocations` is set. GCC flags free()
+// of memory from a replaced operator new as mismatched; both sides are ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 std::atomic<bool> g_count_allocations{false};
 std::atomic<long> g_allocations{0};
 
@@ -35,6 +38,7 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace saferetry {
 namespace {
