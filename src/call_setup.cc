@@ -6,9 +6,34 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "saferetry/server_hints.h"
 
 namespace saferetry {
+
+// The per-call fields only: the policy was validated when it was built.
+absl::Status ValidateCallOptions(const CallOptions& options) {
+  if (!options.deadline.has_value() && options.timeout.has_value() &&
+      *options.timeout <= Duration::zero()) {
+    return absl::InvalidArgumentError("call.timeout: must be > 0");
+  }
+  if (!options.idempotency_key.empty()) {
+    absl::Status s = ValidateIdempotencyKey(options.idempotency_key);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("call.", s.message()));
+  }
+  if (!options.status_url.empty()) {
+    StatusQuery q;
+    q.url_template = options.status_url;
+    absl::Status s = ValidateStatusQuery(q);
+    if (!s.ok()) {
+      absl::string_view message = s.message();
+      absl::ConsumePrefix(&message, "status_query.url_template: ");
+      return absl::Status(s.code(), absl::StrCat("call.status_url: ", message));
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace internal {
 namespace {
 
