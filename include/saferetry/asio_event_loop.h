@@ -254,13 +254,14 @@ class BasicAsioEventLoop final : public EventLoop {
       armed = earliest;
       const std::uint64_t generation = ++arm_generation;
       timer.expires_at(earliest);  // cancels the wait in progress
-      timer.async_wait([weak = this->weak_from_this(), generation](const asio_compat::error_code& ec) {
-        std::shared_ptr<State> s = weak.lock();
-        if (s == nullptr || s->closed || ec || generation != s->arm_generation) return;
-        s->armed.reset();
-        s->RunOneTimer();
-        s->ArmTimer();
-      });
+      timer.async_wait(
+          [weak = this->weak_from_this(), generation](const asio_compat::error_code& ec) {
+            std::shared_ptr<State> s = weak.lock();
+            if (s == nullptr || s->closed || ec || generation != s->arm_generation) return;
+            s->armed.reset();
+            s->RunOneTimer();
+            s->ArmTimer();
+          });
     }
 
     // Runs the earliest timer if it is due.

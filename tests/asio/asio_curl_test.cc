@@ -133,7 +133,8 @@ TEST(AsioCurlThreadTest, RetriesWaitOnStrandTimersWithTwoThreads) {
       std::lock_guard<std::mutex> lock(mu);
       first = seen.insert(req.target).second;
     }
-    conn.Write(first ? LoopbackServer::Reply(503, {}, "busy") : LoopbackServer::Reply(200, {}, "ok"));
+    conn.Write(first ? LoopbackServer::Reply(503, {}, "busy")
+                     : LoopbackServer::Reply(200, {}, "ok"));
     return AfterRequest::kKeepAlive;
   });
   ThreadedContext ctx(2);

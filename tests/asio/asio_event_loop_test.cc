@@ -5,11 +5,12 @@
 // (and readiness that was there before the wait), destruction, real time,
 // and a multi-threaded io_context on which everything runs one at a time.
 
-#include <fcntl.h>
-#include <unistd.h>
+#include "saferetry/asio_event_loop.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "saferetry/asio_event_loop.h"
 #include "saferetry/testing/asio_fake_clock.h"
 
 namespace saferetry {
@@ -65,8 +65,8 @@ TEST_F(FakeTimeTest, TimersRunByDueTimeThenInTheOrderAdded) {
   });
   RunAll();
   EXPECT_THAT(ran, ElementsAre("d", "e", "b", "c", "f", "a"));
-  EXPECT_THAT(at, ElementsAre(Duration::zero(), Duration::zero(), milliseconds(10), milliseconds(10),
-                              milliseconds(10), milliseconds(30)));
+  EXPECT_THAT(at, ElementsAre(Duration::zero(), Duration::zero(), milliseconds(10),
+                              milliseconds(10), milliseconds(10), milliseconds(30)));
   EXPECT_EQ(loop_->pending_timers(), 0u);
   EXPECT_TRUE(clock_->sleeps().empty());  // time moved by Advance, not by sleeps
 }
@@ -144,12 +144,15 @@ class DescriptorTest : public FakeTimeTest {
 TEST_F(DescriptorTest, ReadinessIsReportedAndTheDescriptorIsNotOwned) {
   std::vector<int> reports;
   loop_->Post([&] {
-    ASSERT_TRUE(loop_->WatchFd(fds_[0], EventLoop::kReadable, [&](int events) {
-                       reports.push_back(events);
-                       char c;
-                       ASSERT_EQ(read(fds_[0], &c, 1), 1);
-                       loop_->WatchFd(fds_[0], 0, nullptr).IgnoreError();
-                     }).ok());
+    ASSERT_TRUE(loop_
+                    ->WatchFd(fds_[0], EventLoop::kReadable,
+                              [&](int events) {
+                                reports.push_back(events);
+                                char c;
+                                ASSERT_EQ(read(fds_[0], &c, 1), 1);
+                                loop_->WatchFd(fds_[0], 0, nullptr).IgnoreError();
+                              })
+                    .ok());
   });
   io_.poll();
   EXPECT_TRUE(reports.empty());  // nothing to read yet
@@ -171,10 +174,14 @@ TEST_F(DescriptorTest, ReadinessPresentBeforeTheWatchAndLeftUnreadIsReported) {
   ASSERT_EQ(write(fds_[1], "x", 1), 1);
   int reports = 0;
   loop_->Post([&] {
-    ASSERT_TRUE(loop_->WatchFd(fds_[0], EventLoop::kReadable, [&](int events) {
-                       EXPECT_EQ(events, EventLoop::kReadable);
-                       if (++reports == 3) loop_->WatchFd(fds_[0], 0, nullptr).IgnoreError();
-                     }).ok());
+    ASSERT_TRUE(loop_
+                    ->WatchFd(fds_[0], EventLoop::kReadable,
+                              [&](int events) {
+                                EXPECT_EQ(events, EventLoop::kReadable);
+                                if (++reports == 3)
+                                  loop_->WatchFd(fds_[0], 0, nullptr).IgnoreError();
+                              })
+                    .ok());
   });
   RunFakeAsio(io_, *loop_, *clock_, [&] { return reports >= 3; });
   EXPECT_EQ(reports, 3);
@@ -186,14 +193,17 @@ TEST_F(DescriptorTest, ReadinessPresentBeforeTheWatchAndLeftUnreadIsReported) {
 TEST_F(DescriptorTest, ANewWatchReplacesTheEventsAndTheCallback) {
   std::vector<std::string> reports;
   loop_->Post([&] {
-    ASSERT_TRUE(loop_->WatchFd(fds_[1], EventLoop::kReadable,
-                               [&](int) { reports.push_back("old"); })
-                    .ok());
+    ASSERT_TRUE(
+        loop_->WatchFd(fds_[1], EventLoop::kReadable, [&](int) { reports.push_back("old"); }).ok());
     // The pipe's write end is writable at once.
-    ASSERT_TRUE(loop_->WatchFd(fds_[1], EventLoop::kWritable, [&](int events) {
-                       reports.push_back(events == EventLoop::kWritable ? "writable" : "other");
-                       loop_->WatchFd(fds_[1], 0, nullptr).IgnoreError();
-                     }).ok());
+    ASSERT_TRUE(loop_
+                    ->WatchFd(fds_[1], EventLoop::kWritable,
+                              [&](int events) {
+                                reports.push_back(events == EventLoop::kWritable ? "writable"
+                                                                                 : "other");
+                                loop_->WatchFd(fds_[1], 0, nullptr).IgnoreError();
+                              })
+                    .ok());
   });
   RunFakeAsio(io_, *loop_, *clock_, [&] { return !reports.empty(); });
   io_.restart();
@@ -219,7 +229,8 @@ TEST(AsioEventLoopRealTime, ATimerWaitsItsDelayOnTheSteadyClock) {
   auto loop = std::make_shared<AsioEventLoop>(io);
   std::chrono::steady_clock::time_point fired;
   const auto start = std::chrono::steady_clock::now();
-  loop->Post([&] { loop->AddTimer(milliseconds(30), [&] { fired = std::chrono::steady_clock::now(); }); });
+  loop->Post(
+      [&] { loop->AddTimer(milliseconds(30), [&] { fired = std::chrono::steady_clock::now(); }); });
   io.run();  // returns once the timer ran: nothing else is left
   EXPECT_GE(fired - start, milliseconds(30));
   EXPECT_LT(fired - start, milliseconds(3000));
@@ -286,12 +297,14 @@ TEST(AsioEventLoopThreads, EverythingRunsOnTheStrandOneAtATime) {
   ASSERT_EQ(pipe(fds), 0);
   std::atomic<int> bytes{0};
   loop->Post([&] {
-    ASSERT_TRUE(loop->WatchFd(fds[0], EventLoop::kReadable, [&](int) {
-                      enter();
-                      char buf[64];
-                      const ssize_t n = read(fds[0], buf, sizeof(buf));
-                      if (n > 0) bytes += static_cast<int>(n);
-                    }).ok());
+    ASSERT_TRUE(loop->WatchFd(fds[0], EventLoop::kReadable,
+                              [&](int) {
+                                enter();
+                                char buf[64];
+                                const ssize_t n = read(fds[0], buf, sizeof(buf));
+                                if (n > 0) bytes += static_cast<int>(n);
+                              })
+                    .ok());
   });
   for (int i = 0; i < 50; ++i) ASSERT_EQ(write(fds[1], "x", 1), 1);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
