@@ -50,6 +50,13 @@ if(TARGET saferetry_prometheus)
   install(EXPORT saferetryPrometheusTargets NAMESPACE saferetry::
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
 endif()
+
+# Component asio: saferetry::asio (header-only; the consumer brings Asio), its own export set.
+if(TARGET saferetry_asio)
+  install(TARGETS saferetry_asio EXPORT saferetryAsioTargets INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT saferetryAsioTargets NAMESPACE saferetry::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/saferetryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/saferetryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)

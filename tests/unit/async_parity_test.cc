@@ -4,7 +4,10 @@
 // (FakeTransport / SimulatedOrderServer on a FakeClock) and the `AsyncClient`
 // (AsyncFakeTransport on a FakeEventLoop over the same kind of clock), with
 // the same expectations: outcome, stop reason, attempts, queries, exact
-// waits, exact times and effects per key.
+// waits, exact times and effects per key. When saferetry::asio is built, the
+// `AsyncClient` also runs on the Asio adapter (an io_context polled on the
+// test thread, its timers on the same FakeClock), with the same
+// expectations.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +22,9 @@
 #include "saferetry/testing/fake_transport.h"
 #include "saferetry/testing/memory_journal.h"
 #include "saferetry/testing/simulated_order_server.h"
+#if SAFERETRY_TEST_ASIO
+#include "saferetry/testing/asio_fake_clock.h"
+#endif
 
 namespace saferetry {
 namespace {
@@ -39,9 +45,26 @@ using testkit::Step;
 constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
 
-enum class Driver { kBlocking, kAsync };
+enum class Driver { kBlocking, kAsync, kAsio };
 
-std::string DriverName(Driver d) { return d == Driver::kBlocking ? "Blocking" : "Async"; }
+std::string DriverName(Driver d) {
+  switch (d) {
+    case Driver::kBlocking:
+      return "Blocking";
+    case Driver::kAsync:
+      return "Async";
+    case Driver::kAsio:
+      return "Asio";
+  }
+  return "?";
+}
+
+// The drivers built here: the Asio adapter's only with saferetry::asio.
+#if SAFERETRY_TEST_ASIO
+#define SAFERETRY_PARITY_DRIVERS Driver::kBlocking, Driver::kAsync, Driver::kAsio
+#else
+#define SAFERETRY_PARITY_DRIVERS Driver::kBlocking, Driver::kAsync
+#endif
 
 Request Post() {
   return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
@@ -67,12 +90,25 @@ std::vector<Duration> Waits(const CallResult& r) {
 // Runs calls through either driver with the same seams.
 class Harness {
  public:
-  explicit Harness(Driver driver) : driver_(driver) {}
+  explicit Harness(Driver driver) : driver_(driver) {
+#if SAFERETRY_TEST_ASIO
+    if (driver_ == Driver::kAsio) testkit::FakeAsioClock::Use(clock_);
+#endif
+  }
+#if SAFERETRY_TEST_ASIO
+  ~Harness() {
+    if (driver_ == Driver::kAsio) testkit::FakeAsioClock::Use(nullptr);
+  }
+#endif
 
   // Scripted steps for the next attempts.
   void Push(Step step) {
     if (driver_ == Driver::kBlocking) {
       fake_->Push(std::move(step));
+#if SAFERETRY_TEST_ASIO
+    } else if (driver_ == Driver::kAsio) {
+      asio_transport_->Push(std::move(step));
+#endif
     } else {
       async_->Push(std::move(step));
     }
@@ -122,16 +158,36 @@ class Harness {
     ao.loop = loop_;
     ao.transport = async_;
     ao.run_loop_thread = false;
+#if SAFERETRY_TEST_ASIO
+    if (driver_ == Driver::kAsio) {
+      ao.loop = asio_loop_;
+      ao.transport = asio_transport_;
+      if (server_) asio_transport_->SetBackend(server_);
+    }
+#endif
     auto c = AsyncClient::Create(std::move(ao));
     EXPECT_TRUE(c.ok()) << c.status();
     std::future<CallResult> f = async(**c);
+#if SAFERETRY_TEST_ASIO
+    if (driver_ == Driver::kAsio) {
+      testkit::RunFakeAsio(io_, *asio_loop_, *clock_, [&] {
+        return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      });
+    } else {
+      loop_->RunUntilIdle();
+    }
+#else
     loop_->RunUntilIdle();
+#endif
     EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
     return f.get();
   }
 
   int sends() const {
     if (server_) return -1;
+#if SAFERETRY_TEST_ASIO
+    if (driver_ == Driver::kAsio) return asio_transport_->send_count();
+#endif
     return driver_ == Driver::kBlocking ? fake_->send_count() : async_->send_count();
   }
   FakeClock& clock() { return *clock_; }
@@ -149,6 +205,13 @@ class Harness {
   std::shared_ptr<FakeEventLoop> loop_ = std::make_shared<FakeEventLoop>(clock_);
   std::shared_ptr<AsyncFakeTransport> async_ =
       std::make_shared<AsyncFakeTransport>(loop_, clock_);
+#if SAFERETRY_TEST_ASIO
+  asio::io_context io_;
+  std::shared_ptr<testkit::FakeAsioEventLoop> asio_loop_ =
+      std::make_shared<testkit::FakeAsioEventLoop>(io_);
+  std::shared_ptr<AsyncFakeTransport> asio_transport_ =
+      std::make_shared<AsyncFakeTransport>(asio_loop_, clock_);
+#endif
 };
 
 class ParityTest : public ::testing::TestWithParam<Driver> {
@@ -157,7 +220,7 @@ class ParityTest : public ::testing::TestWithParam<Driver> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Drivers, ParityTest,
-                         ::testing::Values(Driver::kBlocking, Driver::kAsync),
+                         ::testing::Values(SAFERETRY_PARITY_DRIVERS),
                          [](const auto& p) { return DriverName(p.param); });
 
 TEST_P(ParityTest, Success) {
@@ -437,7 +500,7 @@ class ParityDeadlineGrid : public ::testing::TestWithParam<std::tuple<Driver, Du
 
 INSTANTIATE_TEST_SUITE_P(
     DriversAndDeadlines, ParityDeadlineGrid,
-    ::testing::Combine(::testing::Values(Driver::kBlocking, Driver::kAsync),
+    ::testing::Combine(::testing::Values(SAFERETRY_PARITY_DRIVERS),
                        ::testing::Values(Duration(seconds(1)), Duration(seconds(5)))),
     [](const auto& p) {
       return DriverName(std::get<0>(p.param)) + "_" +
@@ -479,7 +542,7 @@ class LateClockGrid
 
 INSTANTIATE_TEST_SUITE_P(
     DriversDeadlinesTimeoutsDraws, LateClockGrid,
-    ::testing::Combine(::testing::Values(Driver::kBlocking, Driver::kAsync),
+    ::testing::Combine(::testing::Values(SAFERETRY_PARITY_DRIVERS),
                        ::testing::Values(Duration(milliseconds(300)), Duration(seconds(1)),
                                          Duration(milliseconds(1500)), Duration(seconds(3))),
                        ::testing::Values(Duration(milliseconds(100)), Duration(seconds(1))),
@@ -553,7 +616,7 @@ class ResolveParityTest : public ParityTest {
 };
 
 INSTANTIATE_TEST_SUITE_P(Drivers, ResolveParityTest,
-                         ::testing::Values(Driver::kBlocking, Driver::kAsync),
+                         ::testing::Values(SAFERETRY_PARITY_DRIVERS),
                          [](const auto& p) { return DriverName(p.param); });
 
 TEST_P(ResolveParityTest, FoundIsSucceededByOneStatusQuery) {
