@@ -124,10 +124,22 @@ absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPoli
   return std::shared_ptr<const RetryPolicy>(new RetryPolicy(std::move(o), std::move(backoff)));
 }
 
+// GCC 12 at -O3 reports the empty status-query callback of the temporary
+// options as maybe uninitialized when it is destroyed (a false positive of
+// std::function's inlined destructor).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 const std::shared_ptr<const RetryPolicy>& RetryPolicy::Default() {
-  static const std::shared_ptr<const RetryPolicy> kDefault =
-      RetryPolicy::Create(RetryPolicyOptions{}).value();
+  static const std::shared_ptr<const RetryPolicy> kDefault = [] {
+    RetryPolicyOptions defaults;
+    return RetryPolicy::Create(std::move(defaults)).value();
+  }();
   return kDefault;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace saferetry
