@@ -1,7 +1,8 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
-// Test helper for journal_crash_test: makes `count` keyed order calls, one
-// after another, through the SQLite intent journal against the orders
+// Test helper for journal_crash_test and journal_fleet_crash_test: makes
+// `count` keyed order calls, one after another, through the intent journal
+// (a SQLite file, or a PostgreSQL database shared by a fleet) against the orders
 // service, and is killed somewhere along the way — by the test (a random
 // SIGKILL) or by itself, at a named point of one of its journaled calls:
 //
@@ -14,7 +15,10 @@
 // real ones: the library itself has no crash switch and reads no
 // environment.
 //
-//   journal_crash_client JOURNAL BASE_URL KEY_PREFIX COUNT [POINT CALL]
+//   journal_crash_client [--journal-schema SCHEMA] JOURNAL BASE_URL KEY_PREFIX COUNT [POINT CALL]
+//
+// JOURNAL is a SQLite file, or a PostgreSQL URI (postgresql://...), whose
+// tables are in SCHEMA (default: the server's search_path).
 //
 // Call i uses the key KEY_PREFIX-i and the client reference KEY_PREFIX-i;
 // CALL is 1-based. Exit 0 after the last call, 3 on bad arguments or setup
@@ -34,6 +38,9 @@
 #include "saferetry/client.h"
 #include "saferetry/curl_transport.h"
 #include "saferetry/sqlite_journal.h"
+#ifdef JOURNAL_CRASH_CLIENT_POSTGRES
+#include "saferetry/postgres_journal.h"
+#endif
 
 namespace {
 
@@ -113,11 +120,48 @@ class CrashingTransport final : public saferetry::Transport {
   const CrashPlan* plan_;
 };
 
+bool IsPostgresUri(const std::string& journal) {
+  return journal.rfind("postgresql://", 0) == 0 || journal.rfind("postgres://", 0) == 0;
+}
+
+absl::StatusOr<std::shared_ptr<saferetry::IntentJournal>> OpenJournal(const std::string& journal,
+                                                                      const std::string& schema) {
+  const std::chrono::milliseconds claim_grace(200);
+  if (IsPostgresUri(journal)) {
+#ifdef JOURNAL_CRASH_CLIENT_POSTGRES
+    saferetry::PostgresJournalOptions options;
+    options.dsn = journal;
+    options.schema = schema;
+    options.max_connections = 1;
+    options.connect_timeout = std::chrono::seconds(2);
+    options.claim_grace = claim_grace;
+    return saferetry::OpenPostgresJournal(options);
+#else
+    return absl::UnimplementedError("built without the PostgreSQL journal");
+#endif
+  }
+  if (!schema.empty()) return absl::InvalidArgumentError("--journal-schema: only for PostgreSQL");
+  saferetry::SqliteJournalOptions options;
+  options.path = journal;
+  options.claim_grace = claim_grace;
+  return saferetry::OpenSqliteJournal(options);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string schema;
+  if (argc >= 3 && std::string(argv[1]) == "--journal-schema") {
+    schema = argv[2];
+    argv[2] = argv[0];
+    argv += 2;
+    argc -= 2;
+  }
   if (argc != 5 && argc != 7) {
-    std::fprintf(stderr, "usage: %s JOURNAL BASE_URL KEY_PREFIX COUNT [POINT CALL]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s [--journal-schema SCHEMA] JOURNAL BASE_URL KEY_PREFIX COUNT "
+                 "[POINT CALL]\n",
+                 argv[0]);
     return 3;
   }
   const std::string base = argv[2];
@@ -133,10 +177,7 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(argv[6], &plan.call) || plan.call < 1) return 3;
   }
 
-  saferetry::SqliteJournalOptions journal_options;
-  journal_options.path = argv[1];
-  journal_options.claim_grace = std::chrono::milliseconds(200);
-  auto journal = saferetry::OpenSqliteJournal(journal_options);
+  auto journal = OpenJournal(argv[1], schema);
   if (!journal.ok()) {
     std::fprintf(stderr, "journal: %s\n", journal.status().ToString().c_str());
     return 3;
