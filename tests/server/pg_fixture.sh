@@ -26,29 +26,35 @@ case "$cmd" in
       cat "$dir/skip"
       exit 0
     fi
-    # A port nobody listens on, from a range of its own.
-    port=""
-    for p in $(seq 54340 54399); do
-      if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2> /dev/null; then port=$p; break; fi
+    # A port nobody listens on, from a range of its own below Linux's ephemeral ports (32768-60999): the
+    # tests that start with this fixture open many client sockets, and one of them could otherwise take the
+    # port between the probe and the server's bind. A start that fails anyway is tried on the next free port.
+    # The cluster lives under /tmp, not in the build tree: its owner (a non-root user when run as root) must
+    # be able to reach it, which a build tree under /root does not allow.
+    tries=0
+    for p in $(seq 25432 25491); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2> /dev/null; then continue; fi
+      tries=$((tries + 1))
+      cluster=$(mktemp -d /tmp/saferetry-pg-fixture.XXXXXX)
+      printf '%s\n' "$cluster" > "$dir/cluster"
+      if dsn=$("$here/pg_cluster.sh" start "$cluster" "$p" 2> "$dir/start.err"); then
+        printf '%s\n' "$dsn" > "$dir/dsn"
+        echo "pg_fixture: started a throwaway cluster in $cluster: $dsn"
+        exit 0
+      fi
+      "$here/pg_cluster.sh" stop "$cluster" > /dev/null 2>&1 || true
+      rm -f "$dir/cluster"
+      if [ "$tries" -ge 3 ]; then break; fi
     done
-    if [ -z "$port" ]; then
-      echo "no free port in 54340-54399 for a throwaway PostgreSQL cluster" > "$dir/skip"
+    if [ "$tries" -eq 0 ]; then
+      echo "no free port in 25432-25491 for a throwaway PostgreSQL cluster" > "$dir/skip"
       cat "$dir/skip"
       exit 0
     fi
-    # The cluster lives under /tmp, not in the build tree: its owner (a non-root user when run as root) must
-    # be able to reach it, which a build tree under /root does not allow.
-    cluster=$(mktemp -d /tmp/saferetry-pg-fixture.XXXXXX)
-    printf '%s\n' "$cluster" > "$dir/cluster"
-    if dsn=$("$here/pg_cluster.sh" start "$cluster" "$port" 2> "$dir/start.err"); then
-      printf '%s\n' "$dsn" > "$dir/dsn"
-      echo "pg_fixture: started a throwaway cluster in $cluster: $dsn"
-    else
-      { echo "the throwaway PostgreSQL cluster did not start:"; cat "$dir/start.err"; } > "$dir/skip"
-      cat "$dir/skip"
-      # A cluster that should have started and did not is a failure, not a skip.
-      exit 1
-    fi
+    { echo "the throwaway PostgreSQL cluster did not start ($tries tries):"; cat "$dir/start.err"; } > "$dir/skip"
+    cat "$dir/skip"
+    # A cluster that should have started and did not is a failure, not a skip.
+    exit 1
     ;;
   stop)
     if [ -f "$dir/cluster" ]; then "$here/pg_cluster.sh" stop "$(cat "$dir/cluster")"; fi

@@ -115,10 +115,12 @@ class PrivateCluster {
       return nullptr;
     }
     std::unique_ptr<PrivateCluster> cluster(new PrivateCluster(dir_template));
-    // A port of its own: above the fixture's range (54340-54399).
+    // A port of its own, beside the fixture's range (25432-25491) and below
+    // Linux's ephemeral ports (32768-60999), so that no client socket of the
+    // run can take it while the cluster restarts.
     std::mt19937 rng(static_cast<unsigned>(getpid()));
     for (int i = 0; i < 100 && cluster->dsn_.empty(); ++i) {
-      const int port = 54400 + static_cast<int>(rng() % 100);
+      const int port = 25500 + static_cast<int>(rng() % 100);
       if (!PortFree(port)) continue;
       ShellResult r = Shell(std::string(PG_CLUSTER_SCRIPT) + " start " + Quote(cluster->dir_) +
                             " " + std::to_string(port) + " 2>" + Quote(cluster->dir_ + ".err"));
