@@ -6,8 +6,9 @@
 // while the attempt runs.
 //
 // The loop interface is small on purpose, so that a service's own loop
-// (libuv, boost::asio, a hand-written epoll loop) can be plugged in by
-// implementing five functions. `MakeEpollEventLoop()` is the built-in one;
+// (libuv, Asio — saferetry/asio_event_loop.h —, a hand-written epoll loop)
+// can be plugged in by implementing four functions (six for a
+// `RunnableEventLoop`). `MakeEpollEventLoop()` is the built-in one;
 // `testkit::FakeEventLoop` (async_fake_transport.h) runs timers on a
 // `FakeClock`, so tests are exact and instant.
 //
