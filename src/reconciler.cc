@@ -112,6 +112,14 @@ absl::StatusOr<ReconcileReport> Reconciler::RunOnce() {
         taken_keys.insert(intent.key);
         continue;
       }
+      if (r.outcome != Outcome::kUnknown && r.status_queries == 0 && r.attempts == 0 &&
+          r.evidence.empty()) {
+        // Resolved meanwhile by another owner (a reconciler, or the call
+        // itself): its stored outcome, not this run's resolution. Not
+        // counted, no hook: the resolver reports it.
+        taken_keys.insert(intent.key);
+        continue;
+      }
       tried_keys.insert(intent.key);
       // Resolve reports a failed write-back as "journal: ..." in `status`.
       const bool journal_failed = r.stop_reason == StopReason::kJournalUnavailable ||

@@ -6,6 +6,7 @@
 // resolution by status queries only.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -63,10 +64,15 @@ class FlakyJournal final : public IntentJournal {
                       const IntentSummary& summary) override {
     return inner_->Finish(key, outcome, summary);
   }
-  absl::StatusOr<Intent> Get(std::string_view key) override { return inner_->Get(key); }
+  absl::StatusOr<Intent> Get(std::string_view key) override {
+    if (before_get) before_get(key);
+    return inner_->Get(key);
+  }
   absl::StatusOr<std::vector<Intent>> ListUnfinished(const UnfinishedFilter& filter) override {
     return inner_->ListUnfinished(filter);
   }
+  // Runs before each Get (e.g. another owner resolving the intent meanwhile).
+  std::function<void(std::string_view)> before_get;
   absl::StatusOr<bool> Claim(std::string_view key, std::string_view owner,
                              WallTime until) override {
     return inner_->Claim(key, owner, until);
@@ -740,6 +746,36 @@ TEST_F(ReconcilerTest, ResolvesEligibleIntentsOldestFirstAndCallsTheHook) {
             std::chrono::duration_cast<std::chrono::milliseconds>(
                 clock_->WallNow() - memory_->Get("k-3").value().created));
   EXPECT_TRUE(report.journal_status.ok());
+}
+
+// Two reconcilers meet on one intent: the other one resolves it between
+// this run's listing and its resolve. This run reports nothing for it — no
+// count, no hook, not among the tried — and sends nothing.
+TEST_F(ReconcilerTest, AnIntentResolvedMeanwhileByAnotherOwnerIsNotReportedAsThisRunsOwn) {
+  LeaveUnknown("k-1");
+  clock_->Advance(std::chrono::seconds(10));
+  journal_->before_get = [this](std::string_view key) {
+    ASSERT_TRUE(memory_->Claim(key, "reconciler:other", clock_->WallNow() + std::chrono::seconds(5))
+                    .value());
+    ASSERT_TRUE(memory_->Finish(key, IntentState::kSucceeded, IntentSummary{}).ok());
+    ASSERT_TRUE(memory_->Release(key, "reconciler:other").ok());
+    journal_->before_get = nullptr;
+  };
+  const int sent_before = transport_->send_count();
+  int hooked = 0;
+  ReconcilerOptions options;
+  options.older_than = std::chrono::milliseconds(0);
+  options.on_resolved = [&](const Intent&, const CallResult&) { ++hooked; };
+  auto client = MakeClient();
+  Reconciler reconciler(client.get(), options);
+  ReconcileReport report = reconciler.RunOnce().value();
+  EXPECT_TRUE(report.tried.empty());
+  EXPECT_EQ(report.succeeded, 0);
+  EXPECT_EQ(report.unknown, 0);
+  EXPECT_EQ(hooked, 0);
+  EXPECT_TRUE(report.skipped.empty());  // resolved: no longer unfinished
+  EXPECT_EQ(transport_->send_count(), sent_before);
+  EXPECT_EQ(memory_->Get("k-1").value().state, IntentState::kSucceeded);
 }
 
 TEST_F(ReconcilerTest, OlderThanZeroTakesEveryUnclaimedIntentWhateverItsDeadline) {
