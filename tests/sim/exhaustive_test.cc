@@ -534,7 +534,8 @@ struct RunReport {
 constexpr char kContinuedKey[] = "order-7f3a-continued";
 
 RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
-                      Flaw flaw = Flaw::kNone, Prior prior = Prior::kNone) {
+                      Flaw flaw = Flaw::kNone, Prior prior = Prior::kNone,
+                      bool resolve = false) {
   auto clock = std::make_shared<FakeClock>();
   const TimePoint start = clock->Now();
   const Deadline deadline = Deadline::After(start, kCallTimeout);
@@ -560,6 +561,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
     // marked as sent, never finished.
     JournalOptions jo;
     jo.clock = clock;
+    jo.body_cap = 1024;  // a resolve may resend the body, same key
     auto journal = testkit::MakeMemoryJournal(jo);
     if (!journal.ok()) {
       run.violations.push_back(journal.status().ToString());
@@ -595,7 +597,17 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
     call.policy = kDeduplicating;
   }
 
-  const CallResult r = (*client)->Execute(request, call);
+  // A resolve (the reconciler's engine) of the continued intent: status
+  // queries first, one same-key resend allowed, the same invariants.
+  ResolveOptions ro;
+  ro.timeout = kCallTimeout;
+  ro.resend_if_server_deduplicates = true;
+  // The killed process's claim still holds at this instant; the resolver
+  // takes it over under the same owner name (a reconciler would wait for it
+  // to expire; what follows is the same).
+  if (resolve) ro.owner = (*client)->options().journal->Owner();
+  const CallResult r = resolve ? (*client)->Resolve(kContinuedKey, ro)
+                               : (*client)->Execute(request, call);
   const TimePoint end = clock->Now();
 
   run.sends = server->sends();
@@ -703,6 +715,7 @@ struct Tally {
   // instead of failing.
   Flaw flaw = Flaw::kNone;
   Prior prior = Prior::kNone;
+  bool resolve = false;  // Client::Resolve instead of Execute (with a prior)
   std::vector<std::string> collected;
 };
 
@@ -710,7 +723,7 @@ struct Tally {
 // the call sends next, up to `depth` events.
 void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
              Tally& tally) {
-  const RunReport run = RunSequence(post, prefix, u, tally.flaw, tally.prior);
+  const RunReport run = RunSequence(post, prefix, u, tally.flaw, tally.prior, tally.resolve);
   ++tally.runs;
   ++tally.outcomes[run.outcome];
   ++tally.reasons[run.stop_reason];
@@ -783,12 +796,14 @@ void Print(const char* what, double u, int depth, const Tally& t) {
 constexpr double kSamples[] = {0.0, 0.5, testkit::kJustBelowOne};
 
 // Runs the whole search for every jitter sample and adds the tallies up.
-Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth) {
+Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth,
+                         bool resolve = false) {
   Tally all;
   for (double u : kSamples) {
     Tally t;
     t.list = ListFromEnv();
     t.prior = prior;
+    t.resolve = resolve;
     std::vector<Event> prefix;
     Explore(post, u, depth, prefix, t);
     Print(what, u, depth, t);
@@ -832,6 +847,30 @@ TEST(ExhaustiveTest, EveryEventSequenceOfAContinuedPostKeepsTheInvariants) {
   if (depth >= 3) {
     EXPECT_GT(all.outcomes[Outcome::kSucceeded], 0);
     EXPECT_GT(all.outcomes[Outcome::kFailed], 0);
+    EXPECT_GT(all.outcomes[Outcome::kUnknown], 0);
+  }
+}
+
+// One engine: the resolve of a continued intent (status queries first, one
+// same-key resend to a deduplicating server) keeps the same invariants on
+// every event sequence: FAILED only on a definite answer, never two effects.
+TEST(ExhaustiveTest, EveryEventSequenceOfAResolveKeepsTheInvariants) {
+  const int depth = DepthFromEnv();
+  Tally all;
+  for (Prior prior : {Prior::kSentLost, Prior::kSentCommitted}) {
+    const Tally t = ExploreEverySample(
+        /*post=*/true, prior,
+        prior == Prior::kSentLost ? "resolve (lost)" : "resolve (committed)", depth,
+        /*resolve=*/true);
+    all.runs += t.runs;
+    all.failures += t.failures;
+    for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
+  }
+  std::cout << "resolve: " << all.runs << " sequences checked, " << all.failures
+            << " violations\n";
+  EXPECT_EQ(all.failures, 0);
+  if (depth >= 3) {
+    EXPECT_GT(all.outcomes[Outcome::kSucceeded], 0);
     EXPECT_GT(all.outcomes[Outcome::kUnknown], 0);
   }
 }
