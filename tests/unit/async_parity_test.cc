@@ -619,6 +619,39 @@ INSTANTIATE_TEST_SUITE_P(Drivers, ResolveParityTest,
                          ::testing::Values(SAFERETRY_PARITY_DRIVERS),
                          [](const auto& p) { return DriverName(p.param); });
 
+// As a user would run it: default options, the client's defaults (real
+// budgets and jitter), a clock that wakes up to 5 ms late, a status query
+// that hangs until its timeout, a long "in progress", then the order.
+TEST_P(ResolveParityTest, DefaultsOnALateClockRideOutAHangAndALongInProgress) {
+  LeaveSent();
+  h_.UseDefaults();
+  h_.clock().SetWakeLateness(milliseconds(5), /*seed=*/3);
+  h_.Push(Step::TimeoutAfterSend());
+  for (int i = 0; i < 6; ++i) h_.Push(Step::Respond(409, {}, "processing"));
+  h_.Push(Step::Respond(200, {}, R"({"id":7})"));
+  const TimePoint start = h_.clock().Now();
+  CallResult r = h_.Resolve("k-1", ResolveOptions{});  // 10 s, 5 queries by default
+  // The default cap (5 queries) ends it before the order shows: UNKNOWN,
+  // never FAILED, nothing resent.
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
+  EXPECT_EQ(r.status_queries, 5);
+  EXPECT_EQ(r.attempts, 0);
+  EXPECT_LE(h_.clock().Now(), start + seconds(10));
+  EXPECT_EQ(Stored(), IntentState::kUnknown);
+
+  // A second run (the reconciler's next round) with room for more queries
+  // finds it.
+  ResolveOptions more;
+  more.max_status_queries = 20;
+  CallResult found = h_.Resolve("k-1", more);
+  EXPECT_EQ(found.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(found.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(found.status_queries, 3);  // two more "in progress", then the order
+  EXPECT_EQ(found.attempts, 0);
+  EXPECT_EQ(Stored(), IntentState::kSucceeded);
+}
+
 TEST_P(ResolveParityTest, FoundIsSucceededByOneStatusQuery) {
   LeaveSent();
   h_.Push(Step::Respond(200, {}, R"({"id":7})"));
