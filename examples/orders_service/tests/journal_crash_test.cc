@@ -28,6 +28,7 @@
 
 #include "gtest/gtest.h"
 #include "orders_service/orders_store.h"
+#include "orders_service/tests/crash_test_util.h"
 #include "orders_service/tests/service_test_util.h"
 #include "saferetry/client.h"
 #include "saferetry/curl_transport.h"
@@ -41,6 +42,8 @@ namespace saferetry {
 namespace example {
 namespace {
 
+using ::saferetry::example::testkit::KilledBySigkill;
+using ::saferetry::example::testkit::OrdersByKey;
 using ::saferetry::example::testkit::TempDir;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -100,31 +103,6 @@ pid_t SpawnClient(const std::string& journal, const std::string& base, const std
   return pid;
 }
 
-bool KilledBySigkill(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
-
-// Orders per idempotency key, read from the service's database file.
-std::map<std::string, int> OrdersByKey(const std::string& db) {
-  std::map<std::string, int> out;
-  sqlite3* conn = nullptr;
-  if (sqlite3_open_v2(db.c_str(), &conn, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << "cannot open " << db;
-    sqlite3_close(conn);
-    return out;
-  }
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(conn, "SELECT idempotency_key, COUNT(*) FROM orders GROUP BY 1", -1,
-                         &stmt, nullptr) == SQLITE_OK) {
-    while (sqlite3_step(stmt) == SQLITE_ROW) {
-      out[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] =
-          sqlite3_column_int(stmt, 1);
-    }
-  } else {
-    ADD_FAILURE() << sqlite3_errmsg(conn);
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(conn);
-  return out;
-}
 
 TEST(JournalCrashTest, KilledCallersLoseNoIntentAndDuplicateNoOrder) {
   TempDir dir;

@@ -45,6 +45,7 @@
 #include "nlohmann/json.hpp"
 #include "orders_service/fault_proxy.h"
 #include "orders_service/orders_store.h"
+#include "orders_service/tests/crash_test_util.h"
 #include "orders_service/tests/service_test_util.h"
 #include "saferetry/journal.h"
 #include "saferetry/postgres_journal.h"
@@ -57,6 +58,8 @@ namespace saferetry {
 namespace example {
 namespace {
 
+using ::saferetry::example::testkit::KilledBySigkill;
+using ::saferetry::example::testkit::OrdersByKey;
 using ::saferetry::example::testkit::TempDir;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -221,29 +224,6 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& cwd, const 
   return pid;
 }
 
-// Orders per idempotency key, read from the service's database file.
-std::map<std::string, int> OrdersByKey(const std::string& db) {
-  std::map<std::string, int> out;
-  sqlite3* conn = nullptr;
-  if (sqlite3_open_v2(db.c_str(), &conn, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << "cannot open " << db;
-    sqlite3_close(conn);
-    return out;
-  }
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(conn, "SELECT idempotency_key, COUNT(*) FROM orders GROUP BY 1", -1,
-                         &stmt, nullptr) == SQLITE_OK) {
-    while (sqlite3_step(stmt) == SQLITE_ROW) {
-      out[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] =
-          sqlite3_column_int(stmt, 1);
-    }
-  } else {
-    ADD_FAILURE() << sqlite3_errmsg(conn);
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(conn);
-  return out;
-}
 
 // What the oracle looks at.
 struct Observed {
@@ -335,8 +315,6 @@ TEST(JournalFleetCrashOracleTest, CatchesDuplicatesOrphansAndDoubleResolution) {
   EXPECT_EQ(OracleViolations(open),
             (std::vector<std::string>{"b: left UNKNOWN", "b: reconciled FAILED, journal UNKNOWN"}));
 }
-
-bool KilledBySigkill(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
 
 // One client process.
 struct ClientRun {
