@@ -1971,23 +1971,7 @@ TEST(CliJournalTest, ReconcileBadInputExits64NamingTheFlag) {
 // exactly one order. (ctest runs these with the `postgres` fixture.)
 
 // The test database as a libpq URI (the fixture writes key=value).
-std::string PostgresUri() {
-  const std::string dsn = pg_test::Dsn();
-  if (dsn.rfind("postgres", 0) == 0) return dsn;
-  std::map<std::string, std::string> kv;
-  for (absl::string_view part : absl::StrSplit(dsn, ' ', absl::SkipEmpty())) {
-    const std::size_t eq = part.find('=');
-    if (eq != absl::string_view::npos) {
-      kv[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
-    }
-  }
-  std::string uri = "postgresql://";
-  if (kv.count("user")) uri += kv["user"] + "@";
-  uri += kv.count("host") ? kv["host"] : "localhost";
-  if (kv.count("port")) uri += ":" + kv["port"];
-  uri += "/" + (kv.count("dbname") ? kv["dbname"] : std::string());
-  return uri;
-}
+std::string PostgresUri() { return pg_test::PostgresUri(pg_test::Dsn()); }
 
 absl::Status PgAdmin(const std::string& sql) {
   server::PostgresOptions pg;

@@ -11,7 +11,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
+
+#include "absl/strings/str_split.h"
 
 namespace saferetry {
 namespace pg_test {
@@ -53,6 +56,26 @@ inline std::string SkipReason() {
 inline bool Required() {
   const char* r = std::getenv("SAFERETRY_REQUIRE_POSTGRES");
   return r != nullptr && std::string(r) == "1";
+}
+
+// A libpq key=value string ("host=... port=... user=... dbname=...") as a
+// postgresql:// URI (the form the CLI's `--journal` recognises); a URI is
+// returned as it is.
+inline std::string PostgresUri(const std::string& dsn) {
+  if (dsn.rfind("postgres", 0) == 0) return dsn;
+  std::map<std::string, std::string> kv;
+  for (absl::string_view part : absl::StrSplit(dsn, ' ', absl::SkipEmpty())) {
+    const std::size_t eq = part.find('=');
+    if (eq != absl::string_view::npos) {
+      kv[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
+    }
+  }
+  std::string uri = "postgresql://";
+  if (kv.count("user")) uri += kv["user"] + "@";
+  uri += kv.count("host") ? kv["host"] : "localhost";
+  if (kv.count("port")) uri += ":" + kv["port"];
+  uri += "/" + (kv.count("dbname") ? kv["dbname"] : std::string());
+  return uri;
 }
 
 }  // namespace pg_test

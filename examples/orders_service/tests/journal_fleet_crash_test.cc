@@ -164,25 +164,6 @@ class PrivateCluster {
   std::string dsn_;
 };
 
-// "host=... port=... user=... dbname=..." as a postgresql:// URI (the form
-// `--journal` recognises).
-std::string PostgresUri(const std::string& dsn) {
-  if (dsn.rfind("postgres", 0) == 0) return dsn;
-  std::map<std::string, std::string> kv;
-  for (absl::string_view part : absl::StrSplit(dsn, ' ', absl::SkipEmpty())) {
-    const std::size_t eq = part.find('=');
-    if (eq != absl::string_view::npos) {
-      kv[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
-    }
-  }
-  std::string uri = "postgresql://";
-  if (kv.count("user")) uri += kv["user"] + "@";
-  uri += kv.count("host") ? kv["host"] : "localhost";
-  if (kv.count("port")) uri += ":" + kv["port"];
-  uri += "/" + (kv.count("dbname") ? kv["dbname"] : std::string());
-  return uri;
-}
-
 absl::Status PgAdmin(const std::string& dsn, const std::string& sql) {
   server::PostgresOptions pg;
   pg.conninfo = dsn;
@@ -348,7 +329,7 @@ TEST(JournalFleetCrashTest, KilledClientsOfOneJournalAcrossARestartLoseNoIntent)
   }
   const std::string schema = "fleet_crash_" + std::to_string(getpid());
   ASSERT_TRUE(PgAdmin(dsn, "CREATE SCHEMA " + schema).ok());
-  const std::string uri = PostgresUri(dsn);
+  const std::string uri = pg_test::PostgresUri(dsn);
 
   TempDir dir;
   const std::string db = dir.File("orders.db");
