@@ -117,8 +117,12 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   policy.fence_when_giving_up = options.fence;
   policy.server_deduplicates = may_resend;
   policy.earlier_attempt_may_have_taken_effect = true;
-  // The client's policy names the headers and reads the hints.
+  // The client's policy names the headers, reads the hints and, with its
+  // response predicate, the answers.
   call_.retry = client_.policy.get();
+  policy.response_predicate = client_.policy->response_predicate();
+  policy.response_predicate_max_body_bytes =
+      client_.policy->options().response_predicate.max_body_bytes;
   call_.status_url_template = resolve_query_.url_template;
   AssignCircuitBreakers(client_, *request_, call_.status_url_template, policy);
 

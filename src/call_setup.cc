@@ -402,6 +402,8 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.server_deduplicates = p.server_deduplicates;
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
+  policy.response_predicate = retry.response_predicate();
+  policy.response_predicate_max_body_bytes = p.response_predicate.max_body_bytes;
   AssignCircuitBreakers(client, request, call.use_callback ? std::string_view() : call.status_url_template,
                         policy);
   BuildExtraHeaders(p, key_in_request, call);

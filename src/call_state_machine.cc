@@ -231,7 +231,15 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   const bool was_poll = done.poll;
   evidence.number = done.number;
   evidence.is_status_query = false;
-  const Classification c = classifier_->Classify(evidence, policy_.traits);
+  Classification c = classifier_->Classify(evidence, policy_.traits);
+  // 1b. The response predicate, where the policy has one, may read the
+  // answer and move a definite class towards a retry (never an ambiguous
+  // one towards a retry, never a doubt away: ApplyResponsePredicate).
+  if (policy_.response_predicate != nullptr && response.has_value()) {
+    c = ApplyResponsePredicate(*policy_.response_predicate,
+                               policy_.response_predicate_max_body_bytes, *response, evidence,
+                               policy_.traits, c);
+  }
   evidence.classification = c.cls;
   evidence.reason = c.reason;
   ReportToBreaker(policy_.circuit_breaker, done.permit, c.cls, evidence.transport_status, now);

@@ -79,6 +79,22 @@ std::string DumpPolicy(const Policy& p) {
                       {"delayFromP95", h.delay_from_p95},
                       {"maxHedges", h.max_hedges}};
   }  // absent: hedging off with the default options
+  const ResponsePredicateOptions& rp = p.response_predicate;
+  if (!rp.rules.empty() || rp.max_body_bytes != ResponsePredicateOptions{}.max_body_bytes) {
+    json rules = json::array();
+    for (const ResponseRule& r : rp.rules) {
+      json rule = json::object();
+      if (!r.statuses.empty()) rule["statuses"] = r.statuses;
+      if (!r.header.empty()) rule["header"] = r.header;
+      if (r.header_value.has_value()) rule["headerValue"] = *r.header_value;
+      if (!r.body_contains.empty()) rule["bodyContains"] = r.body_contains;
+      if (!r.json_pointer.empty()) rule["jsonPointer"] = r.json_pointer;
+      if (r.json_value.has_value()) rule["jsonValue"] = *r.json_value;
+      rule["verdict"] = std::string(ResponseVerdictName(r.verdict));
+      rules.push_back(std::move(rule));
+    }
+    own["responsePredicate"] = {{"maxBodyBytes", rp.max_body_bytes}, {"rules", std::move(rules)}};
+  }  // absent: no rules (a user predicate has no JSON form)
 
   json doc = json::object();
   doc["retryPolicy"] = std::move(retry);

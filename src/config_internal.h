@@ -125,6 +125,9 @@ struct Loader {
   absl::Status Quota(const json& j, const std::string& path);
   absl::Status CircuitBreakerObject(const json& j, const std::string& path);
   absl::Status ClassificationObject(const json& j, const std::string& path);
+  // `saferetry.responsePredicate`: {maxBodyBytes, rules: [...]}.
+  absl::Status ResponsePredicateObject(const json& j, const std::string& path);
+  absl::Status ResponseRuleObject(const json& j, const std::string& path, ResponseRule* out);
   // Budget consistency: at most one budget object, and an explicit name must
   // agree with it.
   absl::Status ResolveBudget();

@@ -19,6 +19,7 @@
 #include "saferetry/call_state_machine.h"
 #include "saferetry/config.h"
 #include "saferetry/grpc_codes_classifier.h"
+#include "saferetry/response_predicate.h"
 #include "saferetry/status_query.h"
 
 namespace saferetry {
@@ -192,7 +193,8 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
       {"jitter", "deadline", "attemptTimeout", "deadlineMargin", "minUsefulAttempt",
        "maxStatusQueries", "statusQuery", "serverDeduplicates", "idempotency", "deadlineHeader",
        "attemptHeader", "requestIdHeader", "maxRetryAfter", "doNotRetryHeader", "budget",
-       "ratioBudget", "costQuota", "classification", "circuitBreaker", "hedging"}));
+       "ratioBudget", "costQuota", "classification", "circuitBreaker", "hedging",
+       "responsePredicate"}));
   const auto at = [&](std::string_view k) { return Child(path, k); };
   if (j.contains("jitter")) {
     const json& v = j["jitter"];
@@ -294,6 +296,114 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
     SAFERETRY_RETURN_IF_ERROR(CircuitBreakerObject(j["circuitBreaker"], at("circuitBreaker")));
   }
   if (j.contains("hedging")) SAFERETRY_RETURN_IF_ERROR(HedgingObject(j["hedging"], at("hedging")));
+  if (j.contains("responsePredicate")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ResponsePredicateObject(j["responsePredicate"], at("responsePredicate")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::ResponsePredicateObject(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"maxBodyBytes", "rules"}));
+  ResponsePredicateOptions& o = policy->response_predicate;
+  if (j.contains("maxBodyBytes")) {
+    std::int64_t n = 0;
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["maxBodyBytes"], Child(path, "maxBodyBytes"), 0,
+                                      static_cast<std::int64_t>(kMaxResponsePredicateBodyBytes),
+                                      &n));
+    o.max_body_bytes = static_cast<std::size_t>(n);
+  }
+  o.rules.clear();
+  if (j.contains("rules")) {
+    const json& rules = j["rules"];
+    const std::string rules_path = Child(path, "rules");
+    if (!rules.is_array()) return Expected(rules_path, "an array of rules", rules);
+    for (std::size_t i = 0; i < rules.size(); ++i) {
+      ResponseRule rule;
+      SAFERETRY_RETURN_IF_ERROR(ResponseRuleObject(rules[i], Index(rules_path, i), &rule));
+      if ((!rule.body_contains.empty() || !rule.json_pointer.empty()) && o.max_body_bytes == 0) {
+        return Invalid(Child(path, "maxBodyBytes"),
+                       Cat("is 0, but ", Index(rules_path, i), " reads the body"));
+      }
+      o.rules.push_back(std::move(rule));
+    }
+  }
+  // The API's own check, as a backstop: the reader's checks above are the
+  // same rules, named by their JSON paths.
+  return ValidateResponsePredicateOptions(o, path);
+}
+
+absl::Status Loader::ResponseRuleObject(const json& j, const std::string& path,
+                                        ResponseRule* out) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path,
+                                      {"statuses", "header", "headerValue", "bodyContains",
+                                       "jsonPointer", "jsonValue", "verdict"}));
+  if (j.contains("statuses")) {
+    const json& v = j["statuses"];
+    const std::string p = Child(path, "statuses");
+    if (!v.is_array() || v.empty()) return Expected(p, "a non-empty array of HTTP statuses", v);
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      std::int64_t status = 0;
+      SAFERETRY_RETURN_IF_ERROR(ReadInt(v[k], Index(p, k), 100, 599, &status));
+      out->statuses.push_back(static_cast<int>(status));
+    }
+  }
+  if (j.contains("header")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadHeaderName(j["header"], Child(path, "header"), false,
+                                             &out->header));
+  }
+  if (j.contains("headerValue")) {
+    const std::string p = Child(path, "headerValue");
+    if (out->header.empty()) return Invalid(p, "needs \"header\"");
+    std::string value;
+    SAFERETRY_RETURN_IF_ERROR(ReadString(j["headerValue"], p, &value));
+    if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
+      return Invalid(p, "may not contain CR, LF or NUL");
+    }
+    out->header_value = std::move(value);
+  }
+  if (j.contains("bodyContains")) {
+    const std::string p = Child(path, "bodyContains");
+    SAFERETRY_RETURN_IF_ERROR(ReadString(j["bodyContains"], p, &out->body_contains));
+    if (out->body_contains.empty()) return Expected(p, "a non-empty string", j["bodyContains"]);
+  }
+  if (j.contains("jsonPointer")) {
+    const std::string p = Child(path, "jsonPointer");
+    SAFERETRY_RETURN_IF_ERROR(ReadString(j["jsonPointer"], p, &out->json_pointer));
+    SAFERETRY_RETURN_IF_ERROR(internal::ValidateJsonPointer(out->json_pointer, p));
+  }
+  if (j.contains("jsonValue")) {
+    const std::string p = Child(path, "jsonValue");
+    if (out->json_pointer.empty()) return Invalid(p, "needs \"jsonPointer\"");
+    const json& v = j["jsonValue"];
+    if (v.is_string()) {
+      out->json_value = v.get<std::string>();
+    } else if (v.is_number() || v.is_boolean() || v.is_null()) {
+      out->json_value = v.dump();  // compared with the field's JSON form
+    } else {
+      return Expected(p, "a string, number, boolean or null", v);
+    }
+  }
+  if (out->statuses.empty() && out->header.empty() && out->body_contains.empty() &&
+      out->json_pointer.empty()) {
+    return Invalid(path,
+                   "give at least one condition (statuses, header, bodyContains, jsonPointer)");
+  }
+  const std::string p = Child(path, "verdict");
+  if (!j.contains("verdict")) return Invalid(p, "required: \"retry\" or \"notApplied\"");
+  const json& v = j["verdict"];
+  constexpr std::string_view kWhat = "one of \"retry\", \"notApplied\"";
+  if (!v.is_string()) return Expected(p, kWhat, v);
+  if (v.get_ref<const std::string&>() == ResponseVerdictName(ResponseVerdict::kRetry)) {
+    out->verdict = ResponseVerdict::kRetry;
+  } else if (v.get_ref<const std::string&>() ==
+             ResponseVerdictName(ResponseVerdict::kNotApplied)) {
+    out->verdict = ResponseVerdict::kNotApplied;
+  } else {
+    return Expected(p, kWhat, v);
+  }
   return absl::OkStatus();
 }
 

@@ -61,11 +61,17 @@ bool operator==(const RetryPolicyOptions& a, const RetryPolicyOptions& b) {
          a.hints.do_not_retry_header == b.hints.do_not_retry_header &&
          a.hedging.enabled == b.hedging.enabled && a.hedging.delay == b.hedging.delay &&
          a.hedging.delay_from_p95 == b.hedging.delay_from_p95 &&
-         a.hedging.max_hedges == b.hedging.max_hedges;
+         a.hedging.max_hedges == b.hedging.max_hedges &&
+         a.response_predicate.rules == b.response_predicate.rules &&
+         a.response_predicate.predicate == b.response_predicate.predicate &&
+         a.response_predicate.max_body_bytes == b.response_predicate.max_body_bytes;
 }
 
-RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const BackoffPolicy> backoff)
-    : options_(std::move(options)), backoff_(std::move(backoff)) {
+RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const BackoffPolicy> backoff,
+                         std::shared_ptr<const ResponsePredicate> response_predicate)
+    : options_(std::move(options)),
+      backoff_(std::move(backoff)),
+      response_predicate_(std::move(response_predicate)) {
   has_status_query_ =
       static_cast<bool>(options_.status_query.callback) || !options_.status_query.url_template.empty();
 }
@@ -121,7 +127,11 @@ absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPoli
                                                      o.hedging.max_hedges));
     }
   }
-  return std::shared_ptr<const RetryPolicy>(new RetryPolicy(std::move(o), std::move(backoff)));
+  absl::StatusOr<std::shared_ptr<const ResponsePredicate>> predicate =
+      MakeResponsePredicate(o.response_predicate);
+  if (!predicate.ok()) return predicate.status();
+  return std::shared_ptr<const RetryPolicy>(
+      new RetryPolicy(std::move(o), std::move(backoff), *std::move(predicate)));
 }
 
 // GCC 12 at -O3 reports the empty status-query callback of the temporary

@@ -14,7 +14,9 @@
 //
 // Order of checks after an attempt (docs/design.md; each rule is proved by a
 // test in tests/unit/call_state_machine_test.cc):
-//   1. classify; record whether the attempt may have taken effect;
+//   1. classify (then the response predicate, when the policy has one:
+//      saferetry/response_predicate.h); record whether the attempt may have
+//      taken effect;
 //   2. success -> Finish(SUCCEEDED);
 //   3. a final answer (permanent / precondition; no charge): with nothing
 //      in the history that may have taken effect, FAILED; a 410 not fenced
@@ -67,6 +69,7 @@
 #include "saferetry/classifier.h"
 #include "saferetry/deadline.h"
 #include "saferetry/random.h"
+#include "saferetry/response_predicate.h"
 #include "saferetry/result.h"
 #include "saferetry/retry_budget.h"
 #include "saferetry/retry_policy.h"
@@ -125,6 +128,12 @@ struct CallPolicy {
   /// requests that are safe to send twice (idempotent, or keyed with a
   /// deduplicating server). The driver checks; the machine trusts it.
   bool hedging = false;
+  /// Reads answers beyond their status (non-owning; must outlive the call):
+  /// asked after the classifier, under `ApplyResponsePredicate`'s rules
+  /// (saferetry/response_predicate.h). Null (the default): not asked.
+  const ResponsePredicate* response_predicate = nullptr;
+  /// How much of the body `response_predicate` sees.
+  std::size_t response_predicate_max_body_bytes = 0;
   /// The breaker of the request's host (non-owning; must outlive the call),
   /// asked before every send of the request and told how it ended. Null
   /// (the default): no breaker.

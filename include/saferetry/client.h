@@ -124,7 +124,7 @@ struct ClientOptions {
   /// The policy of calls that name none (`CallOptions::policy`): attempts,
   /// backoff, time plan, status query, key mode and form, header names,
   /// hints, hedging. Null (the default): `RetryPolicy::Default()`. Resolves
-  /// (`Client::Resolve`) use its header names and hints.
+  /// (`Client::Resolve`) use its header names, hints and response predicate.
   std::shared_ptr<const RetryPolicy> policy;
   /// How many keys the body-fingerprint guard remembers. Default 10000.
   std::size_t fingerprint_capacity = 10000;

@@ -35,6 +35,7 @@
 #include "saferetry/backoff.h"
 #include "saferetry/deadline.h"
 #include "saferetry/idempotency.h"
+#include "saferetry/response_predicate.h"
 #include "saferetry/server_hints.h"
 #include "saferetry/status_query.h"
 
@@ -130,6 +131,10 @@ struct RetryPolicyOptions {
   HintOptions hints;
   /// Hedging (`AsyncClient` only). Default off.
   HedgingOptions hedging;
+  /// Reads an answer's headers and body prefix to retry a "throttled" 200
+  /// or a "not applied" 400 (saferetry/response_predicate.h, which says
+  /// what it may and may not change). Default off: nothing asked.
+  ResponsePredicateOptions response_predicate;
 };
 
 /// Field-by-field equality. User backoff policies compare by identity; a
@@ -159,11 +164,16 @@ class RetryPolicy {
   const BackoffPolicy& backoff() const { return *backoff_; }
   /// The status query's template is set, or its callback.
   bool has_status_query() const { return has_status_query_; }
+  /// The response predicate (the user's and the rules, built once), or null
+  /// when none is configured.
+  const ResponsePredicate* response_predicate() const { return response_predicate_.get(); }
 
  private:
-  RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const BackoffPolicy> backoff);
+  RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const BackoffPolicy> backoff,
+              std::shared_ptr<const ResponsePredicate> response_predicate);
   RetryPolicyOptions options_;
   std::shared_ptr<const BackoffPolicy> backoff_;
+  std::shared_ptr<const ResponsePredicate> response_predicate_;
   bool has_status_query_ = false;
 };
 

@@ -23,6 +23,24 @@
 //                   order it made stays) and the POST gets 410 `expired`; a
 //                   key the server never saw is processed as usual
 //
+// and, in the runs with a response predicate (saferetry/response_predicate.h),
+// also of:
+//
+//   throttled       refused before any work: 200 {"error":"throttled"},
+//                   nothing recorded
+//   stored-throttled
+//                   a key the server never saw completes with a stored
+//                   "throttled" answer (no effect), replayed to every later
+//                   send of the key (200, `Idempotent-Replayed`) and
+//                   answered 404 `completed` by the status query; a known
+//                   key is processed as usual
+//
+// Those runs give every call a policy whose predicate says "not applied" to
+// a throttled answer (the truth), "retry" to the gateway-400's bad_request (a
+// write: treated as ambiguous), and "retry" to the stored-400's out_of_stock
+// and "not applied" to every 409 and 410 (answers about the key, which the
+// predicate may not change).
+//
 // and each status query the next of:
 //
 //   truthful        the model server's answer (200 / 409 / 404 + key state)
@@ -92,6 +110,7 @@ constexpr Duration kCallTimeout = seconds(2);
 constexpr Duration kLatency = milliseconds(2);
 // How long a request answered 409 keeps working before it commits.
 constexpr Duration kProcessingTime = milliseconds(400);
+constexpr char kThrottledBody[] = R"({"error":"throttled"})";
 
 enum class Event {
   // Sends of the request.
@@ -104,6 +123,8 @@ enum class Event {
   kStoredError,
   kGateway400,
   kExpire,
+  kThrottled,
+  kStoredThrottled,
   // Status queries.
   kTruthful,
   kQueryTimeout,
@@ -119,6 +140,18 @@ constexpr Event kSendEvents[] = {Event::kOk,
                                  Event::kStoredError,
                                  Event::kGateway400,
                                  Event::kExpire};
+// The same, with the events only the runs with a response predicate use.
+constexpr Event kPredicateSendEvents[] = {Event::kOk,
+                                          Event::kUnavailable,
+                                          Event::kLostBeforeCommit,
+                                          Event::kLostAfterCommit,
+                                          Event::kHangAfterCommit,
+                                          Event::kInProgress,
+                                          Event::kStoredError,
+                                          Event::kGateway400,
+                                          Event::kExpire,
+                                          Event::kThrottled,
+                                          Event::kStoredThrottled};
 constexpr Event kQueryEvents[] = {Event::kTruthful, Event::kQueryTimeout,
                                   Event::kQuery5xx};
 
@@ -142,6 +175,10 @@ const char* EventName(Event e) {
       return "gateway-400";
     case Event::kExpire:
       return "expire";
+    case Event::kThrottled:
+      return "throttled";
+    case Event::kStoredThrottled:
+      return "stored-throttled";
     case Event::kTruthful:
       return "truthful";
     case Event::kQueryTimeout:
@@ -275,6 +312,7 @@ class ModelServer final : public Transport {
     int orders = 1;  // more than one only for a server that forgets keys
     bool fenced = false;
     bool expired = false;  // reaped: 410 `expired`, status 404 `expired`
+    bool throttled = false;  // the stored answer is "throttled" (no effect)
   };
 
   // Every send starts only when a minimum useful attempt and the margin fit,
@@ -323,6 +361,12 @@ class ModelServer final : public Transport {
     if (flaw_ == Flaw::kForgetsKeys) {
       ++rec.orders;
       return Answer(201, {}, R"({"order_id":2})");
+    }
+    if (rec.throttled) {
+      return Answer(200,
+                    {{"Idempotent-Replayed", "true"},
+                     {"Idempotency-Key-State", "completed"}},
+                    kThrottledBody);
     }
     if (!rec.creates_order) {
       return Answer(400,
@@ -383,6 +427,19 @@ class ModelServer final : public Transport {
       case Event::kGateway400:
         Spend(kLatency);
         return Answer(400, {}, R"({"error":"bad_request"})");
+      case Event::kThrottled:
+        Spend(kLatency);
+        return Answer(200, {}, kThrottledBody);
+      case Event::kStoredThrottled:
+        Spend(kLatency);
+        if (records_.count(*key) == 0) {
+          Record rec;
+          rec.creates_order = false;
+          rec.throttled = true;
+          records_[*key] = rec;
+          return Answer(200, {{"Idempotency-Key-State", "completed"}}, kThrottledBody);
+        }
+        return Process(*key, Duration::zero());
       case Event::kExpire:
         Spend(kLatency);
         if (auto it = records_.find(*key);
@@ -458,6 +515,10 @@ class ModelServer final : public Transport {
       case Event::kExpire:
         Spend(kLatency);
         return Answer(410);
+      case Event::kThrottled:
+      case Event::kStoredThrottled:
+        Spend(kLatency);
+        return Answer(200, {}, kThrottledBody);
       default:
         break;
     }
@@ -509,11 +570,15 @@ bool ProvesNoEffect(const AttemptEvidence& ev) {
   return ev.hints.replayed || ev.hints.key_state == KeyState::kCompleted;
 }
 
-bool MayHaveApplied(const AttemptEvidence& ev) {
+// `key_used_before`: the key did not come from this call (docs/outcomes.md:
+// a 410 not fenced for such a key means someone used it before). For a key
+// the call minted, a 410 speaks only of this call's own earlier sends, whose
+// evidence is judged on its own.
+bool MayHaveApplied(const AttemptEvidence& ev, bool key_used_before) {
   return !ev.is_status_query &&
          (ev.delivery == Delivery::kMaybeDelivered || ev.classification == AttemptClass::kAmbiguous ||
           ev.classification == AttemptClass::kInProgress ||
-          (ev.http_status == 410 && ev.hints.key_state != KeyState::kFenced));
+          (key_used_before && ev.http_status == 410 && ev.hints.key_state != KeyState::kFenced));
 }
 
 // How the POST's key came to the call.
@@ -533,9 +598,37 @@ struct RunReport {
 
 constexpr char kContinuedKey[] = "order-7f3a-continued";
 
+// The runs' policies with the response predicate the header describes (and
+// a deduplicating server, for a continued intent), built once for every run
+// as a service builds its policies.
+std::shared_ptr<const RetryPolicy> PredicatePolicy(bool deduplicating) {
+  static const auto make = [](bool dedup) {
+    RetryPolicyOptions p;
+    p.server_deduplicates = dedup;
+    ResponseRule throttled;
+    throttled.json_pointer = "/error";
+    throttled.json_value = "throttled";
+    throttled.verdict = ResponseVerdict::kNotApplied;
+    ResponseRule bad_request;
+    bad_request.body_contains = "bad_request";
+    bad_request.verdict = ResponseVerdict::kRetry;
+    ResponseRule out_of_stock;
+    out_of_stock.body_contains = "out_of_stock";
+    out_of_stock.verdict = ResponseVerdict::kRetry;
+    ResponseRule lie;
+    lie.statuses = {409, 410};
+    lie.verdict = ResponseVerdict::kNotApplied;
+    p.response_predicate.rules = {throttled, bad_request, out_of_stock, lie};
+    return RetryPolicy::Create(p).value();
+  };
+  static const std::shared_ptr<const RetryPolicy> kPlain = make(false);
+  static const std::shared_ptr<const RetryPolicy> kDeduplicating = make(true);
+  return deduplicating ? kDeduplicating : kPlain;
+}
+
 RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
                       Flaw flaw = Flaw::kNone, Prior prior = Prior::kNone,
-                      bool resolve = false) {
+                      bool resolve = false, bool predicate = false) {
   auto clock = std::make_shared<FakeClock>();
   const TimePoint start = clock->Now();
   const Deadline deadline = Deadline::After(start, kCallTimeout);
@@ -576,6 +669,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
     options.journal = *journal;
     if (prior == Prior::kSentCommitted) server->Preload(kContinuedKey);
   }
+  if (predicate) options.policy = PredicatePolicy(prior != Prior::kNone);  // a resolve's too
   auto client = Client::Create(std::move(options));
   if (!client.ok()) {
     run.violations.push_back(
@@ -596,6 +690,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
     call.idempotency_key = kContinuedKey;
     call.policy = kDeduplicating;
   }
+  if (predicate) call.policy = PredicatePolicy(prior != Prior::kNone);
 
   // A resolve (the reconciler's engine) of the continued intent: status
   // queries first, one same-key resend allowed, the same invariants.
@@ -655,7 +750,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
       // a definite answer that came after it.
       bool doubt = prior != Prior::kNone;
       for (const AttemptEvidence& ev : r.evidence) {
-        if (MayHaveApplied(ev)) doubt = true;
+        if (MayHaveApplied(ev, prior != Prior::kNone)) doubt = true;
         if (ProvesNoEffect(ev)) doubt = false;
       }
       if (doubt) v.push_back("FAILED after an attempt that may have taken effect, unsettled");
@@ -674,7 +769,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
           v.push_back("UNKNOWN after a success or a \"found\" answer");
         }
         if (ProvesNoEffect(ev)) v.push_back("UNKNOWN after a definite answer");
-        if (MayHaveApplied(ev)) may_have_applied = true;
+        if (MayHaveApplied(ev, prior != Prior::kNone)) may_have_applied = true;
       }
       if (!may_have_applied && prior == Prior::kNone)
         v.push_back("UNKNOWN without an attempt that may have applied");
@@ -716,6 +811,7 @@ struct Tally {
   Flaw flaw = Flaw::kNone;
   Prior prior = Prior::kNone;
   bool resolve = false;  // Client::Resolve instead of Execute (with a prior)
+  bool predicate = false;  // the response predicate's policy and events
   std::vector<std::string> collected;
 };
 
@@ -723,7 +819,8 @@ struct Tally {
 // the call sends next, up to `depth` events.
 void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
              Tally& tally) {
-  const RunReport run = RunSequence(post, prefix, u, tally.flaw, tally.prior, tally.resolve);
+  const RunReport run =
+      RunSequence(post, prefix, u, tally.flaw, tally.prior, tally.resolve, tally.predicate);
   ++tally.runs;
   ++tally.outcomes[run.outcome];
   ++tally.reasons[run.stop_reason];
@@ -765,6 +862,8 @@ void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
   // one, but what the call sends after it has its own abnormal events.
   if (next_is_query) {
     for (Event e : kQueryEvents) branch(e);
+  } else if (tally.predicate) {
+    for (Event e : kPredicateSendEvents) branch(e);
   } else {
     for (Event e : kSendEvents) branch(e);
   }
@@ -797,13 +896,17 @@ constexpr double kSamples[] = {0.0, 0.5, testkit::kJustBelowOne};
 
 // Runs the whole search for every jitter sample and adds the tallies up.
 Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth,
-                         bool resolve = false) {
+                         bool resolve = false, bool predicate = false) {
   Tally all;
   for (double u : kSamples) {
+    // The predicate's runs take the middle sample only: the waits are the
+    // other tests' subject, and the larger alphabet triples the sequences.
+    if (predicate && u != 0.5) continue;
     Tally t;
     t.list = ListFromEnv();
     t.prior = prior;
     t.resolve = resolve;
+    t.predicate = predicate;
     std::vector<Event> prefix;
     Explore(post, u, depth, prefix, t);
     Print(what, u, depth, t);
@@ -887,6 +990,55 @@ TEST(ExhaustiveTest,
     EXPECT_GT(all.outcomes[Outcome::kSucceeded], 0);
     EXPECT_GT(all.outcomes[Outcome::kFailed], 0);
   }
+}
+
+// A response predicate reads the answers (throttled, a stored throttled
+// answer replayed, a rule that would declare 409 and 410 "not applied"): the
+// same invariants hold for a new POST, a continued one, a resolve and a GET
+// (the jitter's middle sample).
+TEST(ExhaustiveTest, EveryEventSequenceWithAResponsePredicateKeepsTheInvariants) {
+  const int depth = DepthFromEnv();
+  Tally all;
+  const auto add = [&](const Tally& t) {
+    all.runs += t.runs;
+    all.failures += t.failures;
+    for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
+  };
+  add(ExploreEverySample(true, Prior::kNone, "predicate POST", depth, false, true));
+  for (Prior prior : {Prior::kSentLost, Prior::kSentCommitted}) {
+    add(ExploreEverySample(true, prior, "predicate continued POST", depth, false, true));
+    add(ExploreEverySample(true, prior, "predicate resolve", depth, true, true));
+  }
+  const Tally get = ExploreEverySample(false, Prior::kNone, "predicate GET", depth, false, true);
+  add(get);
+  std::cout << "with a response predicate: " << all.runs << " sequences checked, "
+            << all.failures << " violations\n";
+  EXPECT_EQ(all.failures, 0);
+  EXPECT_EQ(get.outcomes.count(Outcome::kUnknown), 0u);
+  if (depth >= 3) {
+    EXPECT_GT(all.outcomes[Outcome::kSucceeded], 0);
+    EXPECT_GT(all.outcomes[Outcome::kFailed], 0);
+    EXPECT_GT(all.outcomes[Outcome::kUnknown], 0);
+  }
+}
+
+// The predicate's runs reach its paths: a throttled answer is resent with the
+// same key and the resend's order stands; a stored throttled answer ends
+// FAILED at the attempt cap with no order.
+TEST(ExhaustiveTest, ThePredicateRunsReachThePredicatesPaths) {
+  const RunReport once = RunSequence(true, {Event::kThrottled}, 0.5, Flaw::kNone, Prior::kNone,
+                                     false, /*predicate=*/true);
+  EXPECT_EQ(once.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(once.sends, (std::vector<bool>{false, false}));
+  EXPECT_EQ(once.eventual_effects, 1);
+  EXPECT_TRUE(once.violations.empty());
+  const RunReport stored = RunSequence(true, {Event::kStoredThrottled}, 0.5, Flaw::kNone,
+                                       Prior::kNone, false, /*predicate=*/true);
+  EXPECT_EQ(stored.outcome, Outcome::kFailed);
+  EXPECT_EQ(stored.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_EQ(stored.sends, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(stored.eventual_effects, 0);
+  EXPECT_TRUE(stored.violations.empty());
 }
 
 // The search itself: the all-normal sequence is one POST that succeeds, and

@@ -251,6 +251,35 @@ TEST_P(ParityTest, UnavailableThenSuccessWaitsExactly) {
   EXPECT_EQ(h_.sends(), 3);
 }
 
+// A response predicate reads the answer: a keyed POST's "throttled" 200 is
+// "not applied" and resent with the same key after the exact backoff.
+TEST_P(ParityTest, AThrottledAnswerIsResentByTheResponsePredicate) {
+  RetryPolicyOptions o;
+  ResponseRule throttled;
+  throttled.json_pointer = "/error";
+  throttled.json_value = "throttled";
+  throttled.verdict = ResponseVerdict::kNotApplied;
+  o.response_predicate.rules = {throttled};
+  auto policy = RetryPolicy::Create(o);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  h_.Push(Step::Respond(200, {}, R"({"error":"throttled"})"));
+  h_.Push(Step::Respond(201, {}, R"({"order_id":7})"));
+  CallOptions call;
+  call.policy = *policy;
+  call.status_url = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.status_queries, 0);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kRetryableTransient);
+  EXPECT_THAT(Waits(r), ElementsAre(milliseconds(50)));
+  EXPECT_EQ(r.elapsed, milliseconds(52));
+  ASSERT_TRUE(r.last_response.has_value());
+  EXPECT_EQ(r.last_response->body, R"({"order_id":7})");
+  EXPECT_EQ(h_.sends(), 2);
+}
+
 TEST_P(ParityTest, CommitThenLostIsResolvedByStatusQuery) {
   auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
   server->ScriptFaults({OrderFault::kCommitThenLoseResponse});

@@ -252,7 +252,7 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "$.saferetry.colour: unknown field (expected one of jitter, deadline, attemptTimeout, "
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
        "idempotency, deadlineHeader, attemptHeader, requestIdHeader, maxRetryAfter, "
-       "doNotRetryHeader, budget, ratioBudget, costQuota, classification, circuitBreaker, hedging)"},
+       "doNotRetryHeader, budget, ratioBudget, costQuota, classification, circuitBreaker, hedging, responsePredicate)"},
       {R"({"retryPolicy": {"perAttemptRecvTimeout": "1s"}, "saferetry": {"attemptTimeout": "2s"}})",
        "$.saferetry.attemptTimeout: conflicts with retryPolicy.perAttemptRecvTimeout"},
   };
