@@ -785,6 +785,38 @@ TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
       StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
 }
 
+// A policy file's response predicate, end to end: the server's 200 says
+// "throttled" and created nothing; the predicate calls it "not applied", and
+// the POST is resent with the same key and creates exactly one order.
+TEST(CliTest, APolicyFilesResponsePredicateResendsAThrottledPostWithTheSameKey) {
+  ServerOptions o;
+  o.script = {Respond(200, R"({"error":"throttled"})", /*commit=*/false)};
+  OrderService server(o);
+  const std::string policy = TempFile("predicate_policy.json", R"({"saferetry": {
+      "responsePredicate": {"rules": [{"statuses": [200], "jsonPointer": "/error",
+                                       "jsonValue": "throttled", "verdict": "notApplied"}]}}})");
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  std::remove(policy.c_str());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["attempts"], 2);
+  EXPECT_EQ(run.summary["http_status"], 201);
+  const std::vector<std::string> keys = Keys(server.orders_requests());
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0], keys[1]);
+  EXPECT_EQ(run.summary["idempotency_key"], keys[0]);
+  EXPECT_EQ(server.effects(), 1);
+
+  // Without the policy the same answer is the call's success.
+  ServerOptions plain;
+  plain.script = {Respond(200, R"({"error":"throttled"})", /*commit=*/false)};
+  OrderService again(plain);
+  CliRun bare = RunCli({"--summary-json", "-d", "x", again.OrdersUrl()});
+  EXPECT_EQ(bare.exit_code, 0) << bare.err;
+  EXPECT_EQ(bare.summary["attempts"], 1);
+  EXPECT_EQ(again.effects(), 0);
+}
+
 TEST(CliTest, CommitThenDropWithoutStatusUrlIsUnknown) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kDrop)};

@@ -141,17 +141,15 @@ constexpr Event kSendEvents[] = {Event::kOk,
                                  Event::kGateway400,
                                  Event::kExpire};
 // The same, with the events only the runs with a response predicate use.
-constexpr Event kPredicateSendEvents[] = {Event::kOk,
-                                          Event::kUnavailable,
-                                          Event::kLostBeforeCommit,
-                                          Event::kLostAfterCommit,
-                                          Event::kHangAfterCommit,
-                                          Event::kInProgress,
-                                          Event::kStoredError,
-                                          Event::kGateway400,
-                                          Event::kExpire,
-                                          Event::kThrottled,
-                                          Event::kStoredThrottled};
+const std::vector<Event>& PredicateSendEvents() {
+  static const std::vector<Event> kEvents = [] {
+    std::vector<Event> events(std::begin(kSendEvents), std::end(kSendEvents));
+    events.push_back(Event::kThrottled);
+    events.push_back(Event::kStoredThrottled);
+    return events;
+  }();
+  return kEvents;
+}
 constexpr Event kQueryEvents[] = {Event::kTruthful, Event::kQueryTimeout,
                                   Event::kQuery5xx};
 
@@ -863,7 +861,7 @@ void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
   if (next_is_query) {
     for (Event e : kQueryEvents) branch(e);
   } else if (tally.predicate) {
-    for (Event e : kPredicateSendEvents) branch(e);
+    for (Event e : PredicateSendEvents()) branch(e);
   } else {
     for (Event e : kSendEvents) branch(e);
   }

@@ -251,21 +251,26 @@ TEST_P(ParityTest, UnavailableThenSuccessWaitsExactly) {
   EXPECT_EQ(h_.sends(), 3);
 }
 
-// A response predicate reads the answer: a keyed POST's "throttled" 200 is
-// "not applied" and resent with the same key after the exact backoff.
-TEST_P(ParityTest, AThrottledAnswerIsResentByTheResponsePredicate) {
+// The default policy with a response predicate: a JSON body whose "error" is
+// "throttled" was not applied.
+std::shared_ptr<const RetryPolicy> ThrottledIsNotApplied() {
   RetryPolicyOptions o;
   ResponseRule throttled;
   throttled.json_pointer = "/error";
   throttled.json_value = "throttled";
   throttled.verdict = ResponseVerdict::kNotApplied;
   o.response_predicate.rules = {throttled};
-  auto policy = RetryPolicy::Create(o);
-  ASSERT_TRUE(policy.ok()) << policy.status();
+  return RetryPolicy::Create(o).value();
+}
+
+// A response predicate reads the answer: a keyed POST's "throttled" 200 is
+// "not applied" and resent with the same key after the exact backoff.
+TEST_P(ParityTest, AThrottledAnswerIsResentByTheResponsePredicate) {
+  const std::shared_ptr<const RetryPolicy> policy = ThrottledIsNotApplied();
   h_.Push(Step::Respond(200, {}, R"({"error":"throttled"})"));
   h_.Push(Step::Respond(201, {}, R"({"order_id":7})"));
   CallOptions call;
-  call.policy = *policy;
+  call.policy = policy;
   call.status_url = kStatus;
   CallResult r = h_.Run(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -278,6 +283,35 @@ TEST_P(ParityTest, AThrottledAnswerIsResentByTheResponsePredicate) {
   ASSERT_TRUE(r.last_response.has_value());
   EXPECT_EQ(r.last_response->body, R"({"order_id":7})");
   EXPECT_EQ(h_.sends(), 2);
+}
+
+// As a user would run it: the client's defaults (real budgets and jitter), a
+// clock that wakes up to 5 ms late, the default policy plus a predicate; a
+// slow "throttled" answer, then an attempt that hangs until its timeout, a
+// status query that finds nothing, and the same-key resend's order.
+TEST_P(ParityTest, DefaultsOnALateClockRideOutASlowThrottleAndAHang) {
+  const std::shared_ptr<const RetryPolicy> policy = ThrottledIsNotApplied();
+  h_.UseDefaults();
+  h_.clock().SetWakeLateness(milliseconds(5), /*seed=*/7);
+  h_.Push(Step::Respond(200, {}, R"({"error":"throttled"})").After(milliseconds(400)));
+  h_.Push(Step::TimeoutAfterSend());
+  h_.Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
+  h_.Push(Step::Respond(201, {}, R"({"order_id":7})"));
+  CallOptions call;
+  call.policy = policy;
+  call.status_url = kStatus;
+  const TimePoint start = h_.clock().Now();
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.status_queries, 1);
+  ASSERT_EQ(r.evidence.size(), 4u);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kRetryableTransient);
+  EXPECT_EQ(r.evidence[1].classification, AttemptClass::kAmbiguous);
+  EXPECT_TRUE(r.evidence[2].is_status_query);
+  EXPECT_EQ(r.evidence[3].classification, AttemptClass::kSuccess);
+  EXPECT_EQ(h_.sends(), 4);
+  EXPECT_LE(h_.clock().Now(), start + seconds(30));  // the policy's default timeout
 }
 
 TEST_P(ParityTest, CommitThenLostIsResolvedByStatusQuery) {
