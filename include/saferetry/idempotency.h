@@ -72,6 +72,10 @@ std::string GenerateUuidV4(Random& random);
 /// retried on EINTR and short reads; /dev/urandom only when the kernel has
 /// no getrandom (ENOSYS). It never touches any `Random`. Thread-safe; may
 /// block only in early boot, until the kernel's pool is first seeded.
+/// Each thread draws 512 bytes at a time (32 keys per system call) into a
+/// page the kernel zeroes in a child process (MADV_WIPEONFORK), so a forked
+/// child never repeats its parent's keys; used bytes are zeroed. Where the
+/// kernel cannot wipe the page, every key is one getrandom(2) call.
 /// Errors (nothing else is returned): `kInternal` whose message starts with
 /// "getrandom:" or "/dev/urandom:" and names the errno, when the OS cannot
 /// supply randomness.

@@ -4,6 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -99,6 +101,84 @@ TEST(MintIdempotencyKeyTest, EveryRandomNibbleVaries) {
       EXPECT_GT(seen[p].size(), 1u) << "position " << p;
     }
   }
+}
+
+// Keys come from a per-thread pool of OS random bytes: a forked child must
+// draw its own, never the parent's next ones. The parent mints a key first so
+// its pool holds unused bytes at the fork; then both sides mint 40 keys (more
+// than one pool's worth). A pool copied into the child would make the first
+// child keys equal the parent's.
+TEST(MintIdempotencyKeyTest, AForkedChildNeverRepeatsItsParentsKeys) {
+  ASSERT_TRUE(MintIdempotencyKey().ok());
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  constexpr int kKeys = 40;
+  if (child == 0) {
+    close(fds[0]);
+    std::string all;
+    for (int i = 0; i < kKeys; ++i) {
+      absl::StatusOr<std::string> key = MintIdempotencyKey();
+      all += key.ok() ? *key : std::string("error");
+      all += '\n';
+    }
+    const char* p = all.data();
+    std::size_t left = all.size();
+    while (left > 0) {
+      const ssize_t n = write(fds[1], p, left);
+      if (n <= 0) _exit(2);
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::set<std::string> parent;
+  for (int i = 0; i < kKeys; ++i) {
+    absl::StatusOr<std::string> key = MintIdempotencyKey();
+    ASSERT_TRUE(key.ok()) << key.status();
+    parent.insert(*key);
+  }
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::set<std::string> from_child;
+  for (std::size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    const std::string key = text.substr(start, end - start);
+    ExpectUuidV4(key);
+    from_child.insert(key);
+    EXPECT_EQ(parent.count(key), 0u) << "the child repeated its parent's key " << key;
+  }
+  EXPECT_EQ(from_child.size(), static_cast<std::size_t>(kKeys));
+  EXPECT_EQ(parent.size(), static_cast<std::size_t>(kKeys));
+}
+
+// Threads have pools of their own: keys minted on eight threads at once are
+// all distinct.
+TEST(MintIdempotencyKeyTest, ThreadsMintDistinctKeysConcurrently) {
+  constexpr int kThreads = 8;
+  constexpr int kKeys = 500;
+  std::vector<std::vector<std::string>> keys(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&keys, t] {
+      for (int i = 0; i < kKeys; ++i) {
+        absl::StatusOr<std::string> key = MintIdempotencyKey();
+        keys[static_cast<std::size_t>(t)].push_back(key.ok() ? *key : "error");
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<std::string> all;
+  for (const auto& v : keys) all.insert(v.begin(), v.end());
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kKeys));
+  EXPECT_EQ(all.count("error"), 0u);
 }
 
 TEST(MintIdempotencyKeyTest, DoesNotConsumeTheInjectedRandom) {
