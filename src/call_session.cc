@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "strings_internal.h"
 
 namespace saferetry {
 namespace internal {
@@ -46,6 +48,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints,
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
+  SetUpTrace();
   return std::nullopt;
 }
 
@@ -133,7 +136,118 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   call_.journal = &journal;
   call_.attempt_offset = intent->attempt;
   call_.journal_owner = owner;
+  SetUpTrace();
   return std::nullopt;
+}
+
+void CallSession::SetUpTrace() {
+  tracer_ = options_.tracer != nullptr ? options_.tracer : client_.tracer.get();
+  trace_active_ = tracer_ != nullptr || options_.trace_context.has_value();
+  std::size_t parents = 0;
+  std::size_t states = 0;
+  std::string_view parent;
+  for (const Header& h : request_->headers) {
+    if (EqualsIgnoreCase(h.first, kTraceParentHeader)) {
+      ++parents;
+      parent = h.second;
+    } else if (EqualsIgnoreCase(h.first, kTraceStateHeader)) {
+      ++states;
+    }
+  }
+  if (!trace_active_) {
+    // The request goes as it is; the evidence records a valid context. Two
+    // traceparent headers are no valid context.
+    if (parents == 1) caller_trace_ = ParseTraceParent(parent);
+    return;
+  }
+
+  std::string_view given;
+  std::string state;
+  if (options_.trace_context.has_value()) {
+    given = options_.trace_context->traceparent;
+    state = options_.trace_context->tracestate;
+  } else if (parents == 1) {
+    given = parent;
+    // Several tracestate headers are one list.
+    for (const Header& h : request_->headers) {
+      if (!EqualsIgnoreCase(h.first, kTraceStateHeader)) continue;
+      if (!state.empty()) state.push_back(',');
+      state.append(h.second);
+    }
+  }
+  // A traceparent that does not parse is not propagated, and neither is its
+  // tracestate (W3C Trace Context, "Processing model"): the tracer, if any,
+  // is told there is no caller context.
+  caller_trace_ = ParseTraceParent(given);
+  if (caller_trace_.has_value()) {
+    const absl::string_view trimmed = absl::StripAsciiWhitespace(AsAbsl(given));
+    caller_traceparent_.assign(trimmed.data(), trimmed.size());
+    if (std::optional<std::string> sanitised = SanitizeTraceState(state)) {
+      caller_tracestate_ = *std::move(sanitised);
+    }
+  }
+  if (parents > 0 || states > 0) {
+    // saferetry writes the headers: the request's own are taken out, so that
+    // no request carries two.
+    Request stripped{request_->method, request_->url, {}, request_->body};
+    stripped.headers.reserve(request_->headers.size());
+    for (const Header& h : request_->headers) {
+      if (EqualsIgnoreCase(h.first, kTraceParentHeader) ||
+          EqualsIgnoreCase(h.first, kTraceStateHeader)) {
+        continue;
+      }
+      stripped.headers.push_back(h);
+    }
+    traced_request_.emplace(std::move(stripped));
+    request_ = &*traced_request_;
+  }
+  extra_base_ = call_.extra.size();
+}
+
+std::optional<TraceParent> CallSession::StampTrace(Headers& headers,
+                                                   const AttemptSpanStart& start) {
+  std::optional<TraceParent> sent = caller_trace_;
+  std::string_view parent_value = caller_traceparent_;
+  std::string_view state = caller_tracestate_;
+  std::string formatted;
+  std::optional<std::string> span_state;
+  if (tracer_ != nullptr) {
+    std::optional<AttemptSpan> span = tracer_->OnAttemptStart(start);
+    // A span that is not valid is ignored: the caller's context goes.
+    if (span.has_value() && span->traceparent.version != 0xff &&
+        IsValidTraceId(span->traceparent.trace_id) &&
+        IsValidSpanId(span->traceparent.parent_id)) {
+      sent = span->traceparent;
+      sent->version = 0;  // the version written
+      formatted = FormatTraceParent(*sent);
+      parent_value = formatted;
+      if (span->tracestate.has_value()) {
+        span_state = SanitizeTraceState(*span->tracestate);
+        state = span_state.has_value() ? std::string_view(*span_state) : std::string_view();
+      }
+    }
+  }
+  if (!sent.has_value()) return std::nullopt;
+  headers.emplace_back(std::string(kTraceParentHeader), std::string(parent_value));
+  if (!state.empty()) headers.emplace_back(std::string(kTraceStateHeader), std::string(state));
+  return sent;
+}
+
+CallSession::SentTrace* CallSession::TraceSlot(std::uint32_t attempt_id) {
+  for (SentTrace& t : attempt_traces_) {
+    if (t.attempt_id == attempt_id) return &t;
+  }
+  return nullptr;
+}
+
+void CallSession::RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev) {
+  ev.resend_count = trace.resend_count;
+  ev.redirects = redirects;
+  if (trace.sent.has_value()) {
+    ev.trace_id = trace.sent->trace_id;
+    ev.span_id = trace.sent->parent_id;
+    ev.trace_flags = trace.sent->flags;
+  }
 }
 
 std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
@@ -141,11 +255,29 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action);
   if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, false);
+  // A free slot: at most 1 + max_hedges attempts are in flight.
+  SentTrace* slot = TraceSlot(0);
+  if (slot == nullptr) slot = &attempt_traces_[0];
+  slot->attempt_id = action.attempt_id;
+  slot->resend_count = request_sends_++;
+  slot->sent = caller_trace_;
+  if (trace_active_) {
+    call_.extra.resize(extra_base_);
+    AttemptSpanStart start;
+    start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
+    start.caller_tracestate = caller_tracestate_;
+    start.number = action.number;
+    start.resend_count = slot->resend_count;
+    start.method = request_->method;
+    start.url = request_->url;
+    slot->sent = StampTrace(call_.extra, start);
+  }
   ao.timeout = action.timeout;
   ao.extra_headers = &call_.extra;
   const TimePoint t0 = client_.clock->Now();
   if (std::optional<TransportResult> unmarked = JournalBeforeSend(call_, action.number)) {
     // Not journaled, not sent: the machine sees an attempt that never left.
+    --request_sends_;
     return AfterAttempt(machine, action.attempt_id, *std::move(unmarked), t0);
   }
   return std::nullopt;
@@ -156,9 +288,17 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
   AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
+  if (SentTrace* slot = TraceSlot(attempt_id); slot != nullptr && attempt_id != 0) {
+    RecordTrace(*slot, tr.redirects, ev);
+    slot->attempt_id = 0;
+  }
+  request_sends_ += tr.redirects;
   CallAction next = machine.OnAttemptDone(attempt_id, std::move(ev), std::move(tr.response), t1);
-  if (options_.listener != nullptr && !machine.result().evidence.empty()) {
-    options_.listener->OnAttemptEnd(machine.result().evidence.back());
+  if (!machine.result().evidence.empty()) {
+    if (options_.listener != nullptr) {
+      options_.listener->OnAttemptEnd(machine.result().evidence.back());
+    }
+    if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
   }
   return next;
 }
@@ -176,6 +316,8 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     StatusQueryReply reply = spec.callback(*call_.key, action.timeout);
     const TimePoint t1 = clock.Now();
     AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock.WallNow(), call_.retry->options());
+    // Not a request: no trace context, but counted with the queries.
+    ev.resend_count = query_sends_++;
     CallAction next =
         machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response), t1);
     if (options_.listener != nullptr) {
@@ -185,6 +327,19 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   }
   if (!query_request_.has_value()) query_request_ = StatusQueryRequest(call_, *request_);
   query_extra_ = StatusQueryHeaders(call_, action);
+  query_trace_.resend_count = query_sends_++;
+  query_trace_.sent = caller_trace_;
+  if (trace_active_) {
+    AttemptSpanStart start;
+    start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
+    start.caller_tracestate = caller_tracestate_;
+    start.number = action.number;
+    start.is_status_query = true;
+    start.resend_count = query_trace_.resend_count;
+    start.method = query_request_->method;
+    start.url = query_request_->url;
+    query_trace_.sent = StampTrace(query_extra_, start);
+  }
   *query = &*query_request_;
   ao.timeout = action.timeout;
   ao.extra_headers = &query_extra_;
@@ -196,11 +351,14 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
   AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
+  RecordTrace(query_trace_, tr.redirects, ev);
+  query_sends_ += tr.redirects;
   const StatusAnswer answer = MapStatusAnswer(tr);
   CallAction next = machine.OnStatusAnswer(answer, std::move(ev), std::move(tr.response), t1);
   if (options_.listener != nullptr) {
     options_.listener->OnAttemptEnd(machine.result().evidence.back());
   }
+  if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
   return next;
 }
 
@@ -211,6 +369,7 @@ void CallSession::OnWait(const CallAction& action) const {
 }
 
 CallResult CallSession::Finish(CallStateMachine& machine) {
+  if (tracer_ != nullptr) tracer_->OnCallEnd();
   CallResult result = machine.TakeResult();
   if (resolve_) return FinishResolve(std::move(result));
   JournalFinish(call_, result);

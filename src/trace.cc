@@ -61,6 +61,19 @@ json EventJson(const AttemptEvidence& ev, TimePoint origin, const Redactor& reda
     e["delay_after_ms"] = nullptr;
     e["delay_source"] = nullptr;
   }
+  e["resend_count"] = ev.resend_count;
+  e["redirects"] = ev.redirects;
+  // The traceparent sent with the attempt; null when none.
+  if (IsValidTraceId(ev.trace_id)) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    e["trace_id"] = TraceIdHex(ev.trace_id);
+    e["span_id"] = SpanIdHex(ev.span_id);
+    e["trace_flags"] = std::string{kHex[ev.trace_flags >> 4], kHex[ev.trace_flags & 0xf]};
+  } else {
+    e["trace_id"] = nullptr;
+    e["span_id"] = nullptr;
+    e["trace_flags"] = nullptr;
+  }
   return e;
 }
 

@@ -47,6 +47,7 @@
 #include "saferetry/retry_policy.h"
 #include "saferetry/server_hints.h"
 #include "saferetry/status_query.h"
+#include "saferetry/trace_context.h"
 #include "saferetry/transport.h"
 
 namespace saferetry {
@@ -95,6 +96,17 @@ struct CallOptions {
   const CancellationToken* cancellation = nullptr;
   /// Optional; must outlive the call.
   CallListener* listener = nullptr;
+  /// The caller's W3C trace context, sent unchanged with every attempt and
+  /// status query in place of any `traceparent` / `tracestate` the request
+  /// carries (one header of each, never two). A `traceparent` that does not
+  /// parse is dropped with its `tracestate` and the call goes on; a
+  /// `tracestate` that is invalid is dropped, one too long is truncated
+  /// (trace_context.h). Unset (the default): the request's own headers are
+  /// the caller's context, sent as they are unless a tracer is set.
+  std::optional<TraceContext> trace_context;
+  /// The per-attempt hook of this call's tracer (trace_context.h); replaces
+  /// `ClientOptions::tracer`. Optional; must outlive the call.
+  AttemptTracer* tracer = nullptr;
 };
 
 /// Client-wide options. Plain struct; defaults documented per field.
@@ -155,6 +167,12 @@ struct ClientOptions {
   ///   options.journal = saferetry::OpenSqliteJournal(journal).value();
   /// @endcode
   std::shared_ptr<IntentJournal> journal;
+  /// The per-attempt hook of a tracer (trace_context.h), for the calls that
+  /// name none (`CallOptions::tracer`) and for resolves: it may give each
+  /// attempt and status query its own span context. Default null: the
+  /// caller's context passes through unchanged. Shared: must be
+  /// thread-safe.
+  std::shared_ptr<AttemptTracer> tracer;
 };
 
 /// How `Client::Resolve` settles one journaled intent.

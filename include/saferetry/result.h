@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "saferetry/clock.h"
 #include "saferetry/request.h"
+#include "saferetry/trace_context.h"
 
 namespace saferetry {
 
@@ -183,6 +184,21 @@ struct AttemptEvidence {
   /// server hint.
   std::optional<Duration> delay_after;
   bool delay_from_server_hint = false;
+  /// OpenTelemetry's `http.request.resend_count`: sends of the request
+  /// before this attempt (for a status query: status queries before this
+  /// one), the redirect hops the transport followed included. 0 on the
+  /// first.
+  int resend_count = 0;
+  /// Redirect hops the transport followed within this attempt
+  /// (`TransportResult::redirects`).
+  int redirects = 0;
+  /// The `traceparent` this attempt carried: its trace id, its parent id
+  /// (the attempt's span when a tracer gave one, else the caller's) and its
+  /// flags. All zeros when it carried none, or one that does not parse, or
+  /// for a status query answered by the policy's callback.
+  TraceId trace_id{};
+  SpanId span_id{};
+  std::uint8_t trace_flags = 0;
 };
 
 /// The result of `Client::Execute`. Marked `[[nodiscard]]`: an ignored

@@ -64,10 +64,14 @@ struct TraceOptions {
 ///                "transport_status": {"code", "message"}, "http_status",
 ///                "classification", "reason", "retry_after_ms", "do_not_retry",
 ///                "downstream_request_id", "budget_balance",
-///                "deadline_remaining_ms", "delay_after_ms", "delay_source"}]}
+///                "deadline_remaining_ms", "delay_after_ms", "delay_source",
+///                "resend_count", "redirects", "trace_id", "span_id",
+///                "trace_flags"}]}
 ///
 /// Durations are milliseconds (fractional when not whole); absent values are
-/// null (`deadline_remaining_ms` is null when there was no deadline). Never
+/// null (`deadline_remaining_ms` is null when there was no deadline; the
+/// trace ids, lower-case hex, are null when the attempt carried no valid
+/// `traceparent`). Never
 /// throws; invalid UTF-8 is replaced.
 std::string TraceToJson(const CallResult& result, const TraceOptions& options = {});
 

@@ -42,6 +42,10 @@ struct TransportResult {
   /// The response, when `delivery == kResponseReceived`.
   std::optional<Response> response;
   PhaseTimings timings;
+  /// Redirect hops followed within this attempt (a transport that follows
+  /// redirects, e.g. `CurlTransportOptions::follow_redirects`); each is a
+  /// resend of the request (`AttemptEvidence::resend_count`).
+  int redirects = 0;
 };
 
 /// Sends one attempt. Implementations must be thread-safe and must never

@@ -165,6 +165,7 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     redirect_url = std::move(next);
     hop.url = &redirect_url;
     earlier_hop_answered = true;
+    ++result.redirects;
   }
 
   if (result.status.ok() && !(result.delivery == Delivery::kResponseReceived)) {

@@ -117,7 +117,9 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "reason": "not delivered: no request byte was sent",
        "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": null,
        "budget_balance": 9.0, "deadline_remaining_ms": 29999,
-       "delay_after_ms": 50, "delay_source": "backoff"},
+       "delay_after_ms": 50, "delay_source": "backoff",
+       "resend_count": 0, "redirects": 0, "trace_id": null, "span_id": null,
+       "trace_flags": null},
       {"number": 2, "kind": "attempt", "start_ms": 51, "end_ms": 52,
        "timings_ms": {"dns": 0, "connect": 0.25, "tls": 0, "first_byte": 0.75, "total": 1},
        "delivery": "response_received",
@@ -127,7 +129,9 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "reason": "503: unavailable, not processed",
        "retry_after_ms": 2000, "do_not_retry": false, "downstream_request_id": "down-1",
        "budget_balance": 8.0, "deadline_remaining_ms": 29948,
-       "delay_after_ms": 2000, "delay_source": "server_hint"},
+       "delay_after_ms": 2000, "delay_source": "server_hint",
+       "resend_count": 1, "redirects": 0, "trace_id": null, "span_id": null,
+       "trace_flags": null},
       {"number": 3, "kind": "attempt", "start_ms": 2052, "end_ms": 2053,
        "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
        "delivery": "maybe_delivered",
@@ -138,7 +142,9 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "reason": "sent, then no complete response: may have taken effect",
        "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": null,
        "budget_balance": 8.0, "deadline_remaining_ms": 27947,
-       "delay_after_ms": 37.5, "delay_source": "backoff"},
+       "delay_after_ms": 37.5, "delay_source": "backoff",
+       "resend_count": 2, "redirects": 0, "trace_id": null, "span_id": null,
+       "trace_flags": null},
       {"number": 1, "kind": "status_query", "start_ms": 2090.5, "end_ms": 2091.5,
        "timings_ms": {"dns": 0, "connect": 0, "tls": 0, "first_byte": 0, "total": 1},
        "delivery": "response_received",
@@ -148,7 +154,9 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "reason": "status query: found, the request took effect",
        "retry_after_ms": null, "do_not_retry": false, "downstream_request_id": "down-2",
        "budget_balance": 8.0, "deadline_remaining_ms": 27908.5,
-       "delay_after_ms": null, "delay_source": null}
+       "delay_after_ms": null, "delay_source": null,
+       "resend_count": 0, "redirects": 0, "trace_id": null, "span_id": null,
+       "trace_flags": null}
     ]
   })");
   expected["idempotency_key"] = key;
@@ -198,6 +206,42 @@ TEST_F(TraceTest, CallWithoutKeyOrDeadlineHasNulls) {
   const json with_event = json::parse(TraceToJson(r));
   EXPECT_TRUE(with_event["events"][0]["deadline_remaining_ms"].is_null());
   EXPECT_EQ(with_event["events"][0]["reason"], "bad \xef\xbf\xbd byte");  // replaced, no throw
+}
+
+// The trace ids sent with each attempt and query, and the resend counts: the
+// caller's context on the first two attempts, a tracer's span on the others.
+TEST_F(TraceTest, EventsCarryTheTraceIdsSentAndTheResendCount) {
+  struct OddSpans final : AttemptTracer {
+    std::optional<AttemptSpan> OnAttemptStart(const AttemptSpanStart& start) override {
+      if (start.number < 3 && !start.is_status_query) return std::nullopt;  // the caller's
+      AttemptSpan span;
+      span.traceparent = *start.caller;
+      span.traceparent.parent_id = {0, 0, 0, 0, 0, 0, 0xab, static_cast<std::uint8_t>(start.number)};
+      span.traceparent.flags = 0;
+      return span;
+    }
+  } tracer;
+  call_.trace_context =
+      TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "congo=t61rcWkgMzE"};
+  call_.tracer = &tracer;
+  CallResult r = client_->Execute(request_, call_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded);
+  const json events = json::parse(TraceToJson(r))["events"];
+  ASSERT_EQ(events.size(), 4u);
+  const std::string trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const json expected = json::parse(R"([
+    {"resend_count": 0, "redirects": 0, "span_id": "00f067aa0ba902b7", "trace_flags": "01"},
+    {"resend_count": 1, "redirects": 0, "span_id": "00f067aa0ba902b7", "trace_flags": "01"},
+    {"resend_count": 2, "redirects": 0, "span_id": "000000000000ab03", "trace_flags": "00"},
+    {"resend_count": 0, "redirects": 0, "span_id": "000000000000ab01", "trace_flags": "00"}
+  ])");
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(events[i]["trace_id"], trace_id);
+    for (const char* field : {"resend_count", "redirects", "span_id", "trace_flags"}) {
+      EXPECT_EQ(events[i][field], expected[i][field]) << field;
+    }
+  }
 }
 
 TEST(RedactorTest, HeadersUrlsAndText) {

@@ -21,6 +21,8 @@
 #ifndef SAFERETRY_INTERNAL_CALL_SESSION_H_
 #define SAFERETRY_INTERNAL_CALL_SESSION_H_
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +31,7 @@
 #include "saferetry/client.h"
 #include "saferetry/internal/call_setup.h"
 #include "saferetry/request.h"
+#include "saferetry/trace_context.h"
 #include "saferetry/transport.h"
 
 namespace saferetry {
@@ -102,6 +105,22 @@ class CallSession {
   CallResult EndEarly(CallResult result) const;
   CallResult FinishResolve(CallResult result);
 
+  // The trace context of one send: its resend count and the traceparent it
+  // carried.
+  struct SentTrace {
+    std::uint32_t attempt_id = 0;  // 0: a free slot
+    int resend_count = 0;
+    std::optional<TraceParent> sent;
+  };
+  // Reads the caller's context (the call's, else the request's headers)
+  // and, when saferetry writes the headers, takes them out of the request.
+  void SetUpTrace();
+  // Asks the tracer, appends this send's headers to `headers`; returns the
+  // traceparent sent.
+  std::optional<TraceParent> StampTrace(Headers& headers, const AttemptSpanStart& start);
+  SentTrace* TraceSlot(std::uint32_t attempt_id);
+  static void RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev);
+
   const ClientOptions& client_;
   const Request* request_;
   const CallOptions& options_;
@@ -112,6 +131,23 @@ class CallSession {
   bool resolve_ = false;
   std::optional<Request> resolve_request_;
   StatusQuery resolve_query_;
+
+  // Trace context (trace_context.h). Active when a context was given or a
+  // tracer is set: saferetry then writes `traceparent` and `tracestate`
+  // itself. Inactive (the default), the request's own headers go as they
+  // are and `caller_trace_` only feeds the evidence.
+  AttemptTracer* tracer_ = nullptr;
+  bool trace_active_ = false;
+  std::optional<TraceParent> caller_trace_;
+  std::string caller_traceparent_;  // as given, without white space
+  std::string caller_tracestate_;   // sanitised; empty: none
+  std::optional<Request> traced_request_;  // the request without its own trace headers
+  std::size_t extra_base_ = 0;             // `call_.extra` before the trace headers
+  int request_sends_ = 0;                  // redirect hops included
+  int query_sends_ = 0;
+  // Attempts in flight: one, or with hedges up to 1 + 3 (`max_hedges`).
+  std::array<SentTrace, 4> attempt_traces_{};
+  SentTrace query_trace_;
 };
 
 }  // namespace internal
