@@ -15,6 +15,11 @@ cmake --build "$work/cmake" -j2 > /dev/null
 "$work/cmake/server_consumer"
 "$work/cmake/journal_postgres_consumer"
 if [ -x "$work/cmake/asio_consumer" ]; then "$work/cmake/asio_consumer"; fi
+# Built when the package has the prometheus component; required when this build made it.
+if compgen -G "$build/src/prometheus/libsaferetry_prometheus.*" > /dev/null && [ ! -x "$work/cmake/prometheus_consumer" ]; then
+  echo "install: saferetry::prometheus was built but the installed package does not provide it"; exit 1
+fi
+if [ -x "$work/cmake/prometheus_consumer" ]; then "$work/cmake/prometheus_consumer"; fi
 
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:${PKG_CONFIG_PATH:-}" \
   g++ -std=c++17 -o "$work/pc_consumer" "$here/consumer_main.cc" \
@@ -29,4 +34,4 @@ g++ -std=c++17 -o "$work/pc_journal_postgres_consumer" "$here/journal_postgres_c
 cmake -S "$here/subdir_consumer" -B "$work/subdir" -DSAFERETRY_SOURCE_DIR="$here/../.." > /dev/null
 cmake --build "$work/subdir" -j2 --target consumer > /dev/null
 "$work/subdir/consumer"
-echo "install test: find_package (with the server, PostgreSQL journal and, when built, asio components), pkg-config and add_subdirectory consumers built and ran"
+echo "install test: find_package (with the server, PostgreSQL journal and, when built, asio and prometheus components), pkg-config and add_subdirectory consumers built and ran"

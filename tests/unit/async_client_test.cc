@@ -23,6 +23,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::ElementsAre;
 using testkit::AsyncFakeTransport;
 using testkit::CountingBudget;
 using testkit::FakeClock;
@@ -190,6 +191,61 @@ TEST_F(AsyncClientTest, HedgeFirstAnswerWinsAndTheLoserIsCancelled) {
   auto sent = transport_->sent();
   EXPECT_EQ(sent[1].at - sent[0].at, milliseconds(10));
   EXPECT_EQ(FindHeader(sent[1].request.headers, "X-Retry-Attempt"), "attempt=2; max=3");
+}
+
+// Overlapping attempts each carry their own span, and each one's evidence
+// the span it was sent with.
+TEST_F(AsyncClientTest, HedgesGetTheirOwnSpans) {
+  struct Tracer final : AttemptTracer {
+    std::optional<AttemptSpan> OnAttemptStart(const AttemptSpanStart& start) override {
+      AttemptSpan span;
+      span.traceparent = *start.caller;
+      span.traceparent.parent_id[7] = static_cast<std::uint8_t>(start.number);
+      resends.push_back(start.resend_count);
+      return span;
+    }
+    void OnAttemptEnd(const AttemptEvidence& ev) override {
+      ended.push_back(std::to_string(ev.number) + ":" + SpanIdHex(ev.span_id));
+    }
+    void OnCallEnd() override { ++call_ends; }
+    std::vector<int> resends;
+    std::vector<std::string> ended;
+    int call_ends = 0;
+  } tracer;
+  auto client = Make();
+  transport_->Push(Step::Respond(200, {}, "first").After(milliseconds(100)));
+  transport_->Push(Step::Respond(200, {}, "hedge 1").After(milliseconds(100)));
+  transport_->Push(Step::Respond(200, {}, "hedge 2").After(milliseconds(5)));
+  saferetry::RetryPolicyOptions call_policy = HedgedPolicy(milliseconds(10), /*max_hedges=*/3);
+  call_policy.max_attempts = 4;
+  CallOptions call;
+  call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+  call.trace_context =
+      TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba90000-01", ""};
+  call.tracer = &tracer;
+  auto f = client->Execute(Get(), call);
+  loop_->RunUntilIdle();
+  CallResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.last_response->body, "hedge 2");
+  const auto sent = transport_->sent();
+  ASSERT_EQ(sent.size(), 3u);
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(FindHeader(sent[i].request.headers, "traceparent"),
+              "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9000" + std::to_string(i + 1) +
+                  "-01");
+  }
+  EXPECT_THAT(tracer.resends, ElementsAre(0, 1, 2));
+  // Every attempt reported carries its own span.
+  ASSERT_FALSE(tracer.ended.empty());
+  for (const AttemptEvidence& ev : r.evidence) {
+    EXPECT_EQ(SpanIdHex(ev.span_id), "00f067aa0ba9000" + std::to_string(ev.number));
+    EXPECT_EQ(ev.resend_count, ev.number - 1);
+  }
+  for (const std::string& e : tracer.ended) {
+    EXPECT_EQ(e.substr(0, 1), e.substr(e.size() - 1)) << e;
+  }
+  EXPECT_EQ(tracer.call_ends, 1);
 }
 
 TEST_F(AsyncClientTest, HedgeNotSentWhenTheFirstAnswersInTime) {

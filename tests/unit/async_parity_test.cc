@@ -190,6 +190,13 @@ class Harness {
 #endif
     return driver_ == Driver::kBlocking ? fake_->send_count() : async_->send_count();
   }
+  // Every request the transport saw, with its extra headers.
+  std::vector<testkit::SentRequest> sent() const {
+#if SAFERETRY_TEST_ASIO
+    if (driver_ == Driver::kAsio) return asio_transport_->sent();
+#endif
+    return driver_ == Driver::kBlocking ? fake_->sent() : async_->sent();
+  }
   FakeClock& clock() { return *clock_; }
   std::shared_ptr<FakeClock> shared_clock() { return clock_; }
 
@@ -236,6 +243,59 @@ TEST_P(ParityTest, Success) {
   EXPECT_EQ(r.evidence[0].start, start);
   EXPECT_EQ(r.evidence[0].end, start + milliseconds(7));
   EXPECT_EQ(r.elapsed, milliseconds(7));
+}
+
+// A tracer's span on every attempt and status query, the caller's trace
+// context replacing the request's own, and the same evidence on every driver.
+TEST_P(ParityTest, TraceContextAndTracerSpansOnEveryAttemptAndQuery) {
+  struct Tracer final : AttemptTracer {
+    std::optional<AttemptSpan> OnAttemptStart(const AttemptSpanStart& start) override {
+      AttemptSpan span;
+      span.traceparent = *start.caller;
+      span.traceparent.parent_id[7] = static_cast<std::uint8_t>(start.number);
+      span.traceparent.parent_id[6] = start.is_status_query ? 0xbb : 0xaa;
+      starts += std::to_string(start.number) + (start.is_status_query ? "q" : "a") +
+                std::to_string(start.resend_count) + " ";
+      return span;
+    }
+    void OnAttemptEnd(const AttemptEvidence& ev) override { ends += SpanIdHex(ev.span_id) + " "; }
+    void OnCallEnd() override { ++call_ends; }
+    std::string starts, ends;
+    int call_ends = 0;
+  } tracer;
+  h_.Push(Step::Respond(503));
+  h_.Push(Step::CommitThenLost());
+  h_.Push(Step::Respond(202));
+  h_.Push(Step::Respond(200));
+  CallOptions call;
+  call.status_url = kStatus;
+  call.trace_context =
+      TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "congo=t61"};
+  call.tracer = &tracer;
+  Request post = Post();
+  post.headers.emplace_back("traceparent",
+                            "00-11111111111111111111111111111111-2222222222222222-00");
+  CallResult r = h_.Run(post, call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(tracer.starts, "1a0 2a1 1q0 2q1 ");
+  EXPECT_EQ(tracer.ends, "00f067aa0ba9aa01 00f067aa0ba9aa02 00f067aa0ba9bb01 00f067aa0ba9bb02 ");
+  EXPECT_EQ(tracer.call_ends, 1);
+  std::vector<std::string> wire;
+  for (const testkit::SentRequest& s : h_.sent()) {
+    std::string line;
+    for (const Header& hd : s.request.headers) {
+      if (hd.first == "traceparent" || hd.first == "tracestate") line += hd.second + " ";
+    }
+    wire.push_back(line);
+  }
+  EXPECT_THAT(wire,
+              ElementsAre("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9aa01-01 congo=t61 ",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9aa02-01 congo=t61 ",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9bb01-01 congo=t61 ",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9bb02-01 congo=t61 "));
+  std::vector<int> resends;
+  for (const AttemptEvidence& ev : r.evidence) resends.push_back(ev.resend_count);
+  EXPECT_THAT(resends, ElementsAre(0, 1, 0, 1));
 }
 
 // Full jitter on a 100 ms ceiling, x2, u = 0.5: 50 ms then 100 ms.
