@@ -213,6 +213,21 @@ TEST(DescribeEvidenceTest, AttemptWithHintAndWait) {
             "request_id=req-7 next_wait=1000.0ms (server hint)");
 }
 
+TEST(DescribeEvidenceTest, RedirectsAndTheTraceparentSent) {
+  AttemptEvidence ev;
+  ev.number = 1;
+  ev.delivery = Delivery::kResponseReceived;
+  ev.http_status = 200;
+  ev.classification = AttemptClass::kSuccess;
+  ev.reason = "2xx";
+  ev.redirects = 2;
+  ev.trace_id = ParseTraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")->trace_id;
+  ev.span_id = SpanId{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
+  EXPECT_EQ(DescribeEvidence(ev),
+            "attempt 1: delivery=response_received http=200 class=success (2xx) took=0.0ms "
+            "redirects=2 trace=4bf92f3577b34da6a3ce929d0e0e4736 span=00f067aa0ba902b7");
+}
+
 TEST(DescribeEvidenceTest, StatusQueryWithTransportFailureAndNoDeadline) {
   AttemptEvidence ev;
   ev.number = 1;

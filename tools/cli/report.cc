@@ -196,6 +196,11 @@ std::string DescribeEvidence(const AttemptEvidence& ev) {
   if (!ev.downstream_request_id.empty()) {
     absl::StrAppend(&line, " request_id=", ev.downstream_request_id);
   }
+  if (ev.redirects > 0) absl::StrAppend(&line, " redirects=", ev.redirects);
+  // The traceparent sent (e.g. given with -H): find the attempt in a tracing backend.
+  if (IsValidTraceId(ev.trace_id)) {
+    absl::StrAppend(&line, " trace=", TraceIdHex(ev.trace_id), " span=", SpanIdHex(ev.span_id));
+  }
   if (ev.delay_after.has_value()) {
     absl::StrAppend(&line, " next_wait=", Millis(*ev.delay_after),
                     ev.delay_from_server_hint ? " (server hint)" : " (backoff)");
