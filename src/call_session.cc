@@ -142,7 +142,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
 
 void CallSession::SetUpTrace() {
   tracer_ = options_.tracer != nullptr ? options_.tracer : client_.tracer.get();
-  trace_active_ = tracer_ != nullptr || options_.trace_context.has_value();
+  const bool active = tracer_ != nullptr || options_.trace_context.has_value();
   std::size_t parents = 0;
   std::size_t states = 0;
   std::string_view parent;
@@ -154,7 +154,7 @@ void CallSession::SetUpTrace() {
       ++states;
     }
   }
-  if (!trace_active_) {
+  if (!active) {
     // The request goes as it is; the evidence records a valid context. Two
     // traceparent headers are no valid context.
     if (parents == 1) caller_trace_ = ParseTraceParent(parent);
@@ -178,37 +178,36 @@ void CallSession::SetUpTrace() {
   // A traceparent that does not parse is not propagated, and neither is its
   // tracestate (W3C Trace Context, "Processing model"): the tracer, if any,
   // is told there is no caller context.
+  active_ = std::make_unique<ActiveTrace>();
   caller_trace_ = ParseTraceParent(given);
   if (caller_trace_.has_value()) {
     const absl::string_view trimmed = absl::StripAsciiWhitespace(AsAbsl(given));
-    caller_traceparent_.assign(trimmed.data(), trimmed.size());
+    active_->traceparent.assign(trimmed.data(), trimmed.size());
     if (std::optional<std::string> sanitised = SanitizeTraceState(state)) {
-      caller_tracestate_ = *std::move(sanitised);
+      active_->tracestate = *std::move(sanitised);
     }
   }
   if (parents > 0 || states > 0) {
     // saferetry writes the headers: the request's own are taken out, so that
     // no request carries two.
-    Request stripped{request_->method, request_->url, {}, request_->body};
-    stripped.headers.reserve(request_->headers.size());
-    for (const Header& h : request_->headers) {
-      if (EqualsIgnoreCase(h.first, kTraceParentHeader) ||
-          EqualsIgnoreCase(h.first, kTraceStateHeader)) {
-        continue;
-      }
-      stripped.headers.push_back(h);
-    }
-    traced_request_.emplace(std::move(stripped));
-    request_ = &*traced_request_;
+    Request& stripped = active_->request.emplace(*request_);
+    stripped.headers.erase(
+        std::remove_if(stripped.headers.begin(), stripped.headers.end(),
+                       [](const Header& h) {
+                         return EqualsIgnoreCase(h.first, kTraceParentHeader) ||
+                                EqualsIgnoreCase(h.first, kTraceStateHeader);
+                       }),
+        stripped.headers.end());
+    request_ = &*active_->request;
   }
-  extra_base_ = call_.extra.size();
+  active_->extra_base = call_.extra.size();
 }
 
 std::optional<TraceParent> CallSession::StampTrace(Headers& headers,
                                                    const AttemptSpanStart& start) {
   std::optional<TraceParent> sent = caller_trace_;
-  std::string_view parent_value = caller_traceparent_;
-  std::string_view state = caller_tracestate_;
+  std::string_view parent_value = active_->traceparent;
+  std::string_view state = active_->tracestate;
   std::string formatted;
   std::optional<std::string> span_state;
   if (tracer_ != nullptr) {
@@ -261,11 +260,11 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
   slot->attempt_id = action.attempt_id;
   slot->resend_count = request_sends_++;
   slot->sent = caller_trace_;
-  if (trace_active_) {
-    call_.extra.resize(extra_base_);
+  if (active_ != nullptr) {
+    call_.extra.resize(active_->extra_base);
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
-    start.caller_tracestate = caller_tracestate_;
+    start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.resend_count = slot->resend_count;
     start.method = request_->method;
@@ -329,10 +328,10 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   query_extra_ = StatusQueryHeaders(call_, action);
   query_trace_.resend_count = query_sends_++;
   query_trace_.sent = caller_trace_;
-  if (trace_active_) {
+  if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
-    start.caller_tracestate = caller_tracestate_;
+    start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.is_status_query = true;
     start.resend_count = query_trace_.resend_count;

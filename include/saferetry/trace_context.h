@@ -117,7 +117,7 @@ struct TraceContext {
 };
 
 /// What a tracer is told before each attempt or status query sent by the
-/// transport.
+/// transport. The pointer and views are valid during `OnAttemptStart` only.
 struct AttemptSpanStart {
   /// The caller's valid context (`CallOptions::trace_context`, else the
   /// request's own headers); null when there is none or it is invalid.

@@ -387,6 +387,28 @@ TEST_F(TraceCallTest, TheCallersContextReplacesTheRequestsOwnHeaders) {
   EXPECT_THAT(SentValues("tracestate"), ElementsAre(None{}, None{}, None{}, None{}));
 }
 
+// The request sent without its own trace headers is otherwise the caller's:
+// method, URL, body, the other headers in order, the declared idempotency.
+TEST_F(TraceCallTest, TheRequestWithoutItsTraceHeadersIsOtherwiseTheSame) {
+  Request req = post_;
+  req.headers = {{"A", "1"}, {"traceparent", kParent}, {"B", "2"}, {"tracestate", kState}};
+  req.idempotency = Idempotency::kIdempotent;
+  call_.trace_context = TraceContext{kParent, ""};
+  fake_->Push(Step::Respond(200));
+  CallResult r = client_->Execute(req, call_);
+  ASSERT_EQ(r.outcome, Outcome::kSucceeded);
+  const std::vector<SentRequest> all = fake_->sent();
+  ASSERT_EQ(all.size(), 1u);
+  const Request& sent = all[0].request;
+  EXPECT_EQ(sent.method, "POST");
+  EXPECT_EQ(sent.url, post_.url);
+  EXPECT_EQ(sent.body, post_.body);
+  EXPECT_EQ(sent.idempotency, Idempotency::kIdempotent);
+  std::vector<std::string> names;
+  for (const Header& h : sent.headers) names.push_back(h.first);
+  EXPECT_THAT(names, ElementsAre("A", "B", "X-Request-Timeout-Ms", "X-Retry-Attempt", "traceparent"));
+}
+
 TEST_F(TraceCallTest, TheCallersContextIsNotChangedInTheRequest) {
   // The caller's request object is never modified.
   Request req = post_;

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -134,16 +135,19 @@ class CallSession {
 
   // Trace context (trace_context.h). Active when a context was given or a
   // tracer is set: saferetry then writes `traceparent` and `tracestate`
-  // itself. Inactive (the default), the request's own headers go as they
-  // are and `caller_trace_` only feeds the evidence.
+  // itself, from `active_`. Inactive (the default), the request's own
+  // headers go as they are, `caller_trace_` only feeds the evidence, and
+  // nothing is allocated.
+  struct ActiveTrace {
+    std::string traceparent;  // the caller's, as given, without white space
+    std::string tracestate;   // the caller's, sanitised; empty: none
+    std::optional<Request> request;  // the request without its own trace headers
+    std::size_t extra_base = 0;      // `call_.extra` before the trace headers
+  };
   AttemptTracer* tracer_ = nullptr;
-  bool trace_active_ = false;
+  std::unique_ptr<ActiveTrace> active_;
   std::optional<TraceParent> caller_trace_;
-  std::string caller_traceparent_;  // as given, without white space
-  std::string caller_tracestate_;   // sanitised; empty: none
-  std::optional<Request> traced_request_;  // the request without its own trace headers
-  std::size_t extra_base_ = 0;             // `call_.extra` before the trace headers
-  int request_sends_ = 0;                  // redirect hops included
+  int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
   // Attempts in flight: one, or with hedges up to 1 + 3 (`max_hedges`).
   std::array<SentTrace, 4> attempt_traces_{};
