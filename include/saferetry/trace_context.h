@@ -168,8 +168,9 @@ class AttemptTracer {
   /// The attempt ended; `evidence` is classified and carries the ids sent
   /// (`AttemptEvidence::trace_id`, `span_id`) and the resend count.
   virtual void OnAttemptEnd(const AttemptEvidence& /*evidence*/) {}
-  /// The call finished (after its last `OnAttemptEnd`); not called for a
-  /// call that ended before its first send.
+  /// The call finished (after its last `OnAttemptEnd`). Called once for
+  /// every call that got past its setup, even one that sent nothing (an
+  /// open circuit); not for a call refused before (bad input, the journal).
   virtual void OnCallEnd() {}
 };
 
