@@ -7,11 +7,13 @@
 //
 //   Begin / BeginResolve   the key, the fingerprint guard, the machine's
 //                          policy, the intent journal's record or claim
-//   BeforeAttempt          attempt headers, listener, journal mark
+//   BeforeAttempt          attempt headers (trace context included, from
+//                          the tracer if any), listener, journal mark
 //   BeforeStatusQuery      the status-query request and headers, listener,
 //                          or the policy's status-query callback
 //   AfterAttempt / AfterStatusQuery
-//                          evidence, the machine, listener
+//                          evidence (resend count, trace ids), the
+//                          machine, listener, tracer
 //   Finish                 the journal's outcome and claim, the key,
 //                          listener
 //
