@@ -86,11 +86,11 @@ enum class BudgetKind { kThrottle, kRatio, kQuota };
 std::shared_ptr<RetryBudget> MakeBudget(BudgetKind kind) {
   switch (kind) {
     case BudgetKind::kThrottle:
-      return *TokenThrottle::Create({});
+      return *MakeTokenThrottle({});
     case BudgetKind::kRatio:
-      return *RatioBudget::Create({0.1, 1e9, std::chrono::seconds(10)});
+      return *MakeRatioBudget({0.1, 1e9, std::chrono::seconds(10)});
     case BudgetKind::kQuota:
-      return *CostQuota::Create({std::int64_t{1} << 60, 5, 10, 1});
+      return *MakeCostQuota({std::int64_t{1} << 60, 5, 10, 1});
   }
   return nullptr;
 }
@@ -109,7 +109,7 @@ void ReportAllocations(benchmark::State& state, std::int64_t allocations) {
   if (allocations != 0) state.SkipWithError("heap allocation on the decision path");
 }
 
-// Classify + OnFailureTryRetry + ComputeBackoff: one retry decision.
+// Classify + OnFailure + ComputeBackoff: one retry decision.
 void BM_Decision(benchmark::State& state, BudgetKind kind) {
   const DefaultClassifier classifier;
   const AttemptEvidence evidence = Evidence503();
@@ -125,7 +125,7 @@ void BM_Decision(benchmark::State& state, BudgetKind kind) {
   for (auto _ : state) {
     g_armed = true;
     Classification c = classifier.Classify(evidence, traits);
-    BudgetDecision d = budget->OnFailureTryRetry(c.cls, now);
+    BudgetDecision d = budget->OnFailure({c.cls}, now);
     Duration delay = ComputeBackoff(params, retry, previous, u);
     g_armed = false;
     benchmark::DoNotOptimize(c);
@@ -166,7 +166,7 @@ void BM_BudgetOnly(benchmark::State& state, BudgetKind kind) {
   const std::int64_t before = g_allocations.load();
   for (auto _ : state) {
     g_armed = true;
-    BudgetDecision d = budget->OnFailureTryRetry(AttemptClass::kRetryableTransient, now);
+    BudgetDecision d = budget->OnFailure({AttemptClass::kRetryableTransient}, now);
     g_armed = false;
     benchmark::DoNotOptimize(d);
     now += std::chrono::milliseconds(1);

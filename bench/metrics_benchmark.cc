@@ -39,7 +39,7 @@ enum class Mode { kNone, kMetrics, kMetricsAndTrace };
 std::unique_ptr<Client> MakeClient(std::shared_ptr<Transport> transport) {
   ClientOptions o;
   o.transport = std::move(transport);
-  o.budget = std::make_shared<UnlimitedBudget>();
+  o.budget = MakeUnlimitedBudget();
   return *Client::Create(std::move(o));
 }
 

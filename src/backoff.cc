@@ -148,4 +148,10 @@ absl::StatusOr<std::shared_ptr<const ExponentialBackoff>> ExponentialBackoff::Cr
   return std::shared_ptr<const ExponentialBackoff>(new ExponentialBackoff(params));
 }
 
+absl::StatusOr<std::shared_ptr<const BackoffPolicy>> MakeExponentialBackoff(BackoffParams params) {
+  auto made = ExponentialBackoff::Create(params);
+  if (!made.ok()) return made.status();
+  return std::shared_ptr<const BackoffPolicy>(*std::move(made));
+}
+
 }  // namespace saferetry

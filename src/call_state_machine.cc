@@ -182,8 +182,9 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
     return none;
   }
   // Every hedge is paid for by the shared budget, as a retry is.
-  const BudgetDecision decision =
-      budget_->OnFailureTryRetry(AttemptClass::kRetryableTransient, false, now);
+  BudgetFailure hedge;
+  hedge.use = BudgetUse::kHedge;
+  const BudgetDecision decision = budget_->OnFailure(hedge, now);
   if (!decision.allowed) return none;
   // A refused hedge is not sent and does not end the call: the attempt in
   // flight may still answer.
@@ -191,11 +192,11 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   if (policy_.circuit_breaker != nullptr) {
     permit = policy_.circuit_breaker->Allow(now);
     if (!permit.allowed) {
-      budget_->Refund(decision, now);
+      budget_->Refund(decision.receipt, now);
       return none;
     }
   }
-  last_retry_cost_ = decision.cost;
+  last_retry_receipt_ = decision.receipt;
   CallAction action;
   action.kind = CallAction::Kind::kSendAttempt;
   action.attempt_id = ++next_id_;
@@ -276,7 +277,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
-      budget_->OnSuccess(last_retry_cost_, now);
+      budget_->OnSuccess(last_retry_receipt_, now);
       if (maybe_effect_) result_.resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
@@ -407,7 +408,7 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
 
   switch (answer) {
     case StatusAnswer::kFound:
-      budget_->OnSuccess(last_retry_cost_, now);
+      budget_->OnSuccess(last_retry_receipt_, now);
       maybe_effect_ = false;
       result_.resolved_by_status_query = true;
       result_.resolved_by = ResolvedBy::kStatusQuery;
@@ -523,11 +524,19 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   RetryBudget* charged = budget_;
   if (poll) charged = query_budget_;
   if (charged != nullptr) {
-    const BudgetDecision decision =
-        charged->OnFailureTryRetry(cls, IsThrottling(result_.evidence.back()), now);
-    if (!decision.allowed) return FinishFailure(StopReason::kBudgetExhausted, now);
-    if (charged == budget_) last_retry_cost_ = decision.cost;
-    pending_charge_ = decision;
+    BudgetFailure failure;
+    failure.cls = cls;
+    failure.throttled = IsThrottling(result_.evidence.back());
+    failure.use = poll ? BudgetUse::kStatusQuery : BudgetUse::kRetry;
+    const BudgetDecision decision = charged->OnFailure(failure, now);
+    if (!decision.allowed) {
+      // The budget's own name for the refusal; one that gives none is
+      // recorded as "refused" so that traces and metrics always have a name.
+      result_.budget_refusal = decision.refusal.empty() ? "refused" : std::string(decision.refusal);
+      return FinishFailure(StopReason::kBudgetExhausted, now);
+    }
+    if (charged == budget_) last_retry_receipt_ = decision.receipt;
+    pending_charge_ = decision.receipt;
     pending_charge_budget_ = charged;
   }
   result_.evidence.back().budget_balance = budget_->Balance(now);

@@ -2,6 +2,12 @@
 
 #include "saferetry/classifier.h"
 
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+
 namespace saferetry {
 namespace {
 
@@ -105,6 +111,17 @@ std::shared_ptr<const Classifier> DefaultClassifierInstance() {
   static const auto* const kInstance = new std::shared_ptr<const Classifier>(
       std::make_shared<DefaultClassifier>());
   return *kInstance;
+}
+
+absl::StatusOr<std::shared_ptr<const Classifier>> MakeDefaultClassifier(ClassifierOptions options) {
+  for (const auto& [status, cls] : options.status_overrides) {
+    (void)cls;
+    if (status < 100 || status > 599) {
+      return absl::InvalidArgumentError("status_overrides[" + std::to_string(status) +
+                                        "]: must be an HTTP status in 100..599");
+    }
+  }
+  return std::shared_ptr<const Classifier>(std::make_shared<DefaultClassifier>(std::move(options)));
 }
 
 }  // namespace saferetry

@@ -30,12 +30,12 @@ absl::Status CompleteClientOptions(ClientOptions& options) {
   if (options.random == nullptr) options.random = DefaultRandom();
   if (options.classifier == nullptr) options.classifier = DefaultClassifierInstance();
   if (options.budget == nullptr) {
-    auto budget = RatioBudget::Create(RatioBudgetOptions{});
+    auto budget = MakeRatioBudget(RatioBudgetOptions{});
     if (!budget.ok()) return budget.status();
     options.budget = *std::move(budget);
   }
   if (options.status_query_budget == nullptr) {
-    auto allowance = RatioBudget::Create(DefaultStatusQueryAllowance());
+    auto allowance = MakeRatioBudget(DefaultStatusQueryAllowance());
     if (!allowance.ok()) return allowance.status();
     options.status_query_budget = *std::move(allowance);
   }

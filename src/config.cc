@@ -17,27 +17,28 @@ namespace saferetry {
 
 namespace {
 
+using config_internal::Cat;
 using config_internal::Invalid;
 
 }  // namespace
 
-std::string_view BudgetKindName(BudgetKind kind) {
-  switch (kind) {
-    case BudgetKind::kRatio:
-      return "ratio";
-    case BudgetKind::kTokenThrottle:
-      return "tokenThrottle";
-    case BudgetKind::kCostQuota:
-      return "costQuota";
-    case BudgetKind::kNone:
-      return "none";
-  }
-  return "ratio";
+namespace config_internal {
+
+BudgetSpec SpecOf(const Policy& policy) {
+  BudgetSpec spec;
+  spec.name = policy.budget;
+  spec.options_json = policy.budget_options.empty() ? std::string_view("{}")
+                                                    : std::string_view(policy.budget_options);
+  spec.path = kBudgetOptionsPath;
+  return spec;
 }
+
+}  // namespace config_internal
 
 bool operator==(const Policy& a, const Policy& b) {
   return static_cast<const RetryPolicyOptions&>(a) == static_cast<const RetryPolicyOptions&>(b) &&
-         a.budget == b.budget && a.token_throttle.max_tokens == b.token_throttle.max_tokens &&
+         a.budget == b.budget && a.budget_options == b.budget_options &&
+         a.token_throttle.max_tokens == b.token_throttle.max_tokens &&
          a.token_throttle.token_ratio == b.token_throttle.token_ratio &&
          a.ratio_budget.percent == b.ratio_budget.percent &&
          a.ratio_budget.min_per_second == b.ratio_budget.min_per_second &&
@@ -62,33 +63,34 @@ absl::StatusOr<std::shared_ptr<const RetryPolicy>> ToRetryPolicy(const Policy& p
   return RetryPolicy::Create(static_cast<const RetryPolicyOptions&>(policy));
 }
 
-absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options) {
+absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options,
+                                  const BudgetRegistry* budgets) {
   if (options == nullptr) return absl::InvalidArgumentError("options: must not be null");
   absl::StatusOr<std::shared_ptr<const RetryPolicy>> retry = ToRetryPolicy(policy);
   if (!retry.ok()) return retry.status();
   std::shared_ptr<RetryBudget> budget;
-  switch (policy.budget) {
-    case BudgetKind::kRatio: {
-      auto b = RatioBudget::Create(policy.ratio_budget);
-      if (!b.ok()) return Invalid("ratio_budget", std::string(b.status().message()));
-      budget = *std::move(b);
-      break;
+  if (policy.budget == "ratio") {
+    auto b = MakeRatioBudget(policy.ratio_budget);
+    if (!b.ok()) return Invalid("ratio_budget", std::string(b.status().message()));
+    budget = *std::move(b);
+  } else if (policy.budget == "tokenThrottle") {
+    auto b = MakeTokenThrottle(policy.token_throttle);
+    if (!b.ok()) return Invalid("token_throttle", std::string(b.status().message()));
+    budget = *std::move(b);
+  } else if (policy.budget == "costQuota") {
+    auto b = MakeCostQuota(policy.cost_quota);
+    if (!b.ok()) return Invalid("cost_quota", std::string(b.status().message()));
+    budget = *std::move(b);
+  } else if (policy.budget == "none") {
+    budget = MakeUnlimitedBudget();
+  } else {
+    if (budgets == nullptr || !budgets->Contains(policy.budget)) {
+      return Invalid("budget", Cat("\"", policy.budget,
+                                   "\" is neither a built-in budget nor in the registry given"));
     }
-    case BudgetKind::kTokenThrottle: {
-      auto b = TokenThrottle::Create(policy.token_throttle);
-      if (!b.ok()) return Invalid("token_throttle", std::string(b.status().message()));
-      budget = *std::move(b);
-      break;
-    }
-    case BudgetKind::kCostQuota: {
-      auto b = CostQuota::Create(policy.cost_quota);
-      if (!b.ok()) return Invalid("cost_quota", std::string(b.status().message()));
-      budget = *std::move(b);
-      break;
-    }
-    case BudgetKind::kNone:
-      budget = std::make_shared<UnlimitedBudget>();
-      break;
+    auto b = budgets->Make(config_internal::SpecOf(policy));
+    if (!b.ok()) return b.status();
+    budget = *std::move(b);
   }
   std::shared_ptr<const Classifier> classifier;
   if (!policy.retryable_codes.empty() || !policy.retryable_http_statuses.empty()) {

@@ -57,7 +57,7 @@ std::string DumpPolicy(const Policy& p) {
   own["requestIdHeader"] = p.request_id_header;
   own["maxRetryAfter"] = FormatProtoDuration(p.hints.max_retry_after);
   own["doNotRetryHeader"] = p.hints.do_not_retry_header;
-  own["budget"] = BudgetKindName(p.budget);
+  own["budget"] = p.budget;
   json classification = json::object();
   for (const auto& [status, cls] : p.status_overrides) {
     classification[std::to_string(status)] = AttemptClassName(cls);
@@ -98,25 +98,23 @@ std::string DumpPolicy(const Policy& p) {
 
   json doc = json::object();
   doc["retryPolicy"] = std::move(retry);
-  switch (p.budget) {
-    case BudgetKind::kTokenThrottle:
-      doc["retryThrottling"] = {{"maxTokens", p.token_throttle.max_tokens},
-                                {"tokenRatio", p.token_throttle.token_ratio}};
-      break;
-    case BudgetKind::kRatio:
-      own["ratioBudget"] = {{"percent", p.ratio_budget.percent},
-                            {"minPerSecond", p.ratio_budget.min_per_second},
-                            {"window", FormatProtoDuration(p.ratio_budget.window)}};
-      break;
-    case BudgetKind::kCostQuota:
-      own["costQuota"] = {{"capacity", p.cost_quota.capacity},
-                          {"retryCost", p.cost_quota.retry_cost},
-                          {"timeoutCost", p.cost_quota.timeout_cost},
-                          {"throttlingCost", p.cost_quota.throttling_cost},
-                          {"successIncrement", p.cost_quota.success_increment}};
-      break;
-    case BudgetKind::kNone:
-      break;
+  if (p.budget == "tokenThrottle") {
+    doc["retryThrottling"] = {{"maxTokens", p.token_throttle.max_tokens},
+                              {"tokenRatio", p.token_throttle.token_ratio}};
+  } else if (p.budget == "ratio") {
+    own["ratioBudget"] = {{"percent", p.ratio_budget.percent},
+                          {"minPerSecond", p.ratio_budget.min_per_second},
+                          {"window", FormatProtoDuration(p.ratio_budget.window)}};
+  } else if (p.budget == "costQuota") {
+    own["costQuota"] = {{"capacity", p.cost_quota.capacity},
+                        {"retryCost", p.cost_quota.retry_cost},
+                        {"timeoutCost", p.cost_quota.timeout_cost},
+                        {"throttlingCost", p.cost_quota.throttling_cost},
+                        {"successIncrement", p.cost_quota.success_increment}};
+  } else if (!p.budget_options.empty()) {
+    // A registered budget's options, as read (compact JSON of an object).
+    json options = json::parse(p.budget_options, nullptr, /*allow_exceptions=*/false);
+    if (!options.is_discarded()) own["budgetOptions"] = std::move(options);
   }
   doc["saferetry"] = std::move(own);
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -152,4 +152,11 @@ Classification GrpcCodesClassifier::Classify(const AttemptEvidence& evidence,
   }
 }
 
+absl::StatusOr<std::shared_ptr<const Classifier>> MakeGrpcCodesClassifier(
+    GrpcCodesClassifierOptions options) {
+  auto made = GrpcCodesClassifier::Create(std::move(options));
+  if (!made.ok()) return made.status();
+  return std::shared_ptr<const Classifier>(*std::move(made));
+}
+
 }  // namespace saferetry

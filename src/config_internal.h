@@ -90,17 +90,29 @@ absl::Status ReadDuration(const json& j, const std::string& path, bool allow_zer
 absl::Status ReadHeaderName(const json& j, const std::string& path, bool allow_empty,
                             std::string* out);
 
+// --- Budgets by name (config.cc) ---------------------------------------------
+
+inline constexpr std::string_view kBudgetOptionsPath = "$.saferetry.budgetOptions";
+
+// What a registered budget's factory gets for `policy`: its name, its
+// options ("{}" when none were given) and kBudgetOptionsPath. Views into
+// `policy`.
+BudgetSpec SpecOf(const Policy& policy);
+
 // --- Document sections (config_reader.cc) ------------------------------------
 
 // Reads the sections of one document into `*policy`, remembering what it saw
 // for the checks that span sections.
 struct Loader {
   Policy* policy;
+  // Budgets of the user that `saferetry.budget` may name; null: built-ins.
+  const BudgetRegistry* budgets = nullptr;
   // Which budget objects were present, for the consistency check.
   bool saw_throttling = false;
   bool saw_ratio = false;
   bool saw_quota = false;
   bool saw_budget_name = false;
+  bool saw_budget_options = false;
   bool saw_attempt_timeout = false;
   bool saw_deadline = false;
 
@@ -129,7 +141,8 @@ struct Loader {
   absl::Status ResponsePredicateObject(const json& j, const std::string& path);
   absl::Status ResponseRuleObject(const json& j, const std::string& path, ResponseRule* out);
   // Budget consistency: at most one budget object, and an explicit name must
-  // agree with it.
+  // agree with it; `budgetOptions` only for a registered budget, whose
+  // factory must accept them.
   absl::Status ResolveBudget();
 };
 

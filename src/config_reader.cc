@@ -193,7 +193,7 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
       {"jitter", "deadline", "attemptTimeout", "deadlineMargin", "minUsefulAttempt",
        "maxStatusQueries", "statusQuery", "serverDeduplicates", "idempotency", "deadlineHeader",
        "attemptHeader", "requestIdHeader", "maxRetryAfter", "doNotRetryHeader", "budget",
-       "ratioBudget", "costQuota", "classification", "circuitBreaker", "hedging",
+       "budgetOptions", "ratioBudget", "costQuota", "classification", "circuitBreaker", "hedging",
        "responsePredicate"}));
   const auto at = [&](std::string_view k) { return Child(path, k); };
   if (j.contains("jitter")) {
@@ -272,20 +272,23 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
   }
   if (j.contains("budget")) {
     const json& v = j["budget"];
-    constexpr std::string_view kWhat =
-        "one of \"ratio\", \"tokenThrottle\", \"costQuota\", \"none\"";
-    if (!v.is_string()) return Expected(at("budget"), kWhat, v);
-    const std::string& name = v.get_ref<const std::string&>();
-    bool found = false;
-    for (BudgetKind k : {BudgetKind::kRatio, BudgetKind::kTokenThrottle, BudgetKind::kCostQuota,
-                         BudgetKind::kNone}) {
-      if (name == BudgetKindName(k)) {
-        policy->budget = k;
-        found = true;
-      }
+    std::string what = "one of \"ratio\", \"tokenThrottle\", \"costQuota\", \"none\"";
+    if (budgets != nullptr) {
+      for (const std::string& name : budgets->Names()) what += Cat(", \"", name, "\"");
     }
-    if (!found) return Expected(at("budget"), kWhat, v);
+    if (!v.is_string()) return Expected(at("budget"), what, v);
+    const std::string& name = v.get_ref<const std::string&>();
+    if (!BudgetRegistry::IsBuiltIn(name) && (budgets == nullptr || !budgets->Contains(name))) {
+      return Expected(at("budget"), what, v);
+    }
+    policy->budget = name;
     saw_budget_name = true;
+  }
+  if (j.contains("budgetOptions")) {
+    const json& v = j["budgetOptions"];
+    SAFERETRY_RETURN_IF_ERROR(ReadObject(v, at("budgetOptions")));
+    policy->budget_options = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    saw_budget_options = true;
   }
   if (j.contains("ratioBudget")) SAFERETRY_RETURN_IF_ERROR(Ratio(j["ratioBudget"], at("ratioBudget")));
   if (j.contains("costQuota")) SAFERETRY_RETURN_IF_ERROR(Quota(j["costQuota"], at("costQuota")));
@@ -590,19 +593,28 @@ absl::Status Loader::ResolveBudget() {
                    "retryThrottling, saferetry.ratioBudget and saferetry.costQuota are "
                    "alternatives; give at most one");
   }
-  BudgetKind implied = BudgetKind::kRatio;
-  if (saw_throttling) implied = BudgetKind::kTokenThrottle;
-  if (saw_quota) implied = BudgetKind::kCostQuota;
+  std::string implied = "ratio";
+  if (saw_throttling) implied = "tokenThrottle";
+  if (saw_quota) implied = "costQuota";
   if (!saw_budget_name) {
     policy->budget = implied;
+  } else if (objects == 1 && policy->budget != implied) {
+    return Invalid("$.saferetry.budget",
+                   Cat("expected \"", implied, "\" to match the budget object given, got \"",
+                       policy->budget, "\""));
+  }
+  if (BudgetRegistry::IsBuiltIn(policy->budget)) {
+    if (saw_budget_options) {
+      return Invalid(std::string(kBudgetOptionsPath),
+                     Cat("only for a registered budget; \"", policy->budget,
+                         "\" is built in and reads its own object"));
+    }
     return absl::OkStatus();
   }
-  if (objects == 1 && policy->budget != implied) {
-    return Invalid("$.saferetry.budget",
-                   Cat("expected \"", BudgetKindName(implied),
-                                "\" to match the budget object given, got \"",
-                                BudgetKindName(policy->budget), "\""));
-  }
+  // A registered budget: made once here so that a bad option fails the load,
+  // naming its path, rather than the first ApplyToClientOptions.
+  absl::StatusOr<std::shared_ptr<RetryBudget>> made = budgets->Make(SpecOf(*policy));
+  if (!made.ok()) return absl::InvalidArgumentError(made.status().message());
   return absl::OkStatus();
 }
 
@@ -663,6 +675,7 @@ absl::StatusOr<Policy> LoadPolicy(std::string_view text, const LoadOptions& opti
 
   Policy policy;
   Loader loader{&policy};
+  loader.budgets = options.budgets;
   if (doc.contains("methodConfig")) {
     SAFERETRY_RETURN_IF_ERROR(LoadServiceConfig(doc, options, loader));
   } else {

@@ -313,6 +313,15 @@ void Metrics::RecordCall(MetricsRoute route_id, const CallResult& result) {
     call_duration_[static_cast<std::size_t>(outcome)]->Observe(result.elapsed);
   }
   if (result.resolved_by_status_query) resolved_.fetch_add(1, std::memory_order_relaxed);
+  if (!result.budget_refusal.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = refusals_by_name_.find(result.budget_refusal);
+    if (it == refusals_by_name_.end()) {
+      const bool room = refusals_by_name_.size() < kMaxRefusalNames;
+      it = refusals_by_name_.emplace(room ? result.budget_refusal : std::string("_other"), 0).first;
+    }
+    ++it->second;
+  }
   std::int64_t sends = 0;
   std::int64_t hedges = 0;
   for (std::size_t i = 0; i < result.evidence.size(); ++i) {
@@ -397,6 +406,7 @@ MetricsSnapshot Metrics::Snapshot() const {
     servers = servers_;
     order = route_order_;
     s.servers_folded = servers_folded_.load(std::memory_order_relaxed);
+    s.budget_refusals_by_name = refusals_by_name_;
   }
   std::int64_t hedges = 0;
   for (int index : order) {
@@ -538,6 +548,21 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
           s.status_queries);
   counter("saferetry_budget_refusals_total", "Calls stopped because the retry budget refused.",
           s.budget_refusals);
+  if (!s.budget_refusals_by_name.empty()) {
+    const std::string name = "saferetry_budget_refusals_by_name_total";
+    MetricHeader(out, name, "counter",
+                 "Calls stopped because the retry budget refused, by the budget's name for why.");
+    for (const auto& [refusal, n] : s.budget_refusals_by_name) {
+      // The name comes from a budget that may be the user's: escape it as a
+      // label value must be.
+      std::string value;
+      for (char c : refusal) {
+        if (c == '\\' || c == '"') value += '\\';
+        value += c == '\n' ? std::string("\\n") : std::string(1, c);
+      }
+      out << name << "{saferetry_budget_refusal=\"" << value << "\"} " << n << "\n";
+    }
+  }
   counter("saferetry_unknown_outcomes_total", "Calls that ended UNKNOWN.", s.unknown_outcomes);
   counter("saferetry_unknown_resolved_total",
           "Calls whose ambiguous attempt a status query resolved as found.",

@@ -3,12 +3,14 @@
 #include "saferetry/retry_budget.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -56,32 +58,94 @@ void AddCapped(std::atomic<std::int64_t>& pool, std::int64_t add, std::int64_t c
   } while (!pool.compare_exchange_weak(current, next, std::memory_order_relaxed));
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------
+// The built-in budgets. Their state lives here, behind the factories; the
+// meaning of their receipts (BudgetReceipt::first/second) is theirs:
+//   TokenThrottle  first = milli-tokens this failure took
+//   RatioBudget    first = 1 (one withdrawal), second = its second (slot)
+//   CostQuota      first = the cost withdrawn
 
-bool IsThrottling(const AttemptEvidence& evidence) {
-  if (!evidence.http_status.has_value()) return false;
-  const int status = *evidence.http_status;
-  return status == 429 || (status == 503 && evidence.hints.retry_after.has_value());
-}
+class TokenThrottle final : public RetryBudget {
+ public:
+  static absl::StatusOr<std::shared_ptr<RetryBudget>> Create(TokenThrottleOptions options);
+  BudgetDecision OnFailure(const BudgetFailure& failure, TimePoint now) override;
+  void OnSuccess(const BudgetReceipt& receipt, TimePoint now) override;
+  void Refund(const BudgetReceipt& receipt, TimePoint now) override;
+  double Balance(TimePoint now) const override;
 
-std::string_view BudgetRefusalName(BudgetRefusal refusal) {
-  switch (refusal) {
-    case BudgetRefusal::kNone:
-      return "none";
-    case BudgetRefusal::kThrottleAtOrBelowHalf:
-      return "throttle_at_or_below_half";
-    case BudgetRefusal::kRatioExhausted:
-      return "ratio_exhausted";
-    case BudgetRefusal::kQuotaExhausted:
-      return "quota_exhausted";
+  explicit TokenThrottle(TokenThrottleOptions options);  // Create() validates
+
+ private:
+  std::int64_t max_milli_;
+  std::int64_t ratio_milli_;
+  std::atomic<std::int64_t> milli_tokens_;
+};
+
+class RatioBudget final : public RetryBudget {
+ public:
+  static absl::StatusOr<std::shared_ptr<RetryBudget>> Create(RatioBudgetOptions options);
+  void OnCallStart(TimePoint now) override;
+  BudgetDecision OnFailure(const BudgetFailure& failure, TimePoint now) override;
+  void Refund(const BudgetReceipt& receipt, TimePoint now) override;
+  double Balance(TimePoint now) const override;
+
+  explicit RatioBudget(RatioBudgetOptions options);  // Create() validates
+
+ private:
+  struct Slot {
+    std::int64_t epoch = -1;  // which second this slot holds
+    std::int64_t deposits = 0;
+    std::int64_t withdrawals = 0;
+  };
+  // Balance in millionths of a retry at second `epoch`, from a scan of the
+  // slots (used by the const query, which must not rotate slots).
+  std::int64_t ScanBalanceMicrosLocked(std::int64_t epoch) const;
+  // reserve + percent * deposits - withdrawals, in millionths, saturating.
+  std::int64_t BalanceMicros(std::int64_t deposits, std::int64_t withdrawals) const;
+  double BalanceLocked(std::int64_t epoch) const;
+  // Rotates the window forward to `epoch` (if newer) and returns its slot.
+  Slot& SlotFor(std::int64_t epoch);
+  std::int64_t EpochOf(TimePoint now) const;
+  std::int64_t EffectiveEpochLocked(TimePoint now) const;
+
+  RatioBudgetOptions options_;
+  std::int64_t window_slots_;     // N, whole seconds
+  std::int64_t percent_micros_;   // percent * 1e6
+  std::int64_t reserve_micros_;   // min_per_second * N * 1e6
+  mutable std::mutex mu_;
+  std::vector<Slot> slots_;       // one per second of the window
+  std::int64_t newest_epoch_;     // guarded by mu_; the newest second seen
+  std::int64_t window_deposits_ = 0;     // guarded by mu_; sum over slots_
+  std::int64_t window_withdrawals_ = 0;  // guarded by mu_; sum over slots_
+};
+
+class CostQuota final : public RetryBudget {
+ public:
+  static absl::StatusOr<std::shared_ptr<RetryBudget>> Create(CostQuotaOptions options);
+  BudgetDecision OnFailure(const BudgetFailure& failure, TimePoint now) override;
+  void OnSuccess(const BudgetReceipt& receipt, TimePoint now) override;
+  void Refund(const BudgetReceipt& receipt, TimePoint now) override;
+  double Balance(TimePoint now) const override;
+
+  explicit CostQuota(CostQuotaOptions options);  // Create() validates
+
+ private:
+  CostQuotaOptions options_;
+  std::atomic<std::int64_t> available_;
+};
+
+class UnlimitedBudget final : public RetryBudget {
+ public:
+  BudgetDecision OnFailure(const BudgetFailure&, TimePoint) override {
+    return BudgetDecision::Allow();
   }
-  return "unknown";
-}
+  double Balance(TimePoint) const override { return 1e300; }
+};
 
 // ---------------------------------------------------------------------------
 // TokenThrottle
 
-absl::StatusOr<std::shared_ptr<TokenThrottle>> TokenThrottle::Create(
+absl::StatusOr<std::shared_ptr<RetryBudget>> TokenThrottle::Create(
     TokenThrottleOptions options) {
   if (!(options.max_tokens > 0) || !(options.max_tokens <= 1000)) {
     return absl::InvalidArgumentError(
@@ -100,7 +164,7 @@ absl::StatusOr<std::shared_ptr<TokenThrottle>> TokenThrottle::Create(
         "token_ratio: must be in [0.001, 1e12] (three decimals are kept), got ",
         options.token_ratio));
   }
-  return std::shared_ptr<TokenThrottle>(new TokenThrottle(options));
+  return std::shared_ptr<RetryBudget>(std::make_shared<TokenThrottle>(options));
 }
 
 TokenThrottle::TokenThrottle(TokenThrottleOptions options)
@@ -112,30 +176,25 @@ TokenThrottle::TokenThrottle(TokenThrottleOptions options)
                        : 0),
       milli_tokens_(max_milli_) {}
 
-BudgetDecision TokenThrottle::OnFailureTryRetry(AttemptClass /*cls*/, TimePoint /*now*/) {
+BudgetDecision TokenThrottle::OnFailure(const BudgetFailure& /*failure*/, TimePoint /*now*/) {
   std::int64_t current = milli_tokens_.load(std::memory_order_relaxed);
   std::int64_t next;
   do {
     next = std::max<std::int64_t>(0, current - kMilli);
   } while (!milli_tokens_.compare_exchange_weak(current, next, std::memory_order_relaxed));
-  BudgetDecision decision;
-  decision.charged_milli_tokens = current - next;
   // Strictly above half, decided on the value this failure left behind.
-  // next * 2 > max avoids the rounding of max / 2 for odd milli counts.
-  if (next * 2 > max_milli_) {
-    decision.allowed = true;
-  } else {
-    decision.refusal = BudgetRefusal::kThrottleAtOrBelowHalf;
-  }
-  return decision;
+  // next * 2 > max avoids the rounding of max / 2 for odd milli counts. A
+  // refusal keeps the charge for the failure itself, so it has no receipt.
+  if (next * 2 > max_milli_) return BudgetDecision::Allow(BudgetReceipt::Of(current - next));
+  return BudgetDecision::Refuse("throttle_at_or_below_half");
 }
 
-void TokenThrottle::Refund(const BudgetDecision& decision, TimePoint /*now*/) {
-  if (!decision.allowed) return;
-  AddCapped(milli_tokens_, decision.charged_milli_tokens, max_milli_);
+void TokenThrottle::Refund(const BudgetReceipt& receipt, TimePoint /*now*/) {
+  if (receipt.empty()) return;
+  AddCapped(milli_tokens_, receipt.first(), max_milli_);
 }
 
-void TokenThrottle::OnSuccess(std::int64_t /*retry_cost*/, TimePoint /*now*/) {
+void TokenThrottle::OnSuccess(const BudgetReceipt& /*receipt*/, TimePoint /*now*/) {
   std::int64_t current = milli_tokens_.load(std::memory_order_relaxed);
   std::int64_t next;
   do {
@@ -150,7 +209,7 @@ double TokenThrottle::Balance(TimePoint /*now*/) const {
 // ---------------------------------------------------------------------------
 // RatioBudget
 
-absl::StatusOr<std::shared_ptr<RatioBudget>> RatioBudget::Create(RatioBudgetOptions options) {
+absl::StatusOr<std::shared_ptr<RetryBudget>> RatioBudget::Create(RatioBudgetOptions options) {
   if (!(options.percent >= 0.0 && options.percent <= kMaxPercent)) {
     return absl::InvalidArgumentError(
         absl::StrCat("percent: must be in [0, 1000], got ", options.percent));
@@ -170,7 +229,7 @@ absl::StatusOr<std::shared_ptr<RatioBudget>> RatioBudget::Create(RatioBudgetOpti
         absl::StrCat("window: must be <= 24h, got ",
                      absl::FormatDuration(absl::FromChrono(options.window))));
   }
-  return std::shared_ptr<RatioBudget>(new RatioBudget(options));
+  return std::shared_ptr<RetryBudget>(std::make_shared<RatioBudget>(options));
 }
 
 RatioBudget::RatioBudget(RatioBudgetOptions options)
@@ -252,27 +311,25 @@ void RatioBudget::OnCallStart(TimePoint now) {
   ++window_deposits_;
 }
 
-BudgetDecision RatioBudget::OnFailureTryRetry(AttemptClass /*cls*/, TimePoint now) {
+BudgetDecision RatioBudget::OnFailure(const BudgetFailure& /*failure*/, TimePoint now) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::int64_t epoch = EffectiveEpochLocked(now);
   Slot& slot = SlotFor(epoch);
   if (BalanceMicros(window_deposits_, window_withdrawals_) < kMicro) {
-    return {false, BudgetRefusal::kRatioExhausted, 0};
+    return BudgetDecision::Refuse("ratio_exhausted");
   }
   ++slot.withdrawals;
   ++window_withdrawals_;
-  BudgetDecision decision{true, BudgetRefusal::kNone, 0};
-  decision.withdrawal_second = epoch;
-  return decision;
+  return BudgetDecision::Allow(BudgetReceipt::Of(1, epoch));
 }
 
-void RatioBudget::Refund(const BudgetDecision& decision, TimePoint now) {
-  if (!decision.allowed) return;
+void RatioBudget::Refund(const BudgetReceipt& receipt, TimePoint now) {
+  if (receipt.empty() || receipt.first() != 1) return;
   std::lock_guard<std::mutex> lock(mu_);
   // Rotate first, so "still in the window" is judged at `now`.
   const std::int64_t epoch = EffectiveEpochLocked(now);
   (void)SlotFor(epoch);
-  const std::int64_t second = decision.withdrawal_second;
+  const std::int64_t second = receipt.second();
   if (second > epoch || second <= epoch - window_slots_) return;  // expired (or foreign)
   Slot& slot = slots_[static_cast<std::size_t>(((second % window_slots_) + window_slots_) %
                                                window_slots_)];
@@ -288,6 +345,89 @@ double RatioBudget::Balance(TimePoint now) const {
 
 // ---------------------------------------------------------------------------
 // CostQuota
+
+absl::StatusOr<std::shared_ptr<RetryBudget>> CostQuota::Create(CostQuotaOptions options) {
+  if (options.capacity < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity: must be >= 0, got ", options.capacity));
+  }
+  if (options.retry_cost <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("retry_cost: must be > 0, got ", options.retry_cost));
+  }
+  if (options.timeout_cost <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_cost: must be > 0, got ", options.timeout_cost));
+  }
+  if (options.success_increment < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("success_increment: must be >= 0, got ", options.success_increment));
+  }
+  if (options.throttling_cost < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "throttling_cost: must be >= 0 (0 = retry_cost), got ", options.throttling_cost));
+  }
+  return std::shared_ptr<RetryBudget>(std::make_shared<CostQuota>(options));
+}
+
+CostQuota::CostQuota(CostQuotaOptions options)
+    : options_(options), available_(std::max<std::int64_t>(0, options.capacity)) {}
+
+BudgetDecision CostQuota::OnFailure(const BudgetFailure& failure, TimePoint /*now*/) {
+  std::int64_t cost = options_.retry_cost;
+  if (failure.throttled) {
+    if (options_.throttling_cost > 0) cost = options_.throttling_cost;
+  } else if (failure.cls == AttemptClass::kAmbiguous) {
+    cost = options_.timeout_cost;
+  }
+  // A cost <= 0 only comes from options that skipped Create(): never let it
+  // grow the pool.
+  cost = std::max<std::int64_t>(cost, 1);
+  std::int64_t current = available_.load(std::memory_order_relaxed);
+  do {
+    if (current < cost) return BudgetDecision::Refuse("quota_exhausted");
+  } while (
+      !available_.compare_exchange_weak(current, current - cost, std::memory_order_relaxed));
+  return BudgetDecision::Allow(BudgetReceipt::Of(cost));
+}
+
+void CostQuota::OnSuccess(const BudgetReceipt& receipt, TimePoint /*now*/) {
+  // A successful retry gives its cost back; a first-try success (no receipt)
+  // earns the increment.
+  const std::int64_t add = receipt.first() > 0 ? receipt.first() : options_.success_increment;
+  AddCapped(available_, add, std::max<std::int64_t>(0, options_.capacity));
+}
+
+void CostQuota::Refund(const BudgetReceipt& receipt, TimePoint /*now*/) {
+  if (receipt.empty()) return;
+  AddCapped(available_, receipt.first(), std::max<std::int64_t>(0, options_.capacity));
+}
+
+double CostQuota::Balance(TimePoint /*now*/) const {
+  return static_cast<double>(available_.load(std::memory_order_relaxed));
+}
+
+}  // namespace
+
+bool IsThrottling(const AttemptEvidence& evidence) {
+  if (!evidence.http_status.has_value()) return false;
+  const int status = *evidence.http_status;
+  return status == 429 || (status == 503 && evidence.hints.retry_after.has_value());
+}
+
+absl::StatusOr<std::shared_ptr<RetryBudget>> MakeTokenThrottle(TokenThrottleOptions options) {
+  return TokenThrottle::Create(options);
+}
+
+absl::StatusOr<std::shared_ptr<RetryBudget>> MakeRatioBudget(RatioBudgetOptions options) {
+  return RatioBudget::Create(options);
+}
+
+absl::StatusOr<std::shared_ptr<RetryBudget>> MakeCostQuota(CostQuotaOptions options) {
+  return CostQuota::Create(options);
+}
+
+std::shared_ptr<RetryBudget> MakeUnlimitedBudget() { return std::make_shared<UnlimitedBudget>(); }
 
 CostQuotaOptions CostQuotaOptions::Aws2026() {
   CostQuotaOptions options;
@@ -315,70 +455,6 @@ BackoffParams Aws2026Backoff() {
   params.cap = std::chrono::seconds(20);
   params.jitter = JitterKind::kFull;
   return params;
-}
-
-absl::StatusOr<std::shared_ptr<CostQuota>> CostQuota::Create(CostQuotaOptions options) {
-  if (options.capacity < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("capacity: must be >= 0, got ", options.capacity));
-  }
-  if (options.retry_cost <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("retry_cost: must be > 0, got ", options.retry_cost));
-  }
-  if (options.timeout_cost <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout_cost: must be > 0, got ", options.timeout_cost));
-  }
-  if (options.success_increment < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("success_increment: must be >= 0, got ", options.success_increment));
-  }
-  if (options.throttling_cost < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "throttling_cost: must be >= 0 (0 = retry_cost), got ", options.throttling_cost));
-  }
-  return std::shared_ptr<CostQuota>(new CostQuota(options));
-}
-
-CostQuota::CostQuota(CostQuotaOptions options)
-    : options_(options), available_(std::max<std::int64_t>(0, options.capacity)) {}
-
-BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, TimePoint now) {
-  return OnFailureTryRetry(cls, /*throttled=*/false, now);
-}
-
-BudgetDecision CostQuota::OnFailureTryRetry(AttemptClass cls, bool throttled,
-                                            TimePoint /*now*/) {
-  std::int64_t cost = options_.retry_cost;
-  if (throttled) {
-    if (options_.throttling_cost > 0) cost = options_.throttling_cost;
-  } else if (cls == AttemptClass::kAmbiguous) {
-    cost = options_.timeout_cost;
-  }
-  // A cost <= 0 only comes from options that skipped Create(): never let it
-  // grow the pool.
-  cost = std::max<std::int64_t>(cost, 1);
-  std::int64_t current = available_.load(std::memory_order_relaxed);
-  do {
-    if (current < cost) return {false, BudgetRefusal::kQuotaExhausted, 0};
-  } while (
-      !available_.compare_exchange_weak(current, current - cost, std::memory_order_relaxed));
-  return {true, BudgetRefusal::kNone, cost};
-}
-
-void CostQuota::OnSuccess(std::int64_t retry_cost, TimePoint /*now*/) {
-  const std::int64_t add = retry_cost > 0 ? retry_cost : options_.success_increment;
-  AddCapped(available_, add, std::max<std::int64_t>(0, options_.capacity));
-}
-
-void CostQuota::Refund(const BudgetDecision& decision, TimePoint /*now*/) {
-  if (!decision.allowed) return;
-  AddCapped(available_, decision.cost, std::max<std::int64_t>(0, options_.capacity));
-}
-
-double CostQuota::Balance(TimePoint /*now*/) const {
-  return static_cast<double>(available_.load(std::memory_order_relaxed));
 }
 
 }  // namespace saferetry

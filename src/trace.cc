@@ -100,6 +100,7 @@ std::string TraceToJson(const CallResult& result, const TraceOptions& options) {
       result.idempotency_key.has_value() ? json(*result.idempotency_key) : json(nullptr);
   t["outcome"] = OutcomeName(result.outcome);
   t["stop_reason"] = StopReasonName(result.stop_reason);
+  if (!result.budget_refusal.empty()) t["budget_refusal"] = result.budget_refusal;
   t["status"] = StatusJson(result.status, redactor);
   t["attempts"] = result.attempts;
   t["status_queries"] = result.status_queries;

@@ -115,6 +115,11 @@ class ExponentialBackoff final : public BackoffPolicy {
   BackoffParams params_;
 };
 
+/// `ExponentialBackoff::Create` as a `BackoffPolicy`, the factory every
+/// built-in seam has: InvalidArgument naming the field (see
+/// `ValidateBackoffParams`).
+absl::StatusOr<std::shared_ptr<const BackoffPolicy>> MakeExponentialBackoff(BackoffParams params);
+
 /// "none", "full", "equal", "decorrelated".
 std::string_view JitterKindName(JitterKind kind);
 /// Parses a name as printed by `JitterKindName`; false when unknown.

@@ -294,9 +294,9 @@ class CallStateMachine {
   Duration previous_delay_{0};
   Duration previous_poll_delay_{0};
   // The charge of the pending wait, refunded if the send never happens.
-  std::optional<BudgetDecision> pending_charge_;
+  std::optional<BudgetReceipt> pending_charge_;
   RetryBudget* pending_charge_budget_ = nullptr;
-  std::int64_t last_retry_cost_ = 0;
+  BudgetReceipt last_retry_receipt_;
   // The permit of the status query in flight (allowed = false: none).
   CircuitBreaker::Permit query_permit_;
 };

@@ -39,6 +39,7 @@
 #include <memory>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "saferetry/request.h"
 #include "saferetry/result.h"
 
@@ -97,6 +98,14 @@ class DefaultClassifier final : public Classifier {
 
 /// A shared default classifier (no overrides).
 std::shared_ptr<const Classifier> DefaultClassifierInstance();
+
+/// The default classifier with `options`, validated: InvalidArgument naming
+/// the entry when an override's status is outside 100..599
+/// ("status_overrides[42]: must be an HTTP status in 100..599"). The
+/// factory every built-in seam has; `DefaultClassifier` stays public so that a
+/// classifier of your own can hold one and delegate to it.
+absl::StatusOr<std::shared_ptr<const Classifier>> MakeDefaultClassifier(
+    ClassifierOptions options = {});
 
 }  // namespace saferetry
 

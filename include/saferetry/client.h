@@ -123,12 +123,12 @@ struct ClientOptions {
   /// set `kRandomSeam` to draw them from `random`.
   enum class KeySource { kOperatingSystem, kRandomSeam };
   KeySource key_source = KeySource::kOperatingSystem;
-  /// Shared by every call. Default: `RatioBudget` with 10 % + 10/s over 10 s.
+  /// Shared by every call. Default: `MakeRatioBudget` with 10 % + 10/s over 10 s.
   std::shared_ptr<RetryBudget> budget;
   /// The status-query allowance, shared by every call: polls (status
   /// queries, resends answered 409) draw from it instead of the retry
   /// budget, so resolving ambiguous writes does not starve retries, and a
-  /// storm of polls is still bounded. Default: `RatioBudget` with 50 % of
+  /// storm of polls is still bounded. Default: `MakeRatioBudget` with 50 % of
   /// calls + 20/s over 10 s (docs/adr/0006-status-query-allowance.md).
   std::shared_ptr<RetryBudget> status_query_budget;
   /// Default `DefaultClassifierInstance()`.

@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "saferetry/backoff.h"
+#include "saferetry/budget_registry.h"
 #include "saferetry/circuit_breaker.h"
 #include "saferetry/client.h"
 #include "saferetry/deadline.h"
@@ -68,21 +69,6 @@
 #include "saferetry/server_hints.h"
 
 namespace saferetry {
-
-/// Which shared retry budget a policy asks for.
-enum class BudgetKind {
-  /// `RatioBudget` (`saferetry.ratioBudget`); the library default.
-  kRatio,
-  /// `TokenThrottle` (gRPC's `retryThrottling`).
-  kTokenThrottle,
-  /// `CostQuota` (`saferetry.costQuota`).
-  kCostQuota,
-  /// `UnlimitedBudget`: no client-wide limit (`"budget": "none"`).
-  kNone,
-};
-
-/// "ratio", "tokenThrottle", "costQuota", "none".
-std::string_view BudgetKindName(BudgetKind kind);
 
 /// A complete retry configuration: the retry policy (`RetryPolicyOptions`,
 /// which this extends: what `RetryPolicy::Create` builds) and the
@@ -127,14 +113,23 @@ struct Policy : RetryPolicyOptions {
   std::optional<CircuitBreakerOptions> circuit_breaker;
 
   // --- Budget ----------------------------------------------------------------
-  /// `saferetry.budget`, or implied by which budget object is present.
-  BudgetKind budget = BudgetKind::kRatio;
-  /// `retryThrottling` (used when `budget == kTokenThrottle`).
+  /// `saferetry.budget`, or implied by which budget object is present: the
+  /// shared retry budget's name. A built-in one — "ratio" (the default,
+  /// `MakeRatioBudget`), "tokenThrottle" (`MakeTokenThrottle`), "costQuota"
+  /// (`MakeCostQuota`), "none" (`MakeUnlimitedBudget`: no client-wide limit) —
+  /// or one of a `BudgetRegistry` (budget_registry.h).
+  std::string budget = "ratio";
+  /// `retryThrottling` (used when `budget == "tokenThrottle"`).
   TokenThrottleOptions token_throttle;
-  /// `saferetry.ratioBudget` (used when `budget == kRatio`).
+  /// `saferetry.ratioBudget` (used when `budget == "ratio"`).
   RatioBudgetOptions ratio_budget;
-  /// `saferetry.costQuota` (used when `budget == kCostQuota`).
+  /// `saferetry.costQuota` (used when `budget == "costQuota"`).
   CostQuotaOptions cost_quota;
+  /// `saferetry.budgetOptions`, the options of a registered budget, as
+  /// compact JSON text of an object (what its factory gets as
+  /// `BudgetSpec::options_json`). Empty when the document gave none; never
+  /// set for a built-in budget.
+  std::string budget_options;
 
   // --- Classification --------------------------------------------------------
   /// `saferetry.classification`: HTTP status -> class, applied first.
@@ -166,6 +161,11 @@ struct LoadOptions {
   /// name first, then {service}, then the default (empty) name. Empty: the
   /// service config must hold exactly one method config.
   std::string method;
+  /// Budgets of your own that `saferetry.budget` may name, besides the
+  /// built-in ones. Not owned; must outlive the call. Null: built-ins only.
+  /// A registered budget is made once while loading, to check its options
+  /// (`saferetry.budgetOptions`), and dropped.
+  const BudgetRegistry* budgets = nullptr;
 };
 
 /// Parses a policy document or a gRPC service config. InvalidArgument naming
@@ -189,15 +189,19 @@ std::string DumpPolicy(const Policy& policy);
 absl::StatusOr<std::shared_ptr<const RetryPolicy>> ToRetryPolicy(const Policy& policy);
 
 /// Writes `policy` into `options`: the retry policy (`ToRetryPolicy`) as
-/// the client's default, a new budget of the chosen kind and the classifier (the default
+/// the client's default, a new budget of the one `policy.budget` names (a
+/// built-in one, or one of `budgets`) and the classifier (the default
 /// classifier with the overrides or, when retryable codes are given, a
 /// `GrpcCodesClassifier`; saferetry/grpc_codes_classifier.h) and, when the
 /// policy has `circuit_breaker`, a new `CircuitBreakerRegistry` (without it,
 /// `circuit_breakers` is left as it was). The transport, clock and random
 /// are left alone. InvalidArgument naming the
 /// field when the policy's values are out of range (possible only for a
-/// policy built by hand).
-absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options);
+/// policy built by hand), or when `policy.budget` is neither built in nor in
+/// `budgets`; the registered factory's own error otherwise. `budgets` is not
+/// owned and may be null (built-ins only).
+absl::Status ApplyToClientOptions(const Policy& policy, ClientOptions* options,
+                                  const BudgetRegistry* budgets = nullptr);
 
 }  // namespace saferetry
 

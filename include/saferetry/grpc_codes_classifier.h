@@ -98,6 +98,11 @@ class GrpcCodesClassifier final : public Classifier {
   bool resets_listed_;
 };
 
+/// `GrpcCodesClassifier::Create` as a `Classifier`, the factory every
+/// built-in seam has (the same errors).
+absl::StatusOr<std::shared_ptr<const Classifier>> MakeGrpcCodesClassifier(
+    GrpcCodesClassifierOptions options);
+
 }  // namespace saferetry
 
 #endif  // SAFERETRY_GRPC_CODES_CLASSIFIER_H_

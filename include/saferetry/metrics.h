@@ -184,6 +184,11 @@ struct MetricsSnapshot {
   double amplification = 0;
   /// Calls stopped by the retry budget.
   std::int64_t budget_refusals = 0;
+  /// The same calls by the budget's name for the refusal
+  /// (`CallResult::budget_refusal`: "ratio_exhausted", a name of your own
+  /// budget, ...). The first `Metrics::kMaxRefusalNames` names seen are kept;
+  /// calls refused under any later name count under "_other".
+  std::map<std::string, std::int64_t> budget_refusals_by_name;
   /// Calls that ended UNKNOWN.
   std::int64_t unknown_outcomes = 0;
   std::map<StopReason, std::int64_t> stops_by_reason;
@@ -257,6 +262,11 @@ class Metrics {
 
   MetricsSnapshot Snapshot() const;
 
+  /// How many distinct budget refusal names are counted apart
+  /// (`MetricsSnapshot::budget_refusals_by_name`); further names fold into
+  /// "_other", so a budget cannot grow the label set without bound.
+  static constexpr std::size_t kMaxRefusalNames = 16;
+
  private:
   struct Histogram;
   struct CountHistogram;
@@ -290,6 +300,9 @@ class Metrics {
   std::vector<std::pair<std::string, int>> servers_;
   // The order the routes were created in; guarded by mu_.
   std::vector<int> route_order_;
+  // Budget refusals by name; guarded by mu_ (a refusal ends a call, so the
+  // lock is taken at most once per call, and only by refused calls).
+  std::map<std::string, std::int64_t> refusals_by_name_;
 };
 
 /// Feeds a `Metrics` from the calls it is attached to. Immutable after

@@ -206,6 +206,10 @@ struct AttemptEvidence {
 struct [[nodiscard]] CallResult {
   Outcome outcome = Outcome::kFailed;
   StopReason stop_reason = StopReason::kInvalidArgument;
+  /// When `stop_reason` is `kBudgetExhausted`: the refusing budget's name for
+  /// why (`BudgetDecision::refusal`, e.g. "ratio_exhausted"; "refused" when
+  /// the budget gave none). Empty otherwise.
+  std::string budget_refusal;
   /// OK unless the call could not even start (bad request or options).
   absl::Status status;
   /// Sends of the request (refused connections included).

@@ -113,6 +113,16 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
           "Status queries sent to resolve an ambiguous attempt.", s.status_queries);
   Counter(out, "saferetry_budget_refusals_total", "Calls stopped because the retry budget refused.",
           s.budget_refusals);
+  if (!s.budget_refusals_by_name.empty()) {
+    MetricFamily f = Family(
+        "saferetry_budget_refusals_by_name_total",
+        "Calls stopped because the retry budget refused, by the budget's name for why.",
+        MetricType::Counter);
+    for (const auto& [refusal, n] : s.budget_refusals_by_name) {
+      AddValue(f, {{"saferetry_budget_refusal", refusal}}, static_cast<double>(n));
+    }
+    out.push_back(std::move(f));
+  }
   Counter(out, "saferetry_unknown_outcomes_total", "Calls that ended UNKNOWN.", s.unknown_outcomes);
   Counter(out, "saferetry_unknown_resolved_total",
           "Calls whose ambiguous attempt a status query resolved as found.",

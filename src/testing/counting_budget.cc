@@ -10,24 +10,16 @@ void CountingBudget::OnCallStart(TimePoint) {
   ++call_starts_;
 }
 
-void CountingBudget::OnSuccess(std::int64_t, TimePoint) {}
-
-BudgetDecision CountingBudget::OnFailureTryRetry(AttemptClass, TimePoint) {
+BudgetDecision CountingBudget::OnFailure(const BudgetFailure&, TimePoint) {
   std::lock_guard<std::mutex> lock(mu_);
   ++asks_;
-  BudgetDecision d;
-  d.allowed = charges_ - refunds_ < allowed_;
-  if (d.allowed) {
-    ++charges_;
-    d.cost = 1;
-  } else {
-    d.refusal = BudgetRefusal::kQuotaExhausted;
-  }
-  return d;
+  if (charges_ - refunds_ >= allowed_) return BudgetDecision::Refuse("counting_exhausted");
+  ++charges_;
+  return BudgetDecision::Allow(BudgetReceipt::Of(1));
 }
 
-void CountingBudget::Refund(const BudgetDecision& decision, TimePoint) {
-  if (!decision.allowed) return;
+void CountingBudget::Refund(const BudgetReceipt& receipt, TimePoint) {
+  if (receipt.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   ++refunds_;
 }

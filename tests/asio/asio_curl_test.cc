@@ -40,8 +40,8 @@ class ThreadedContext {
     EXPECT_TRUE(transport.ok()) << transport.status();
     transport_ = *transport;
     AsyncClientOptions o;
-    o.client.budget = std::make_shared<UnlimitedBudget>();
-    o.client.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.client.budget = MakeUnlimitedBudget();
+    o.client.status_query_budget = MakeUnlimitedBudget();
     o.loop = loop_;
     o.transport = transport_;
     o.run_loop_thread = false;

@@ -32,8 +32,8 @@ std::unique_ptr<AsyncClient> CurlAsyncClient(std::size_t max_in_flight = 10000) 
   auto transport = MakeCurlMultiTransport(*loop);
   EXPECT_TRUE(transport.ok()) << transport.status();
   AsyncClientOptions o;
-  o.client.budget = std::make_shared<UnlimitedBudget>();
-  o.client.status_query_budget = std::make_shared<UnlimitedBudget>();
+  o.client.budget = MakeUnlimitedBudget();
+  o.client.status_query_budget = MakeUnlimitedBudget();
   o.loop = *loop;
   o.transport = *transport;
   o.max_in_flight = max_in_flight;

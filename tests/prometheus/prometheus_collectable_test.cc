@@ -39,7 +39,7 @@ class PrometheusCollectableTest : public ::testing::Test {
     o.transport = transport_;
     o.clock = clock_;
     o.random = std::make_shared<ScriptedRandom>();
-    o.budget = std::make_shared<UnlimitedBudget>();
+    o.budget = MakeUnlimitedBudget();
     client_ = *Client::Create(std::move(o));
   }
 

@@ -366,22 +366,22 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
   std::shared_ptr<RetryBudget> budget;
   switch (budget_kind) {
     case BudgetKind::kUnlimited:
-      budget = std::make_shared<UnlimitedBudget>();
+      budget = MakeUnlimitedBudget();
       break;
     case BudgetKind::kToken:
-      budget = TokenThrottle::Create({static_cast<double>(2 + rng() % 8), 0.1}).value();
+      budget = MakeTokenThrottle({static_cast<double>(2 + rng() % 8), 0.1}).value();
       break;
     case BudgetKind::kRatio: {
       RatioBudgetOptions r;
       r.percent = 0.1;
       r.min_per_second = static_cast<double>(rng() % 2);
-      budget = RatioBudget::Create(r).value();
+      budget = MakeRatioBudget(r).value();
       break;
     }
     case BudgetKind::kQuota: {
       CostQuotaOptions q;
       q.capacity = 5 + static_cast<std::int64_t>(rng() % 30);
-      budget = CostQuota::Create(q).value();
+      budget = MakeCostQuota(q).value();
       break;
     }
   }

@@ -5,6 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "saferetry/budget_registry.h"
+#include "tools/sim/policy_file.h"
 #include "tools/sim/presets.h"
 
 namespace saferetry {
@@ -209,6 +216,50 @@ TEST(SimulatorTest, NoRetryClientSendsOneAttemptPerCall) {
   const SimResult r = RunSimulation(c);
   EXPECT_EQ(r.attempts, 3);
   EXPECT_EQ(r.failed, 3);
+  EXPECT_EQ(r.effects, 0);
+}
+
+// A budget of the user's, selected by name in a policy file, is the
+// simulated client's budget: one that never allows a retry stops every
+// failing call after its first attempt.
+class NeverRetry final : public RetryBudget {
+ public:
+  BudgetDecision OnFailure(const BudgetFailure&, TimePoint) override {
+    return BudgetDecision::Refuse("never_retry");
+  }
+  double Balance(TimePoint) const override { return 0; }
+};
+
+TEST(SimulatorTest, PolicyFileSelectsAUserBudgetByName) {
+  const std::string path = ::testing::TempDir() + "/sim_user_budget_policy.json";
+  {
+    std::ofstream out(path);
+    out << R"({"saferetry": {"budget": "neverRetry"}})";
+  }
+  auto made = std::make_shared<std::atomic<int>>(0);
+  BudgetRegistry budgets;
+  ASSERT_TRUE(budgets
+                  .Register("neverRetry",
+                            [made](const BudgetSpec&)
+                                -> absl::StatusOr<std::shared_ptr<RetryBudget>> {
+                              made->fetch_add(1);
+                              return std::make_shared<NeverRetry>();
+                            })
+                  .ok());
+  EXPECT_THAT(std::string(LoadBasePolicy(path).status().message()),
+              HasSubstr(R"($.saferetry.budget: expected one of "ratio", "tokenThrottle", )"
+                        R"("costQuota", "none", got "neverRetry")"));
+  absl::StatusOr<BasePolicy> base = LoadBasePolicy(path, &budgets);
+  std::remove(path.c_str());
+  ASSERT_TRUE(base.ok()) << base.status();
+  EXPECT_EQ(made->load(), 2);  // checked by the loader, then made once for the probe
+  SimConfig c = TinyConfig();
+  c.server.failure_rate = 1.0;
+  c.client = MakeClientModel(ClientVariant::kSaferetry, *base);
+  const SimResult r = RunSimulation(c);
+  EXPECT_EQ(made->load(), 3);  // and once for the run
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.budget_exhausted, 3);
   EXPECT_EQ(r.effects, 0);
 }
 
@@ -642,7 +693,7 @@ TEST(HedgingTest, BudgetThatRefusesSendsNoHedgeAndTheCallStillSucceeds) {
     RatioBudgetOptions none;
     none.percent = 0;
     none.min_per_second = 0;
-    return std::shared_ptr<RetryBudget>(RatioBudget::Create(none).value());
+    return std::shared_ptr<RetryBudget>(MakeRatioBudget(none).value());
   };
   const SimResult r = RunSimulation(c);
   EXPECT_EQ(r.hedge_timers, 1);  // the timer fired; StartHedge was refused

@@ -52,8 +52,8 @@ class AsyncClientTest : public ::testing::Test {
     AsyncClientOptions o;
     o.client.clock = clock_;
     o.client.random = random_;
-    o.client.budget = budget ? budget : std::make_shared<UnlimitedBudget>();
-    o.client.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.client.budget = budget ? budget : MakeUnlimitedBudget();
+    o.client.status_query_budget = MakeUnlimitedBudget();
     o.loop = loop_;
     o.transport = transport_;
     o.run_loop_thread = false;
@@ -410,7 +410,7 @@ class JsonHedgingTest : public AsyncClientTest {
     EXPECT_TRUE(ApplyToClientOptions(policy, &o.client).ok());
     o.client.clock = clock_;
     o.client.random = random_;
-    o.client.budget = std::make_shared<UnlimitedBudget>();
+    o.client.budget = MakeUnlimitedBudget();
     o.loop = loop_;
     o.transport = transport_;
     o.run_loop_thread = false;
@@ -479,7 +479,7 @@ std::unique_ptr<AsyncClient> RealLoopClient(std::shared_ptr<AsyncFakeTransport>*
   EXPECT_TRUE(loop.ok()) << loop.status();
   *transport = std::make_shared<AsyncFakeTransport>(*loop, SystemClock());
   AsyncClientOptions o;
-  o.client.budget = std::make_shared<UnlimitedBudget>();
+  o.client.budget = MakeUnlimitedBudget();
   o.loop = *loop;
   o.transport = *transport;
   auto c = AsyncClient::Create(std::move(o));

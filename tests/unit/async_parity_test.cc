@@ -143,8 +143,8 @@ class Harness {
     o.journal = journal_;
     if (!defaults_) {
       o.random = random_;
-      o.budget = budget_ ? budget_ : std::make_shared<UnlimitedBudget>();
-      o.status_query_budget = std::make_shared<UnlimitedBudget>();
+      o.budget = budget_ ? budget_ : MakeUnlimitedBudget();
+      o.status_query_budget = MakeUnlimitedBudget();
     }
     if (driver_ == Driver::kBlocking) {
       o.transport = server_ ? std::shared_ptr<Transport>(server_) : fake_;
@@ -508,7 +508,7 @@ TEST_P(ParityTest, ExpiredKeyOfAnEarlierOrderIsFoundByTheStatusQuery) {
 }
 
 TEST_P(ParityTest, BudgetRefusalStops) {
-  auto throttle = TokenThrottle::Create({/*max_tokens=*/2, /*token_ratio=*/0.1});
+  auto throttle = MakeTokenThrottle({/*max_tokens=*/2, /*token_ratio=*/0.1});
   ASSERT_TRUE(throttle.ok());
   h_.SetBudget(*throttle);
   h_.Push(Step::Respond(503));

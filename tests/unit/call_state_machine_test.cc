@@ -148,36 +148,28 @@ class CountingBudget final : public RetryBudget {
   explicit CountingBudget(bool allow = true) : allow_(allow) {}
 
   void OnCallStart(TimePoint) override { ++starts_; }
-  void OnSuccess(std::int64_t retry_cost, TimePoint) override {
-    success_costs_.push_back(retry_cost);
+  // An empty receipt (a first attempt's success) records 0.
+  void OnSuccess(const BudgetReceipt& receipt, TimePoint) override {
+    success_costs_.push_back(receipt.first());
   }
-  BudgetDecision OnFailureTryRetry(AttemptClass cls, TimePoint now) override {
-    return OnFailureTryRetry(cls, /*throttled=*/false, now);
-  }
-  BudgetDecision OnFailureTryRetry(AttemptClass cls, bool throttled,
-                                   TimePoint now) override {
-    charges_.push_back(cls);
-    throttled_.push_back(throttled);
+  BudgetDecision OnFailure(const BudgetFailure& failure, TimePoint now) override {
+    charges_.push_back(failure.cls);
+    throttled_.push_back(failure.throttled);
+    uses_.push_back(failure.use);
     charge_times_.push_back(now);
-    BudgetDecision d;
-    if (!allow_) {
-      d.allowed = false;
-      d.refusal = BudgetRefusal::kQuotaExhausted;
-      return d;
-    }
-    d.allowed = true;
-    d.cost = static_cast<std::int64_t>(charges_.size());
-    return d;
+    if (!allow_) return BudgetDecision::Refuse("test_budget_refused");
+    return BudgetDecision::Allow(BudgetReceipt::Of(static_cast<std::int64_t>(charges_.size())));
   }
   double Balance(TimePoint) const override { return 42; }
-  void Refund(const BudgetDecision& decision, TimePoint) override {
-    refunds_.push_back(decision.cost);
+  void Refund(const BudgetReceipt& receipt, TimePoint) override {
+    refunds_.push_back(receipt.first());
   }
 
   int starts() const { return starts_; }
   int charges() const { return static_cast<int>(charges_.size()); }
   const std::vector<AttemptClass>& charged_classes() const { return charges_; }
   const std::vector<bool>& throttled() const { return throttled_; }
+  const std::vector<BudgetUse>& uses() const { return uses_; }
   const std::vector<TimePoint>& charge_times() const { return charge_times_; }
   const std::vector<std::int64_t>& refunds() const { return refunds_; }
   const std::vector<std::int64_t>& success_costs() const {
@@ -189,6 +181,7 @@ class CountingBudget final : public RetryBudget {
   int starts_ = 0;
   std::vector<AttemptClass> charges_;
   std::vector<bool> throttled_;
+  std::vector<BudgetUse> uses_;
   std::vector<TimePoint> charge_times_;
   std::vector<std::int64_t> refunds_;
   std::vector<std::int64_t> success_costs_;
@@ -518,6 +511,7 @@ TEST_F(CallStateMachineTest,
   EXPECT_EQ(r.attempts, 1);
   EXPECT_EQ(r.status_queries, 2);
   EXPECT_EQ(allowance_.charges(), 2);
+  EXPECT_THAT(allowance_.uses(), ElementsAre(BudgetUse::kStatusQuery, BudgetUse::kStatusQuery));
   EXPECT_EQ(budget_.charges(), 0);
   ASSERT_EQ(r.evidence.size(), 3u);
   EXPECT_FALSE(r.evidence[0].is_status_query);
@@ -594,7 +588,7 @@ TEST_F(CallStateMachineTest, DeadlineTooShortAtStartSendsNothing) {
 TEST_F(CallStateMachineTest, RetryBudgetRefusalStopsBudgetExhausted) {
   CostQuotaOptions never;
   never.capacity = 0;  // "never retry"
-  auto quota = CostQuota::Create(never).value();
+  auto quota = MakeCostQuota(never).value();
   CallStateMachine& m = Make(Get(seconds(1)), {0.5}, quota.get());
   m.Start(kT0);
   EXPECT_TRUE(IsFinish(
@@ -602,7 +596,21 @@ TEST_F(CallStateMachineTest, RetryBudgetRefusalStopsBudgetExhausted) {
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.budget_refusal, "quota_exhausted");
   EXPECT_EQ(r.attempts, 1);
+}
+
+// The refusing budget's own name is the call's `budget_refusal`; a call that
+// stops otherwise has none.
+TEST_F(CallStateMachineTest, RefusalNameOfAUserBudgetIsRecorded) {
+  CountingBudget refusing(/*allow=*/false);
+  CallStateMachine& m = Make(Get(seconds(1)), {0.5}, &refusing);
+  m.Start(kT0);
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.budget_refusal, "test_budget_refused");
+  EXPECT_THAT(refusing.uses(), ElementsAre(BudgetUse::kRetry));
 }
 
 // kBudgetExhausted: the status-query allowance refuses a poll; the retry
@@ -611,7 +619,7 @@ TEST_F(CallStateMachineTest, AllowanceRefusalOfAPollStopsBudgetExhausted) {
   RatioBudgetOptions none;
   none.percent = 0;
   none.min_per_second = 0;
-  auto empty = RatioBudget::Create(none).value();
+  auto empty = MakeRatioBudget(none).value();
   CallStateMachine& m =
       Make(KeyedPost(seconds(1)), {0.5}, &budget_, empty.get());
   m.Start(kT0);
@@ -620,6 +628,7 @@ TEST_F(CallStateMachineTest, AllowanceRefusalOfAPollStopsBudgetExhausted) {
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.budget_refusal, "ratio_exhausted");
   EXPECT_EQ(r.status_queries, 0);
   EXPECT_EQ(budget_.charges(), 0);
 }

@@ -567,7 +567,7 @@ TEST(CircuitBreakerConcurrentTest, ThreadsSharingOneClient) {
   o.transport = fake;
   o.clock = clock;
   o.random = std::make_shared<ScriptedRandom>();
-  o.budget = std::make_shared<UnlimitedBudget>();
+  o.budget = MakeUnlimitedBudget();
   o.circuit_breakers = CircuitBreakerRegistry::Create(bo).value();
   auto client = Client::Create(std::move(o)).value();
   std::vector<std::thread> threads;

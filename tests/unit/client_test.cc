@@ -60,8 +60,8 @@ class ClientTest : public ::testing::Test {
     o.transport = std::move(transport);
     o.clock = clock_;
     o.random = random_;
-    o.budget = budget ? budget : std::make_shared<UnlimitedBudget>();
-    o.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.budget = budget ? budget : MakeUnlimitedBudget();
+    o.status_query_budget = MakeUnlimitedBudget();
     auto c = Client::Create(std::move(o));
     EXPECT_TRUE(c.ok()) << c.status();
     return *std::move(c);
@@ -343,7 +343,7 @@ TEST_F(ClientTest, IdempotentPutThatMayHaveAppliedEndsUnknown) {
 }
 
 TEST_F(ClientTest, BudgetRefusalStops) {
-  auto throttle = TokenThrottle::Create({/*max_tokens=*/2, /*token_ratio=*/0.1});
+  auto throttle = MakeTokenThrottle({/*max_tokens=*/2, /*token_ratio=*/0.1});
   ASSERT_TRUE(throttle.ok());
   fake_->Push(Step::Respond(503)).Push(Step::Respond(503));
   CallResult r = Make(fake_, *throttle)->Execute(Get(), CallOptions{});

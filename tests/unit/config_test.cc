@@ -46,7 +46,7 @@ TEST(ConfigTest, EmptyDocumentIsTheLibraryDefault) {
   EXPECT_THAT(p.warnings, IsEmpty());
   EXPECT_EQ(p.max_attempts, 3);
   EXPECT_EQ(p.backoff.base, milliseconds(100));
-  EXPECT_EQ(p.budget, BudgetKind::kRatio);
+  EXPECT_EQ(p.budget, "ratio");
 }
 
 constexpr char kFull[] = R"({
@@ -104,7 +104,7 @@ TEST(ConfigTest, EveryFieldIsParsed) {
   EXPECT_EQ(p.request_id_header, "X-Trace-Id");
   EXPECT_EQ(p.hints.max_retry_after, seconds(7));
   EXPECT_EQ(p.hints.do_not_retry_header, "X-No-Retry");
-  EXPECT_EQ(p.budget, BudgetKind::kCostQuota);
+  EXPECT_EQ(p.budget, "costQuota");
   EXPECT_EQ(p.cost_quota.capacity, 100);
   EXPECT_EQ(p.cost_quota.retry_cost, 3);
   EXPECT_EQ(p.cost_quota.timeout_cost, 7);
@@ -116,24 +116,24 @@ TEST(ConfigTest, EveryFieldIsParsed) {
 
 TEST(ConfigTest, BudgetObjectsAreParsedAndImplyTheirKind) {
   Policy t = MustLoad(R"({"retryThrottling": {"maxTokens": 20, "tokenRatio": 0.5}})");
-  EXPECT_EQ(t.budget, BudgetKind::kTokenThrottle);
+  EXPECT_EQ(t.budget, "tokenThrottle");
   EXPECT_EQ(t.token_throttle.max_tokens, 20);
   EXPECT_EQ(t.token_throttle.token_ratio, 0.5);
 
   Policy r = MustLoad(
       R"({"saferetry": {"ratioBudget": {"percent": 0.2, "minPerSecond": 3, "window": "30s"}}})");
-  EXPECT_EQ(r.budget, BudgetKind::kRatio);
+  EXPECT_EQ(r.budget, "ratio");
   EXPECT_EQ(r.ratio_budget.percent, 0.2);
   EXPECT_EQ(r.ratio_budget.min_per_second, 3);
   EXPECT_EQ(r.ratio_budget.window, seconds(30));
 
   Policy q = MustLoad(R"({"saferetry": {"costQuota": {"capacity": 9}}})");
-  EXPECT_EQ(q.budget, BudgetKind::kCostQuota);
+  EXPECT_EQ(q.budget, "costQuota");
   EXPECT_EQ(q.cost_quota.capacity, 9);
   EXPECT_EQ(q.cost_quota.retry_cost, 5);
 
   Policy n = MustLoad(R"({"saferetry": {"budget": "none"}})");
-  EXPECT_EQ(n.budget, BudgetKind::kNone);
+  EXPECT_EQ(n.budget, "none");
 
   Policy a = MustLoad(R"({"saferetry": {"attemptTimeout": null, "idempotency": {"mode": "never"}}})");
   EXPECT_FALSE(a.deadline_options.attempt_cap.has_value());
@@ -252,7 +252,7 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "$.saferetry.colour: unknown field (expected one of jitter, deadline, attemptTimeout, "
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
        "idempotency, deadlineHeader, attemptHeader, requestIdHeader, maxRetryAfter, "
-       "doNotRetryHeader, budget, ratioBudget, costQuota, classification, circuitBreaker, hedging, responsePredicate)"},
+       "doNotRetryHeader, budget, budgetOptions, ratioBudget, costQuota, classification, circuitBreaker, hedging, responsePredicate)"},
       {R"({"retryPolicy": {"perAttemptRecvTimeout": "1s"}, "saferetry": {"attemptTimeout": "2s"}})",
        "$.saferetry.attemptTimeout: conflicts with retryPolicy.perAttemptRecvTimeout"},
   };
@@ -397,7 +397,7 @@ TEST(ConfigTest, ServiceConfigPicksTheNamedMethodAndWarnsAboutIgnoredFields) {
   EXPECT_EQ(p.timeout, milliseconds(1500));
   EXPECT_EQ(p.deadline_options.attempt_cap, milliseconds(400));
   EXPECT_EQ(p.retryable_codes, (std::set<std::string>{"INTERNAL", "UNAVAILABLE"}));
-  EXPECT_EQ(p.budget, BudgetKind::kTokenThrottle);
+  EXPECT_EQ(p.budget, "tokenThrottle");
   EXPECT_EQ(p.token_throttle.max_tokens, 6);
   EXPECT_EQ(p.token_throttle.token_ratio, 0.2);
   EXPECT_THAT(p.warnings,
@@ -499,17 +499,23 @@ TEST(ConfigTest, ToRetryPolicyAndApplyToClientOptions) {
   ASSERT_TRUE(ApplyToClientOptions(p, &o).ok());
   ASSERT_NE(o.policy, nullptr);
   EXPECT_TRUE(o.policy->options() == static_cast<const RetryPolicyOptions&>(p));
-  ASSERT_NE(std::dynamic_pointer_cast<CostQuota>(o.budget), nullptr);
+  ASSERT_NE(o.budget, nullptr);
   EXPECT_EQ(o.budget->Balance(TimePoint{}), 100);
+  // A cost quota with the document's prices: a timeout-like failure costs 7.
+  EXPECT_TRUE(o.budget->OnFailure({AttemptClass::kAmbiguous}, TimePoint{}).allowed);
+  EXPECT_EQ(o.budget->Balance(TimePoint{}), 93);
 
   Policy t = MustLoad(R"({"retryThrottling": {"maxTokens": 4, "tokenRatio": 0.5}})");
   ASSERT_TRUE(ApplyToClientOptions(t, &o).ok());
-  ASSERT_NE(std::dynamic_pointer_cast<TokenThrottle>(o.budget), nullptr);
+  ASSERT_NE(o.budget, nullptr);
   EXPECT_EQ(o.budget->Balance(TimePoint{}), 4);
+  // A token throttle: 4 -> 3 is above half, 3 -> 2 is not.
+  EXPECT_TRUE(o.budget->OnFailure({}, TimePoint{}).allowed);
+  EXPECT_EQ(o.budget->OnFailure({}, TimePoint{}).refusal, "throttle_at_or_below_half");
   EXPECT_EQ(o.classifier, DefaultClassifierInstance());
 
   Policy bad;
-  bad.budget = BudgetKind::kCostQuota;
+  bad.budget = "costQuota";
   bad.cost_quota.capacity = -1;  // 0 is valid: "never retry"
   EXPECT_EQ(ApplyToClientOptions(bad, &o).message(),
             "cost_quota: capacity: must be >= 0, got -1");

@@ -205,7 +205,7 @@ TEST(WaitsThatFit, AlwaysUnavailableUsesTheWholeDeadline) {
   ClientOptions o;
   o.transport = fake;
   o.clock = clock;
-  o.budget = std::make_shared<UnlimitedBudget>();
+  o.budget = MakeUnlimitedBudget();
   auto client = Client::Create(std::move(o));
   ASSERT_TRUE(client.ok());
   CallOptions call;

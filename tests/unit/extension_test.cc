@@ -10,6 +10,7 @@
 
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
+#include "saferetry/grpc_codes_classifier.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
@@ -61,16 +62,15 @@ class FixedRetries final : public RetryBudget {
  public:
   explicit FixedRetries(int n) : left_(n) {}
   void OnCallStart(TimePoint) override { calls_.fetch_add(1); }
-  void OnSuccess(std::int64_t, TimePoint) override {}
-  BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override {
+  BudgetDecision OnFailure(const BudgetFailure&, TimePoint) override {
     int left = left_.load();
     while (left > 0 && !left_.compare_exchange_weak(left, left - 1)) {
     }
-    if (left <= 0) return {false, BudgetRefusal::kQuotaExhausted, 0};
-    return {true, BudgetRefusal::kNone, 1};
+    if (left <= 0) return BudgetDecision::Refuse("fixed_retries_spent");
+    return BudgetDecision::Allow(BudgetReceipt::Of(1));
   }
-  void Refund(const BudgetDecision& d, TimePoint) override {
-    if (d.allowed) left_.fetch_add(1);
+  void Refund(const BudgetReceipt& receipt, TimePoint) override {
+    if (!receipt.empty()) left_.fetch_add(1);
   }
   double Balance(TimePoint) const override { return left_.load(); }
   std::atomic<int> left_;
@@ -103,7 +103,7 @@ TEST_F(ExtensionTest, UserBackoffPolicyDecidesTheExactSleeps) {
   saferetry::RetryPolicyOptions call_policy;
   call_policy.backoff_policy = table;
   call.policy = saferetry::RetryPolicy::Create(call_policy).value();
-  CallResult r = Make(std::make_shared<UnlimitedBudget>())->Execute(Get(), call);
+  CallResult r = Make(MakeUnlimitedBudget())->Execute(Get(), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(70), milliseconds(300)));
   EXPECT_EQ(table->seen_previous_.load(), Duration(milliseconds(70)).count());
@@ -123,7 +123,7 @@ TEST_F(ExtensionTest, ExponentialBackoffIsTheDefaultPolicyObject) {
 
 TEST_F(ExtensionTest, UserClassifierMakesA418Retryable) {
   fake_->Push(Step::Respond(418)).Push(Step::Respond(200));
-  CallResult r = Make(std::make_shared<UnlimitedBudget>(), std::make_shared<TeapotSheds>())
+  CallResult r = Make(MakeUnlimitedBudget(), std::make_shared<TeapotSheds>())
                      ->Execute(Request{"POST", "http://127.0.0.1:8080/orders", {}, "x"},
                                CallOptions{});
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -137,6 +137,7 @@ TEST_F(ExtensionTest, UserBudgetIsStartedChargedAndRefusesByName) {
   fake_->Push(Step::Respond(503)).Push(Step::Respond(503));
   CallResult r = Make(budget)->Execute(Get(), CallOptions{});
   EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.budget_refusal, "fixed_retries_spent");
   EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(budget->calls_.load(), 1);
   EXPECT_EQ(budget->left_.load(), 0);
@@ -157,6 +158,34 @@ TEST_F(ExtensionTest, UserBudgetIsRefundedWhenTheCallIsCancelledDuringTheWait) {
   CallResult r = Make(budget)->Execute(Get(), call);
   EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
   EXPECT_EQ(budget->left_.load(), 1);  // never charged, or refunded
+}
+
+// Every built-in seam has a factory that validates and returns the
+// interface: the user replaces an interface, never a concrete class.
+TEST(SeamFactoriesTest, EachBuiltInIsMadeByAFactoryThatValidates) {
+  absl::StatusOr<std::shared_ptr<const BackoffPolicy>> backoff = MakeExponentialBackoff({});
+  ASSERT_TRUE(backoff.ok()) << backoff.status();
+  EXPECT_EQ((*backoff)->Delay(1, Duration{0}, 0.5), milliseconds(50));  // full jitter of 100 ms
+  BackoffParams zero;
+  zero.base = Duration{0};
+  EXPECT_EQ(MakeExponentialBackoff(zero).status().code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<std::shared_ptr<const Classifier>> classifier =
+      MakeDefaultClassifier({{{418, AttemptClass::kRetryableTransient}}});
+  ASSERT_TRUE(classifier.ok()) << classifier.status();
+  AttemptEvidence teapot;
+  teapot.delivery = Delivery::kResponseReceived;
+  teapot.http_status = 418;
+  EXPECT_EQ((*classifier)->Classify(teapot, RequestTraits{true, true, false}).cls,
+            AttemptClass::kRetryableTransient);
+  EXPECT_EQ(MakeDefaultClassifier({{{42, AttemptClass::kPermanent}}}).status().message(),
+            "status_overrides[42]: must be an HTTP status in 100..599");
+
+  GrpcCodesClassifierOptions codes;
+  codes.retryable_codes = {"UNAVAILABLE"};
+  EXPECT_TRUE(MakeGrpcCodesClassifier(codes).ok());
+  codes.retryable_codes = {"NOT_A_CODE"};
+  EXPECT_EQ(MakeGrpcCodesClassifier(codes).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Two attempts in flight on the machine, as a hedging driver runs it.

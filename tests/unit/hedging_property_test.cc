@@ -131,7 +131,7 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     for (int i = 0; i < 8; ++i) jitter.push_back(static_cast<double>(gen() >> 11) * 0x1.0p-53);
     o.client.random = std::make_shared<ScriptedRandom>(jitter, static_cast<std::uint64_t>(seed));
     o.client.budget = budget;
-    o.client.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.client.status_query_budget = MakeUnlimitedBudget();
     o.loop = loop;
     o.transport = transport;
     o.run_loop_thread = false;

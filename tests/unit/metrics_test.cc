@@ -83,8 +83,8 @@ class MetricsRunTest : public ::testing::Test {
 };
 
 TEST_F(MetricsRunTest, CountsAfterAScriptedRunAreExact) {
-  auto client = Make(std::make_shared<UnlimitedBudget>());
-  auto stingy = Make(*TokenThrottle::Create({1, 0.1}));  // refuses the first retry
+  auto client = Make(MakeUnlimitedBudget());
+  auto stingy = Make(*MakeTokenThrottle({1, 0.1}));  // refuses the first retry
   MetricsListener listener(metrics_);
   TraceRecorder trace;
   ListenerChain chain({&listener, nullptr, &trace});
@@ -403,7 +403,7 @@ TEST_F(MetricsRunTest, ListenerChainFansOutInOrder) {
   CallOptions call;
   call.listener = &chain;
   transport_->Push(Step::RespondRetryAfter(503, "1")).Push(Step::Respond(200));
-  auto client = Make(std::make_shared<UnlimitedBudget>());
+  auto client = Make(MakeUnlimitedBudget());
   EXPECT_EQ(client->Execute(Get(), call).outcome, Outcome::kSucceeded);
   EXPECT_THAT(log, ElementsAre("a:start1", "b:start1", "a:end1", "b:end1", "a:wait1000h",
                                "b:wait1000h", "a:start2", "b:start2", "a:end2", "b:end2",
@@ -421,7 +421,7 @@ TEST(MetricsTest, EndpointOfUrlKeepsHostAndPortOnly) {
 }
 
 TEST_F(MetricsRunTest, EndpointLabelsAndPerCallSeriesAreExact) {
-  auto client = Make(std::make_shared<UnlimitedBudget>());
+  auto client = Make(MakeUnlimitedBudget());
   MetricsListener get(metrics_, EndpointOfUrl("GET", Get().url));
   MetricsListener post(metrics_, EndpointOfUrl("POST", Post().url));
   MetricsListener odd(metrics_, EndpointOfUrl("get", "http://other.internal/x"));  // not a known method

@@ -336,8 +336,8 @@ class ResponsePredicateClientTest : public ::testing::Test {
     o.transport = fake_;
     o.clock = clock_;
     o.random = random_;
-    o.budget = budget ? budget : std::make_shared<UnlimitedBudget>();
-    o.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.budget = budget ? budget : MakeUnlimitedBudget();
+    o.status_query_budget = MakeUnlimitedBudget();
     auto c = Client::Create(std::move(o));
     EXPECT_TRUE(c.ok()) << c.status();
     return *std::move(c);

@@ -46,17 +46,32 @@ void RunOnThreads(Fn fn) {
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 
-std::shared_ptr<TokenThrottle> MakeThrottleForOverload() {
-  auto t = TokenThrottle::Create({});
+std::shared_ptr<RetryBudget> MakeThrottleForOverload() {
+  auto t = MakeTokenThrottle({});
   EXPECT_TRUE(t.ok()) << t.status();
   return *t;
 }
 
-TEST(BudgetRefusalTest, Names) {
-  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kNone), "none");
-  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kThrottleAtOrBelowHalf), "throttle_at_or_below_half");
-  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kRatioExhausted), "ratio_exhausted");
-  EXPECT_EQ(BudgetRefusalName(BudgetRefusal::kQuotaExhausted), "quota_exhausted");
+TEST(BudgetReceiptTest, EmptyUnlessMadeAndComparedByValue) {
+  constexpr BudgetReceipt empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty.first(), 0);
+  EXPECT_EQ(empty.second(), 0);
+  constexpr BudgetReceipt zero = BudgetReceipt::Of(0);
+  EXPECT_FALSE(zero.empty());  // a receipt for a free charge is still a receipt
+  EXPECT_NE(zero, empty);
+  EXPECT_EQ(BudgetReceipt::Of(7, -3).first(), 7);
+  EXPECT_EQ(BudgetReceipt::Of(7, -3).second(), -3);
+  EXPECT_EQ(BudgetReceipt::Of(7, -3), BudgetReceipt::Of(7, -3));
+  EXPECT_NE(BudgetReceipt::Of(7, -3), BudgetReceipt::Of(7, 3));
+  const BudgetDecision refused = BudgetDecision::Refuse("mine");
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.refusal, "mine");
+  EXPECT_TRUE(refused.receipt.empty());
+  const BudgetDecision allowed = BudgetDecision::Allow(BudgetReceipt::Of(2));
+  EXPECT_TRUE(allowed.allowed);
+  EXPECT_TRUE(allowed.refusal.empty());
+  EXPECT_EQ(allowed.receipt, BudgetReceipt::Of(2));
 }
 
 AttemptEvidence Response(int status, std::optional<Duration> retry_after = std::nullopt) {
@@ -82,57 +97,70 @@ TEST(IsThrottlingTest, Exactly429Or503WithAHint) {
   EXPECT_FALSE(IsThrottling(no_response));
 }
 
-// A budget written against the two-argument interface only.
-class CountingBudget : public RetryBudget {
+// A budget that implements only what it must: OnFailure and Balance.
+class MinimalBudget : public RetryBudget {
  public:
-  void OnCallStart(TimePoint) override {}
-  void OnSuccess(std::int64_t, TimePoint) override {}
-  BudgetDecision OnFailureTryRetry(AttemptClass, TimePoint) override {
+  BudgetDecision OnFailure(const BudgetFailure& failure, TimePoint) override {
     ++calls;
-    return {calls <= 2, calls <= 2 ? BudgetRefusal::kNone : BudgetRefusal::kQuotaExhausted, 0};
+    last = failure;
+    if (calls > 2) return BudgetDecision::Refuse("minimal_spent");
+    return BudgetDecision::Allow(BudgetReceipt::Of(calls));
   }
   double Balance(TimePoint) const override { return 0; }
   int calls = 0;
+  BudgetFailure last;
 };
 
-TEST(RetryBudgetTest, ThrottledOverloadDefaultsToTheOldOne) {
-  CountingBudget user;
+TEST(RetryBudgetTest, OneEntryPointAndDefaultsForTheRest) {
+  MinimalBudget user;
   RetryBudget& b = user;
-  EXPECT_TRUE(b.OnFailureTryRetry(kTransient, /*throttled=*/true, At(0)).allowed);
-  EXPECT_TRUE(b.OnFailureTryRetry(kTransient, /*throttled=*/false, At(0)).allowed);
-  EXPECT_FALSE(b.OnFailureTryRetry(kTransient, /*throttled=*/true, At(0)).allowed);
+  b.OnCallStart(At(0));  // the defaults do nothing
+  EXPECT_TRUE(b.OnFailure({kTransient, /*throttled=*/true}, At(0)).allowed);
+  EXPECT_TRUE(user.last.throttled);
+  EXPECT_EQ(user.last.use, BudgetUse::kRetry);
+  BudgetFailure query;
+  query.cls = kAmbiguous;
+  query.use = BudgetUse::kStatusQuery;
+  EXPECT_TRUE(b.OnFailure(query, At(0)).allowed);
+  EXPECT_EQ(user.last.cls, kAmbiguous);
+  EXPECT_EQ(user.last.use, BudgetUse::kStatusQuery);
+  EXPECT_EQ(b.OnFailure({}, At(0)).refusal, "minimal_spent");
+  EXPECT_EQ(user.last.cls, kTransient);  // the defaults of an empty event
+  EXPECT_FALSE(user.last.throttled);
   EXPECT_EQ(user.calls, 3);
-  b.Refund({true, BudgetRefusal::kNone, 0}, At(0));  // the default does nothing
+  b.Refund(BudgetReceipt::Of(1), At(0));
+  b.OnSuccess(BudgetReceipt::Of(2), At(0));
   EXPECT_EQ(user.calls, 3);
 
   // The built-in budgets that do not price throttling ignore the flag.
   auto throttle = MakeThrottleForOverload();
-  EXPECT_TRUE(throttle->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  EXPECT_TRUE(throttle->OnFailure({kTransient, true}, At(0)).allowed);
   EXPECT_EQ(throttle->Balance(At(0)), 9.0);
-  auto ratio = RatioBudget::Create({0, 1, seconds(1)});
+  auto ratio = MakeRatioBudget({0, 1, seconds(1)});
   ASSERT_TRUE(ratio.ok());
-  EXPECT_TRUE((*ratio)->OnFailureTryRetry(kTransient, true, At(0)).allowed);
-  EXPECT_FALSE((*ratio)->OnFailureTryRetry(kTransient, true, At(0)).allowed);
-  UnlimitedBudget unlimited;
-  EXPECT_TRUE(unlimited.OnFailureTryRetry(kTransient, true, At(0)).allowed);
-  unlimited.Refund({true, BudgetRefusal::kNone, 0}, At(0));
+  EXPECT_TRUE((*ratio)->OnFailure({kTransient, true}, At(0)).allowed);
+  EXPECT_FALSE((*ratio)->OnFailure({kTransient, true}, At(0)).allowed);
+  auto unlimited = MakeUnlimitedBudget();
+  EXPECT_TRUE(unlimited->OnFailure({kTransient, true}, At(0)).allowed);
+  unlimited->Refund(BudgetReceipt::Of(1), At(0));
 }
 
 TEST(UnlimitedBudgetTest, AlwaysAllows) {
-  UnlimitedBudget budget;
+  auto unlimited = MakeUnlimitedBudget();
+  RetryBudget& budget = *unlimited;
   for (int i = 0; i < 1000; ++i) {
-    BudgetDecision d = budget.OnFailureTryRetry(kAmbiguous, At(0));
+    BudgetDecision d = budget.OnFailure({kAmbiguous}, At(0));
     ASSERT_TRUE(d.allowed);
-    ASSERT_EQ(d.refusal, BudgetRefusal::kNone);
-    ASSERT_EQ(d.cost, 0);
+    ASSERT_TRUE(d.refusal.empty());
+    ASSERT_TRUE(d.receipt.empty());
   }
 }
 
 // ---------------------------------------------------------------------------
 // TokenThrottle
 
-std::shared_ptr<TokenThrottle> MakeThrottle(double max_tokens, double token_ratio) {
-  auto t = TokenThrottle::Create({max_tokens, token_ratio});
+std::shared_ptr<RetryBudget> MakeThrottle(double max_tokens, double token_ratio) {
+  auto t = MakeTokenThrottle({max_tokens, token_ratio});
   EXPECT_TRUE(t.ok()) << t.status();
   return *t;
 }
@@ -143,98 +171,98 @@ TEST(TokenThrottleTest, DefaultTraceStepByStep) {
   EXPECT_EQ(budget.Balance(At(0)), 10.0);
   // 9, 8, 7, 6 are strictly above half (5): allowed.
   for (double expected : {9.0, 8.0, 7.0, 6.0}) {
-    BudgetDecision d = budget.OnFailureTryRetry(kTransient, At(0));
+    BudgetDecision d = budget.OnFailure({kTransient}, At(0));
     EXPECT_TRUE(d.allowed) << expected;
-    EXPECT_EQ(d.refusal, BudgetRefusal::kNone);
-    EXPECT_EQ(d.cost, 0);
+    EXPECT_TRUE(d.refusal.empty());
+    EXPECT_EQ(d.receipt, BudgetReceipt::Of(1000));  // the milli-tokens it took
     EXPECT_EQ(budget.Balance(At(0)), expected);
   }
   // Exactly half after the charge: refused.
-  BudgetDecision d = budget.OnFailureTryRetry(kAmbiguous, At(0));
+  BudgetDecision d = budget.OnFailure({kAmbiguous}, At(0));
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.refusal, BudgetRefusal::kThrottleAtOrBelowHalf);
+  EXPECT_EQ(d.refusal, "throttle_at_or_below_half");
   EXPECT_EQ(budget.Balance(At(0)), 5.0);
   for (double expected : {4.0, 3.0, 2.0, 1.0, 0.0, 0.0, 0.0}) {
-    d = budget.OnFailureTryRetry(kTransient, At(0));
+    d = budget.OnFailure({kTransient}, At(0));
     EXPECT_FALSE(d.allowed);
-    EXPECT_EQ(d.refusal, BudgetRefusal::kThrottleAtOrBelowHalf);
+    EXPECT_EQ(d.refusal, "throttle_at_or_below_half");
     EXPECT_EQ(budget.Balance(At(0)), expected);  // floor at 0
   }
   // Ten successes earn exactly one token.
   for (int i = 1; i <= 10; ++i) {
-    budget.OnSuccess(0, At(0));
+    budget.OnSuccess(BudgetReceipt(), At(0));
     EXPECT_EQ(budget.Balance(At(0)), i / 10.0) << i;
   }
 }
 
 TEST(TokenThrottleTest, ThresholdIsStrictlyAboveHalf) {
   auto throttle = MakeThrottle(10, 0.1);
-  for (int i = 0; i < 5; ++i) (void)throttle->OnFailureTryRetry(kTransient, At(0));
+  for (int i = 0; i < 5; ++i) (void)throttle->OnFailure({kTransient}, At(0));
   ASSERT_EQ(throttle->Balance(At(0)), 5.0);
   // 5.0 + 1.0 = 6.0, charged to 5.0: equal to half, refused.
-  for (int i = 0; i < 10; ++i) throttle->OnSuccess(0, At(0));
+  for (int i = 0; i < 10; ++i) throttle->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 6.0);
-  EXPECT_FALSE(throttle->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_FALSE(throttle->OnFailure({kTransient}, At(0)).allowed);
   EXPECT_EQ(throttle->Balance(At(0)), 5.0);
   // 5.0 + 1.1 = 6.1, charged to 5.1: above half by one milli-token step, allowed.
-  for (int i = 0; i < 11; ++i) throttle->OnSuccess(0, At(0));
+  for (int i = 0; i < 11; ++i) throttle->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 6.1);
-  EXPECT_TRUE(throttle->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_TRUE(throttle->OnFailure({kTransient}, At(0)).allowed);
   EXPECT_EQ(throttle->Balance(At(0)), 5.1);
 }
 
 TEST(TokenThrottleTest, RecoveryFromEmptyTakes61Successes) {
   for (int successes : {60, 61}) {
     auto throttle = MakeThrottle(10, 0.1);
-    for (int i = 0; i < 20; ++i) (void)throttle->OnFailureTryRetry(kTransient, At(0));
+    for (int i = 0; i < 20; ++i) (void)throttle->OnFailure({kTransient}, At(0));
     ASSERT_EQ(throttle->Balance(At(0)), 0.0);
-    for (int i = 0; i < successes; ++i) throttle->OnSuccess(0, At(0));
+    for (int i = 0; i < successes; ++i) throttle->OnSuccess(BudgetReceipt(), At(0));
     // 6.0 is charged to 5.0 (refused); 6.1 to 5.1 (allowed).
-    EXPECT_EQ(throttle->OnFailureTryRetry(kTransient, At(0)).allowed, successes == 61);
+    EXPECT_EQ(throttle->OnFailure({kTransient}, At(0)).allowed, successes == 61);
   }
 }
 
 TEST(TokenThrottleTest, SuccessIsCappedAtMaxTokens) {
   auto throttle = MakeThrottle(10, 0.7);
-  throttle->OnSuccess(0, At(0));
+  throttle->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 10.0);
-  (void)throttle->OnFailureTryRetry(kTransient, At(0));
-  throttle->OnSuccess(0, At(0));
+  (void)throttle->OnFailure({kTransient}, At(0));
+  throttle->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 9.7);
-  throttle->OnSuccess(0, At(0));
+  throttle->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 10.0);
   // retry_cost is irrelevant to the throttle.
-  (void)throttle->OnFailureTryRetry(kTransient, At(0));
-  throttle->OnSuccess(500, At(0));
+  (void)throttle->OnFailure({kTransient}, At(0));
+  throttle->OnSuccess(BudgetReceipt::Of(500), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 9.7);
 }
 
 TEST(TokenThrottleTest, TokenRatioKeepsThreeDecimals) {
   auto throttle = MakeThrottle(10, 0.1239);  // 0.123
-  (void)throttle->OnFailureTryRetry(kTransient, At(0));
-  throttle->OnSuccess(0, At(0));
+  (void)throttle->OnFailure({kTransient}, At(0));
+  throttle->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 9.123);
 
   auto exact = MakeThrottle(10, 0.29);  // 0.29 * 1000 is 289.999... in binary
-  (void)exact->OnFailureTryRetry(kTransient, At(0));
-  exact->OnSuccess(0, At(0));
+  (void)exact->OnFailure({kTransient}, At(0));
+  exact->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(exact->Balance(At(0)), 9.29);
 }
 
 TEST(TokenThrottleTest, OddMaxTokensHalfIsExact) {
   auto throttle = MakeThrottle(3, 1);  // half is 1.5
-  EXPECT_TRUE(throttle->OnFailureTryRetry(kTransient, At(0)).allowed);   // 2 > 1.5
-  EXPECT_FALSE(throttle->OnFailureTryRetry(kTransient, At(0)).allowed);  // 1 <= 1.5
+  EXPECT_TRUE(throttle->OnFailure({kTransient}, At(0)).allowed);   // 2 > 1.5
+  EXPECT_FALSE(throttle->OnFailure({kTransient}, At(0)).allowed);  // 1 <= 1.5
   EXPECT_EQ(throttle->Balance(At(0)), 1.0);
 
   auto tiny = MakeThrottle(0.001, 0.001);  // one milli-token; half is 0.0005
-  EXPECT_FALSE(tiny->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_FALSE(tiny->OnFailure({kTransient}, At(0)).allowed);
   EXPECT_EQ(tiny->Balance(At(0)), 0.0);
 }
 
 TEST(TokenThrottleTest, ValidationNamesTheField) {
-  EXPECT_TRUE(TokenThrottle::Create({}).ok());
-  EXPECT_TRUE(TokenThrottle::Create({1000, 0.001}).ok());
+  EXPECT_TRUE(MakeTokenThrottle({}).ok());
+  EXPECT_TRUE(MakeTokenThrottle({1000, 0.001}).ok());
   struct Case {
     TokenThrottleOptions options;
     std::string message;
@@ -254,7 +282,7 @@ TEST(TokenThrottleTest, ValidationNamesTheField) {
       {{10, 0.0004}, "token_ratio: must be in [0.001, 1e12] (three decimals are kept), got 0.0004"},
   };
   for (const Case& c : cases) {
-    auto t = TokenThrottle::Create(c.options);
+    auto t = MakeTokenThrottle(c.options);
     ASSERT_FALSE(t.ok()) << c.message;
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(Message(t.status()), c.message);
@@ -266,14 +294,14 @@ TEST(TokenThrottleTest, ConcurrentUpdatesAreNotLost) {
   // (+1). The total stays within [492, 500], far from the floor and the cap,
   // so any lost update of either kind moves the final value off 500.
   auto throttle = MakeThrottle(1000, 1);
-  for (int i = 0; i < 500; ++i) (void)throttle->OnFailureTryRetry(kTransient, At(0));
+  for (int i = 0; i < 500; ++i) (void)throttle->OnFailure({kTransient}, At(0));
   ASSERT_EQ(throttle->Balance(At(0)), 500.0);
   std::atomic<int> allowed{0};
   RunOnThreads([&] {
     for (int i = 0; i < 100000; ++i) {
       // 499 after a charge is never above half: every decision is a refusal.
-      if (throttle->OnFailureTryRetry(kTransient, At(0)).allowed) allowed.fetch_add(1);
-      throttle->OnSuccess(0, At(0));
+      if (throttle->OnFailure({kTransient}, At(0)).allowed) allowed.fetch_add(1);
+      throttle->OnSuccess(BudgetReceipt(), At(0));
     }
   });
   EXPECT_EQ(allowed.load(), 0);
@@ -287,53 +315,57 @@ TEST(TokenThrottleTest, ConcurrentFailuresAllowExactlyTheTokensAboveHalf) {
   std::atomic<int> allowed{0};
   RunOnThreads([&] {
     for (int i = 0; i < 200; ++i) {
-      if (throttle->OnFailureTryRetry(kTransient, At(0)).allowed) allowed.fetch_add(1);
+      if (throttle->OnFailure({kTransient}, At(0)).allowed) allowed.fetch_add(1);
     }
   });
   EXPECT_EQ(allowed.load(), 4);
   EXPECT_EQ(throttle->Balance(At(0)), 0.0);
 }
 
-TEST(TokenThrottleTest, DecisionRecordsTheMilliTokensCharged) {
-  auto throttle = MakeThrottle(1.5, 0.1);
-  BudgetDecision d = throttle->OnFailureTryRetry(kTransient, At(0));  // 1.5 -> 0.5
+// The receipt of an allowed decision holds the milli-tokens taken; a refusal
+// keeps what the failure cost (gRPC's rule) and so has no receipt to refund.
+TEST(TokenThrottleTest, OnlyAnAllowedDecisionHasAReceipt) {
+  auto throttle = MakeThrottle(2.5, 0.1);
+  BudgetDecision d = throttle->OnFailure({kTransient}, At(0));  // 2.5 -> 1.5
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.receipt, BudgetReceipt::Of(1000));
+  d = throttle->OnFailure({kTransient}, At(0));  // 1.5 -> 0.5
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.charged_milli_tokens, 1000);
-  d = throttle->OnFailureTryRetry(kTransient, At(0));  // 0.5 -> 0 (floor)
-  EXPECT_EQ(d.charged_milli_tokens, 500);
-  d = throttle->OnFailureTryRetry(kTransient, At(0));  // 0 -> 0
-  EXPECT_EQ(d.charged_milli_tokens, 0);
-  EXPECT_EQ(d.cost, 0);
+  EXPECT_EQ(d.refusal, "throttle_at_or_below_half");
+  EXPECT_TRUE(d.receipt.empty());
+  d = throttle->OnFailure({kTransient}, At(0));  // 0.5 -> 0 (floor)
+  EXPECT_TRUE(d.receipt.empty());
+  EXPECT_EQ(throttle->Balance(At(0)), 0.0);
 }
 
 TEST(TokenThrottleTest, RefundGivesBackTheChargeCapped) {
   auto throttle = MakeThrottle(10, 0.1);
-  BudgetDecision a = throttle->OnFailureTryRetry(kTransient, At(0));  // 9
-  BudgetDecision b = throttle->OnFailureTryRetry(kTransient, At(0));  // 8
+  BudgetDecision a = throttle->OnFailure({kTransient}, At(0));  // 9
+  BudgetDecision b = throttle->OnFailure({kTransient}, At(0));  // 8
   ASSERT_TRUE(a.allowed);
   ASSERT_TRUE(b.allowed);
-  EXPECT_EQ(a.charged_milli_tokens, 1000);
-  throttle->Refund(b, At(0));
+  EXPECT_EQ(a.receipt.first(), 1000);
+  throttle->Refund(b.receipt, At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 9.0);
-  for (int i = 0; i < 5; ++i) throttle->OnSuccess(0, At(0));  // 9.5
+  for (int i = 0; i < 5; ++i) throttle->OnSuccess(BudgetReceipt(), At(0));  // 9.5
   EXPECT_EQ(throttle->Balance(At(0)), 9.5);
-  throttle->Refund(a, At(0));  // 10.5, capped
+  throttle->Refund(a.receipt, At(0));  // 10.5, capped
   EXPECT_EQ(throttle->Balance(At(0)), 10.0);
 }
 
 TEST(TokenThrottleTest, RefundOfARefusalDoesNothing) {
   auto throttle = MakeThrottle(2, 0.1);
-  BudgetDecision d = throttle->OnFailureTryRetry(kTransient, At(0));  // 1: refused
+  BudgetDecision d = throttle->OnFailure({kTransient}, At(0));  // 1: refused
   ASSERT_FALSE(d.allowed);
-  throttle->Refund(d, At(0));
+  throttle->Refund(d.receipt, At(0));
   EXPECT_EQ(throttle->Balance(At(0)), 1.0);
 }
 
 // ---------------------------------------------------------------------------
 // RatioBudget
 
-std::shared_ptr<RatioBudget> MakeRatio(double percent, double min_per_second, Duration window) {
-  auto b = RatioBudget::Create({percent, min_per_second, window});
+std::shared_ptr<RetryBudget> MakeRatio(double percent, double min_per_second, Duration window) {
+  auto b = MakeRatioBudget({percent, min_per_second, window});
   EXPECT_TRUE(b.ok()) << b.status();
   return *b;
 }
@@ -343,14 +375,14 @@ TEST(RatioBudgetTest, DefaultsAreTenPercentPlusTenPerSecondOverTenSeconds) {
   EXPECT_EQ(options.percent, 0.10);
   EXPECT_EQ(options.min_per_second, 10);
   EXPECT_EQ(options.window, seconds(10));
-  auto budget = RatioBudget::Create({});
+  auto budget = MakeRatioBudget({});
   ASSERT_TRUE(budget.ok());
-  RatioBudget& b = **budget;
+  RetryBudget& b = **budget;
   EXPECT_EQ(b.Balance(At(0)), 100.0);
   for (int i = 0; i < 10; ++i) b.OnCallStart(At(500));
   EXPECT_EQ(b.Balance(At(500)), 101.0);
   int allowed = 0;
-  for (int i = 0; i < 105; ++i) allowed += b.OnFailureTryRetry(kTransient, At(900)).allowed;
+  for (int i = 0; i < 105; ++i) allowed += b.OnFailure({kTransient}, At(900)).allowed;
   EXPECT_EQ(allowed, 101);
   EXPECT_EQ(b.Balance(At(900)), 0.0);
 }
@@ -358,33 +390,33 @@ TEST(RatioBudgetTest, DefaultsAreTenPercentPlusTenPerSecondOverTenSeconds) {
 TEST(RatioBudgetTest, ExactTraceAcrossTime) {
   // percent 0.5, 1 retry/s, 3 s window: reserve 3.
   auto budget = MakeRatio(0.5, 1, seconds(3));
-  RatioBudget& b = *budget;
+  RetryBudget& b = *budget;
   EXPECT_EQ(b.Balance(At(100'000)), 3.0);
   b.OnCallStart(At(100'200));
   b.OnCallStart(At(100'200));
   EXPECT_EQ(b.Balance(At(100'200)), 4.0);
-  EXPECT_TRUE(b.OnFailureTryRetry(kTransient, At(100'500)).allowed);
+  EXPECT_TRUE(b.OnFailure({kTransient}, At(100'500)).allowed);
   EXPECT_EQ(b.Balance(At(100'500)), 3.0);
   for (int i = 0; i < 3; ++i) {
-    BudgetDecision d = b.OnFailureTryRetry(kAmbiguous, At(100'900));
+    BudgetDecision d = b.OnFailure({kAmbiguous}, At(100'900));
     EXPECT_TRUE(d.allowed);
-    EXPECT_EQ(d.cost, 0);
+    EXPECT_EQ(d.receipt, BudgetReceipt::Of(1, 100));  // one withdrawal, second 100
   }
   EXPECT_EQ(b.Balance(At(100'900)), 0.0);
-  BudgetDecision refused = b.OnFailureTryRetry(kTransient, At(100'999));
+  BudgetDecision refused = b.OnFailure({kTransient}, At(100'999));
   EXPECT_FALSE(refused.allowed);
-  EXPECT_EQ(refused.refusal, BudgetRefusal::kRatioExhausted);
+  EXPECT_EQ(refused.refusal, "ratio_exhausted");
   EXPECT_EQ(b.Balance(At(100'999)), 0.0);  // a refusal withdraws nothing
 
   // Second 101: nothing has expired yet.
   EXPECT_EQ(b.Balance(At(101'000)), 0.0);
   b.OnCallStart(At(101'500));
   EXPECT_EQ(b.Balance(At(101'500)), 0.5);
-  EXPECT_FALSE(b.OnFailureTryRetry(kTransient, At(101'500)).allowed);  // 0.5 < 1
+  EXPECT_FALSE(b.OnFailure({kTransient}, At(101'500)).allowed);  // 0.5 < 1
   b.OnCallStart(At(101'600));
-  EXPECT_TRUE(b.OnFailureTryRetry(kTransient, At(101'700)).allowed);  // exactly 1
+  EXPECT_TRUE(b.OnFailure({kTransient}, At(101'700)).allowed);  // exactly 1
   EXPECT_EQ(b.Balance(At(101'700)), 0.0);
-  EXPECT_FALSE(b.OnFailureTryRetry(kTransient, At(102'999)).allowed);
+  EXPECT_FALSE(b.OnFailure({kTransient}, At(102'999)).allowed);
 
   // 103.000: second 100 (2 deposits, 4 withdrawals) leaves the window.
   EXPECT_EQ(b.Balance(At(102'999)), 0.0);
@@ -393,8 +425,8 @@ TEST(RatioBudgetTest, ExactTraceAcrossTime) {
   EXPECT_EQ(b.Balance(At(103'999)), 3.0);
   EXPECT_EQ(b.Balance(At(104'000)), 3.0);
   // The decision path (which rotates slots) agrees with the query.
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(b.OnFailureTryRetry(kTransient, At(104'000)).allowed);
-  EXPECT_FALSE(b.OnFailureTryRetry(kTransient, At(104'000)).allowed);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(b.OnFailure({kTransient}, At(104'000)).allowed);
+  EXPECT_FALSE(b.OnFailure({kTransient}, At(104'000)).allowed);
   EXPECT_EQ(b.Balance(At(104'000)), 0.0);
 }
 
@@ -407,21 +439,21 @@ TEST(RatioBudgetTest, DepositLivesUntilItsSecondPlusWindow) {
   // The same through the decision path.
   auto other = MakeRatio(1.0, 0, seconds(3));
   other->OnCallStart(At(12'999));
-  EXPECT_FALSE(other->OnFailureTryRetry(kTransient, At(15'000)).allowed);
+  EXPECT_FALSE(other->OnFailure({kTransient}, At(15'000)).allowed);
   auto third = MakeRatio(1.0, 0, seconds(3));
   third->OnCallStart(At(12'000));
-  EXPECT_TRUE(third->OnFailureTryRetry(kTransient, At(14'999)).allowed);
+  EXPECT_TRUE(third->OnFailure({kTransient}, At(14'999)).allowed);
 }
 
 TEST(RatioBudgetTest, TenPercentThresholdIsExact) {
   auto budget = MakeRatio(0.1, 0, seconds(10));
   for (int i = 0; i < 9; ++i) budget->OnCallStart(At(0));
-  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);  // 0.9
+  EXPECT_FALSE(budget->OnFailure({kTransient}, At(0)).allowed);  // 0.9
   budget->OnCallStart(At(0));
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);  // 1.0
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(0)).allowed);  // 1.0
   for (int i = 0; i < 30; ++i) budget->OnCallStart(At(0));
   int allowed = 0;
-  for (int i = 0; i < 10; ++i) allowed += budget->OnFailureTryRetry(kTransient, At(0)).allowed;
+  for (int i = 0; i < 10; ++i) allowed += budget->OnFailure({kTransient}, At(0)).allowed;
   EXPECT_EQ(allowed, 3);  // 0.1 * 40 - 1 = 3
   EXPECT_EQ(budget->Balance(At(0)), 0.0);
 }
@@ -429,11 +461,11 @@ TEST(RatioBudgetTest, TenPercentThresholdIsExact) {
 TEST(RatioBudgetTest, WithdrawalsOutliveDepositsSoBalanceCanGoNegative) {
   auto budget = MakeRatio(1.0, 0, seconds(2));
   budget->OnCallStart(At(10'000));
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(11'000)).allowed);
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(11'000)).allowed);
   EXPECT_EQ(budget->Balance(At(11'000)), 0.0);
   EXPECT_EQ(budget->Balance(At(12'000)), -1.0);
   budget->OnCallStart(At(12'000));
-  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(12'000)).allowed);
+  EXPECT_FALSE(budget->OnFailure({kTransient}, At(12'000)).allowed);
   EXPECT_EQ(budget->Balance(At(12'000)), 0.0);
   EXPECT_EQ(budget->Balance(At(13'000)), 1.0);
 }
@@ -452,10 +484,10 @@ TEST(RatioBudgetTest, LongJumpClearsTheWindow) {
   auto budget = MakeRatio(0.5, 2, seconds(4));  // reserve 8
   for (int i = 0; i < 6; ++i) budget->OnCallStart(At(1'000 + i * 700));
   EXPECT_EQ(budget->Balance(At(4'500)), 11.0);
-  for (int i = 0; i < 11; ++i) EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(4'500)).allowed);
-  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(4'500)).allowed);
+  for (int i = 0; i < 11; ++i) EXPECT_TRUE(budget->OnFailure({kTransient}, At(4'500)).allowed);
+  EXPECT_FALSE(budget->OnFailure({kTransient}, At(4'500)).allowed);
   EXPECT_EQ(budget->Balance(At(1'000'000)), 8.0);
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(1'000'000)).allowed);
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(1'000'000)).allowed);
   EXPECT_EQ(budget->Balance(At(1'000'000)), 7.0);
 }
 
@@ -470,10 +502,10 @@ TEST(RatioBudgetTest, NegativeTimeUsesFloorSeconds) {
 TEST(RatioBudgetTest, FractionalWindowDropsTheFraction) {
   auto budget = MakeRatio(0, 1, milliseconds(2700));  // acts as 2 s: reserve 2
   EXPECT_EQ(budget->Balance(At(0)), 2.0);
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(1'000)).allowed);
-  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(1'999)).allowed);
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(2'000)).allowed);
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(0)).allowed);
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(1'000)).allowed);
+  EXPECT_FALSE(budget->OnFailure({kTransient}, At(1'999)).allowed);
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(2'000)).allowed);
 }
 
 TEST(RatioBudgetTest, ValidationNamesTheField) {
@@ -495,34 +527,34 @@ TEST(RatioBudgetTest, ValidationNamesTheField) {
       {{0.1, 10, std::chrono::hours(25)}, "window: must be <= 24h, got 25h"},
   };
   for (const Case& c : cases) {
-    auto b = RatioBudget::Create(c.options);
+    auto b = MakeRatioBudget(c.options);
     ASSERT_FALSE(b.ok()) << c.message;
     EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(Message(b.status()), c.message);
   }
-  EXPECT_TRUE(RatioBudget::Create({0, 0, seconds(1)}).ok());
-  EXPECT_TRUE(RatioBudget::Create({1, 0, std::chrono::hours(24)}).ok());
-  EXPECT_TRUE(RatioBudget::Create({1.5, 0, seconds(1)}).ok());
-  EXPECT_TRUE(RatioBudget::Create({1000, 0, seconds(1)}).ok());
+  EXPECT_TRUE(MakeRatioBudget({0, 0, seconds(1)}).ok());
+  EXPECT_TRUE(MakeRatioBudget({1, 0, std::chrono::hours(24)}).ok());
+  EXPECT_TRUE(MakeRatioBudget({1.5, 0, seconds(1)}).ok());
+  EXPECT_TRUE(MakeRatioBudget({1000, 0, seconds(1)}).ok());
 }
 
 TEST(RatioBudgetTest, PercentFiveAllowsFiveRetriesPerCall) {
   auto budget = MakeRatio(5.0, 0, seconds(10));
   EXPECT_EQ(budget->Balance(At(0)), 0.0);
-  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_FALSE(budget->OnFailure({kTransient}, At(0)).allowed);
   budget->OnCallStart(At(0));
   EXPECT_EQ(budget->Balance(At(0)), 5.0);
   for (int i = 0; i < 5; ++i) {
-    EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(100)).allowed) << i;
+    EXPECT_TRUE(budget->OnFailure({kTransient}, At(100)).allowed) << i;
   }
-  BudgetDecision refused = budget->OnFailureTryRetry(kTransient, At(100));
+  BudgetDecision refused = budget->OnFailure({kTransient}, At(100));
   EXPECT_FALSE(refused.allowed);
-  EXPECT_EQ(refused.refusal, BudgetRefusal::kRatioExhausted);
+  EXPECT_EQ(refused.refusal, "ratio_exhausted");
   EXPECT_EQ(budget->Balance(At(100)), 0.0);
   budget->OnCallStart(At(200));
   budget->OnCallStart(At(200));
   int allowed = 0;
-  for (int i = 0; i < 20; ++i) allowed += budget->OnFailureTryRetry(kTransient, At(300)).allowed;
+  for (int i = 0; i < 20; ++i) allowed += budget->OnFailure({kTransient}, At(300)).allowed;
   EXPECT_EQ(allowed, 10);
 }
 
@@ -531,7 +563,7 @@ TEST(RatioBudgetTest, PercentOneThousandAllowsAThousandRetriesPerCall) {
   budget->OnCallStart(At(0));
   EXPECT_EQ(budget->Balance(At(0)), 1000.0);
   int allowed = 0;
-  for (int i = 0; i < 1005; ++i) allowed += budget->OnFailureTryRetry(kTransient, At(0)).allowed;
+  for (int i = 0; i < 1005; ++i) allowed += budget->OnFailure({kTransient}, At(0)).allowed;
   EXPECT_EQ(allowed, 1000);
   EXPECT_EQ(budget->Balance(At(0)), 0.0);
 }
@@ -544,60 +576,59 @@ TEST(RatioBudgetTest, LargestReserveAndPercentStayExact) {
   auto budget = MakeRatio(1000, 1e300, seconds(10));
   for (int i = 0; i < 3; ++i) budget->OnCallStart(At(0));
   EXPECT_EQ(budget->Balance(At(0)), 1000000003000.0);
-  EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_TRUE(budget->OnFailure({kTransient}, At(0)).allowed);
   EXPECT_EQ(budget->Balance(At(0)),
             static_cast<double>(std::int64_t{1'000'000'002'999'000'000}) / 1e6);
 }
 
 TEST(RatioBudgetTest, AllowedDecisionRecordsItsSecond) {
   auto budget = MakeRatio(0, 1, seconds(10));
-  EXPECT_EQ(budget->OnFailureTryRetry(kTransient, At(7'250)).withdrawal_second, 7);
+  EXPECT_EQ(budget->OnFailure({kTransient}, At(7'250)).receipt.second(), 7);
   // A late report is recorded in the newest second seen.
-  EXPECT_EQ(budget->OnFailureTryRetry(kTransient, At(3'000)).withdrawal_second, 7);
-  BudgetDecision d = budget->OnFailureTryRetry(kTransient, At(9'999));
+  EXPECT_EQ(budget->OnFailure({kTransient}, At(3'000)).receipt.second(), 7);
+  BudgetDecision d = budget->OnFailure({kTransient}, At(9'999));
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.withdrawal_second, 9);
-  EXPECT_EQ(d.cost, 0);
-  EXPECT_EQ(d.charged_milli_tokens, 0);
+  EXPECT_EQ(d.receipt.second(), 9);
+  EXPECT_EQ(d.receipt.first(), 1);
 }
 
 TEST(RatioBudgetTest, RefundRemovesTheWithdrawalWhileInTheWindow) {
   auto budget = MakeRatio(0, 1, seconds(3));  // reserve 3
-  BudgetDecision d = budget->OnFailureTryRetry(kTransient, At(100'500));
+  BudgetDecision d = budget->OnFailure({kTransient}, At(100'500));
   ASSERT_TRUE(d.allowed);
   EXPECT_EQ(budget->Balance(At(100'500)), 2.0);
-  budget->Refund(d, At(102'999));  // second 100 still counts at 102.999
+  budget->Refund(d.receipt, At(102'999));  // second 100 still counts at 102.999
   EXPECT_EQ(budget->Balance(At(102'999)), 3.0);
   // The refund took the withdrawal out: when second 100 expires nothing is
   // subtracted twice.
   EXPECT_EQ(budget->Balance(At(103'000)), 3.0);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
+    EXPECT_TRUE(budget->OnFailure({kTransient}, At(103'000)).allowed);
   }
-  EXPECT_FALSE(budget->OnFailureTryRetry(kTransient, At(103'000)).allowed);
+  EXPECT_FALSE(budget->OnFailure({kTransient}, At(103'000)).allowed);
 }
 
 TEST(RatioBudgetTest, RefundAfterExpiryDoesNothing) {
   auto budget = MakeRatio(0, 1, seconds(3));  // reserve 3
-  BudgetDecision d = budget->OnFailureTryRetry(kTransient, At(100'500));
+  BudgetDecision d = budget->OnFailure({kTransient}, At(100'500));
   ASSERT_TRUE(d.allowed);
   // Second 100 left the window at 103.000, and a new withdrawal now sits in
   // the slot that second 100 used.
-  BudgetDecision later = budget->OnFailureTryRetry(kTransient, At(103'100));
+  BudgetDecision later = budget->OnFailure({kTransient}, At(103'100));
   ASSERT_TRUE(later.allowed);
   EXPECT_EQ(budget->Balance(At(103'100)), 2.0);
-  budget->Refund(d, At(103'100));
+  budget->Refund(d.receipt, At(103'100));
   EXPECT_EQ(budget->Balance(At(103'100)), 2.0);
-  budget->Refund(later, At(103'200));
+  budget->Refund(later.receipt, At(103'200));
   EXPECT_EQ(budget->Balance(At(103'200)), 3.0);
 }
 
 TEST(RatioBudgetTest, RefundOfARefusalDoesNothing) {
   auto budget = MakeRatio(0, 1, seconds(1));  // reserve 1
-  ASSERT_TRUE(budget->OnFailureTryRetry(kTransient, At(0)).allowed);
-  BudgetDecision refused = budget->OnFailureTryRetry(kTransient, At(0));
+  ASSERT_TRUE(budget->OnFailure({kTransient}, At(0)).allowed);
+  BudgetDecision refused = budget->OnFailure({kTransient}, At(0));
   ASSERT_FALSE(refused.allowed);
-  budget->Refund(refused, At(0));
+  budget->Refund(refused.receipt, At(0));
   EXPECT_EQ(budget->Balance(At(0)), 0.0);
 }
 
@@ -610,7 +641,7 @@ TEST(RatioBudgetTest, ConcurrentUpdatesAreNotLost) {
     for (int i = 0; i < 2000; ++i) {
       budget->OnCallStart(At(5'000));
       budget->OnCallStart(At(5'000));
-      if (!budget->OnFailureTryRetry(kTransient, At(5'000)).allowed) refused.fetch_add(1);
+      if (!budget->OnFailure({kTransient}, At(5'000)).allowed) refused.fetch_add(1);
     }
   });
   EXPECT_EQ(refused.load(), 0);
@@ -623,7 +654,7 @@ TEST(RatioBudgetTest, ConcurrentWithdrawalsStopExactlyAtZero) {
   RunOnThreads([&] {
     for (int i = 0; i < 50; ++i) {
       // Times spread over one second: rotation happens under contention too.
-      if (budget->OnFailureTryRetry(kTransient, At(7'000 + i * 20)).allowed) allowed.fetch_add(1);
+      if (budget->OnFailure({kTransient}, At(7'000 + i * 20)).allowed) allowed.fetch_add(1);
     }
   });
   EXPECT_EQ(allowed.load(), 100);
@@ -633,8 +664,8 @@ TEST(RatioBudgetTest, ConcurrentWithdrawalsStopExactlyAtZero) {
 // ---------------------------------------------------------------------------
 // CostQuota
 
-std::shared_ptr<CostQuota> MakeQuota(CostQuotaOptions options) {
-  auto q = CostQuota::Create(options);
+std::shared_ptr<RetryBudget> MakeQuota(CostQuotaOptions options) {
+  auto q = MakeCostQuota(options);
   EXPECT_TRUE(q.ok()) << q.status();
   return *q;
 }
@@ -648,53 +679,53 @@ TEST(CostQuotaTest, DefaultTraceStepByStep) {
   auto quota = MakeQuota({});
   RetryBudget& b = *quota;
   EXPECT_EQ(b.Balance(At(0)), 500.0);
-  BudgetDecision d = b.OnFailureTryRetry(kTransient, At(0));
+  BudgetDecision d = b.OnFailure({kTransient}, At(0));
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.refusal, BudgetRefusal::kNone);
-  EXPECT_EQ(d.cost, 5);
+  EXPECT_TRUE(d.refusal.empty());
+  EXPECT_EQ(d.receipt.first(), 5);
   EXPECT_EQ(b.Balance(At(0)), 495.0);
-  d = b.OnFailureTryRetry(kAmbiguous, At(0));
+  d = b.OnFailure({kAmbiguous}, At(0));
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.cost, 10);
+  EXPECT_EQ(d.receipt.first(), 10);
   EXPECT_EQ(b.Balance(At(0)), 485.0);
-  d = b.OnFailureTryRetry(AttemptClass::kRetryableNotDelivered, At(0));
-  EXPECT_EQ(d.cost, 5);
+  d = b.OnFailure({AttemptClass::kRetryableNotDelivered}, At(0));
+  EXPECT_EQ(d.receipt.first(), 5);
   EXPECT_EQ(b.Balance(At(0)), 480.0);
-  b.OnSuccess(10, At(0));  // a successful retry refunds its cost
+  b.OnSuccess(BudgetReceipt::Of(10), At(0));  // a successful retry refunds its cost
   EXPECT_EQ(b.Balance(At(0)), 490.0);
-  b.OnSuccess(0, At(0));  // a first-try success adds the increment
+  b.OnSuccess(BudgetReceipt(), At(0));  // a first-try success adds the increment
   EXPECT_EQ(b.Balance(At(0)), 491.0);
-  b.OnSuccess(5, At(0));
-  b.OnSuccess(5, At(0));
+  b.OnSuccess(BudgetReceipt::Of(5), At(0));
+  b.OnSuccess(BudgetReceipt::Of(5), At(0));
   EXPECT_EQ(b.Balance(At(0)), 500.0);  // capped (491 + 10 = 501)
-  b.OnSuccess(0, At(0));
+  b.OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(b.Balance(At(0)), 500.0);
 }
 
 TEST(CostQuotaTest, RefusesBelowTheCostAndAllowsExactlyAtIt) {
   auto quota = MakeQuota({12, 5, 10, 1});
-  EXPECT_TRUE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);  // 7 left
-  BudgetDecision d = quota->OnFailureTryRetry(kAmbiguous, At(0));   // 7 < 10
+  EXPECT_TRUE(quota->OnFailure({kTransient}, At(0)).allowed);  // 7 left
+  BudgetDecision d = quota->OnFailure({kAmbiguous}, At(0));   // 7 < 10
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.refusal, BudgetRefusal::kQuotaExhausted);
-  EXPECT_EQ(d.cost, 0);
+  EXPECT_EQ(d.refusal, "quota_exhausted");
+  EXPECT_TRUE(d.receipt.empty());
   EXPECT_EQ(quota->Balance(At(0)), 7.0);
-  EXPECT_TRUE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);  // 2 left
-  EXPECT_FALSE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);  // 2 < 5
-  for (int i = 0; i < 3; ++i) quota->OnSuccess(0, At(0));
+  EXPECT_TRUE(quota->OnFailure({kTransient}, At(0)).allowed);  // 2 left
+  EXPECT_FALSE(quota->OnFailure({kTransient}, At(0)).allowed);  // 2 < 5
+  for (int i = 0; i < 3; ++i) quota->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(quota->Balance(At(0)), 5.0);
-  d = quota->OnFailureTryRetry(kTransient, At(0));  // 5 == 5: allowed
+  d = quota->OnFailure({kTransient}, At(0));  // 5 == 5: allowed
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.cost, 5);
+  EXPECT_EQ(d.receipt.first(), 5);
   EXPECT_EQ(quota->Balance(At(0)), 0.0);
 }
 
 TEST(CostQuotaTest, ZeroIncrementAndHugeRefund) {
   auto quota = MakeQuota({100, 5, 10, 0});
-  (void)quota->OnFailureTryRetry(kAmbiguous, At(0));
-  quota->OnSuccess(0, At(0));
+  (void)quota->OnFailure({kAmbiguous}, At(0));
+  quota->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(quota->Balance(At(0)), 90.0);
-  quota->OnSuccess(std::numeric_limits<std::int64_t>::max(), At(0));
+  quota->OnSuccess(BudgetReceipt::Of(std::numeric_limits<std::int64_t>::max()), At(0));
   EXPECT_EQ(quota->Balance(At(0)), 100.0);
 }
 
@@ -711,7 +742,7 @@ TEST(CostQuotaTest, ValidationNamesTheField) {
       {{500, 5, 10, 1, -1}, "throttling_cost: must be >= 0 (0 = retry_cost), got -1"},
   };
   for (const Case& c : cases) {
-    auto q = CostQuota::Create(c.options);
+    auto q = MakeCostQuota(c.options);
     ASSERT_FALSE(q.ok()) << c.message;
     EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(Message(q.status()), c.message);
@@ -724,44 +755,44 @@ TEST(CostQuotaTest, CapacityZeroNeverRetries) {
   for (AttemptClass cls :
        {kTransient, kAmbiguous, AttemptClass::kRetryableNotDelivered, AttemptClass::kInProgress}) {
     for (bool throttled : {false, true}) {
-      BudgetDecision d = quota->OnFailureTryRetry(cls, throttled, At(0));
+      BudgetDecision d = quota->OnFailure({cls, throttled}, At(0));
       EXPECT_FALSE(d.allowed);
-      EXPECT_EQ(d.refusal, BudgetRefusal::kQuotaExhausted);
-      EXPECT_EQ(d.cost, 0);
+      EXPECT_EQ(d.refusal, "quota_exhausted");
+      EXPECT_TRUE(d.receipt.empty());
     }
-    EXPECT_FALSE(quota->OnFailureTryRetry(cls, At(0)).allowed);
+    EXPECT_FALSE(quota->OnFailure({cls}, At(0)).allowed);
   }
   // Successes cannot lift the pool above its capacity of 0.
-  quota->OnSuccess(0, At(0));
-  quota->OnSuccess(5, At(0));
+  quota->OnSuccess(BudgetReceipt(), At(0));
+  quota->OnSuccess(BudgetReceipt::Of(5), At(0));
   EXPECT_EQ(quota->Balance(At(0)), 0.0);
-  EXPECT_FALSE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);
+  EXPECT_FALSE(quota->OnFailure({kTransient}, At(0)).allowed);
 }
 
 TEST(CostQuotaTest, ThrottlingCostDefaultsToRetryCost) {
   CostQuotaOptions defaults;
   EXPECT_EQ(defaults.throttling_cost, 0);
   auto quota = MakeQuota({});
-  BudgetDecision d = quota->OnFailureTryRetry(kTransient, /*throttled=*/true, At(0));
+  BudgetDecision d = quota->OnFailure({kTransient, /*throttled=*/true}, At(0));
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.cost, 5);
-  d = quota->OnFailureTryRetry(kTransient, /*throttled=*/false, At(0));
-  EXPECT_EQ(d.cost, 5);
-  d = quota->OnFailureTryRetry(kAmbiguous, /*throttled=*/false, At(0));
-  EXPECT_EQ(d.cost, 10);
+  EXPECT_EQ(d.receipt.first(), 5);
+  d = quota->OnFailure({kTransient, /*throttled=*/false}, At(0));
+  EXPECT_EQ(d.receipt.first(), 5);
+  d = quota->OnFailure({kAmbiguous, /*throttled=*/false}, At(0));
+  EXPECT_EQ(d.receipt.first(), 10);
   EXPECT_EQ(quota->Balance(At(0)), 480.0);
 }
 
 TEST(CostQuotaTest, ThrottlingIsPricedApart) {
   CostQuotaOptions options{100, 7, 11, 1, 2};
   auto quota = MakeQuota(options);
-  EXPECT_EQ(quota->OnFailureTryRetry(kTransient, true, At(0)).cost, 2);
-  EXPECT_EQ(quota->OnFailureTryRetry(kTransient, false, At(0)).cost, 7);
-  EXPECT_EQ(quota->OnFailureTryRetry(kAmbiguous, false, At(0)).cost, 11);
+  EXPECT_EQ(quota->OnFailure({kTransient, true}, At(0)).receipt.first(), 2);
+  EXPECT_EQ(quota->OnFailure({kTransient, false}, At(0)).receipt.first(), 7);
+  EXPECT_EQ(quota->OnFailure({kAmbiguous, false}, At(0)).receipt.first(), 11);
   // Throttling decides first, even for an ambiguous class.
-  EXPECT_EQ(quota->OnFailureTryRetry(kAmbiguous, true, At(0)).cost, 2);
+  EXPECT_EQ(quota->OnFailure({kAmbiguous, true}, At(0)).receipt.first(), 2);
   // The two-argument overload never counts as throttling.
-  EXPECT_EQ(quota->OnFailureTryRetry(kTransient, At(0)).cost, 7);
+  EXPECT_EQ(quota->OnFailure({kTransient}, At(0)).receipt.first(), 7);
   EXPECT_EQ(quota->Balance(At(0)), 71.0);
 }
 
@@ -773,38 +804,38 @@ TEST(CostQuotaTest, Aws2026Preset) {
   EXPECT_EQ(aws.success_increment, 1);
   EXPECT_EQ(aws.throttling_cost, 5);
   auto quota = MakeQuota(aws);
-  BudgetDecision d = quota->OnFailureTryRetry(kTransient, /*throttled=*/true, At(0));
+  BudgetDecision d = quota->OnFailure({kTransient, /*throttled=*/true}, At(0));
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.cost, 5);
+  EXPECT_EQ(d.receipt.first(), 5);
   EXPECT_EQ(quota->Balance(At(0)), 495.0);
-  d = quota->OnFailureTryRetry(kTransient, /*throttled=*/false, At(0));
-  EXPECT_EQ(d.cost, 14);
+  d = quota->OnFailure({kTransient, /*throttled=*/false}, At(0));
+  EXPECT_EQ(d.receipt.first(), 14);
   EXPECT_EQ(quota->Balance(At(0)), 481.0);
-  d = quota->OnFailureTryRetry(kAmbiguous, /*throttled=*/false, At(0));
-  EXPECT_EQ(d.cost, 14);
+  d = quota->OnFailure({kAmbiguous, /*throttled=*/false}, At(0));
+  EXPECT_EQ(d.receipt.first(), 14);
   EXPECT_EQ(quota->Balance(At(0)), 467.0);
-  quota->OnSuccess(14, At(0));
-  quota->OnSuccess(0, At(0));
+  quota->OnSuccess(BudgetReceipt::Of(14), At(0));
+  quota->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(quota->Balance(At(0)), 482.0);
 
   // From full: 100 throttling retries, or 35 others (35 * 14 = 490, 10 left).
   auto throttled_only = MakeQuota(aws);
   int allowed = 0;
   for (int i = 0; i < 150; ++i) {
-    allowed += throttled_only->OnFailureTryRetry(kTransient, true, At(0)).allowed;
+    allowed += throttled_only->OnFailure({kTransient, true}, At(0)).allowed;
   }
   EXPECT_EQ(allowed, 100);
   auto transient_only = MakeQuota(aws);
   allowed = 0;
   for (int i = 0; i < 150; ++i) {
-    allowed += transient_only->OnFailureTryRetry(kTransient, false, At(0)).allowed;
+    allowed += transient_only->OnFailure({kTransient, false}, At(0)).allowed;
   }
   EXPECT_EQ(allowed, 35);
   EXPECT_EQ(transient_only->Balance(At(0)), 10.0);
   // 10 left: a throttling retry (5) still fits, twice.
-  EXPECT_TRUE(transient_only->OnFailureTryRetry(kTransient, true, At(0)).allowed);
-  EXPECT_TRUE(transient_only->OnFailureTryRetry(kTransient, true, At(0)).allowed);
-  EXPECT_FALSE(transient_only->OnFailureTryRetry(kTransient, true, At(0)).allowed);
+  EXPECT_TRUE(transient_only->OnFailure({kTransient, true}, At(0)).allowed);
+  EXPECT_TRUE(transient_only->OnFailure({kTransient, true}, At(0)).allowed);
+  EXPECT_FALSE(transient_only->OnFailure({kTransient, true}, At(0)).allowed);
 }
 
 TEST(CostQuotaTest, Aws2026BackoffPresets) {
@@ -827,21 +858,21 @@ TEST(CostQuotaTest, Aws2026BackoffPresets) {
 
 TEST(CostQuotaTest, RefundGivesBackTheCostCapped) {
   auto quota = MakeQuota({});
-  BudgetDecision a = quota->OnFailureTryRetry(kAmbiguous, At(0));  // 490
-  BudgetDecision b = quota->OnFailureTryRetry(kTransient, At(0));  // 485
-  quota->Refund(b, At(0));
+  BudgetDecision a = quota->OnFailure({kAmbiguous}, At(0));  // 490
+  BudgetDecision b = quota->OnFailure({kTransient}, At(0));  // 485
+  quota->Refund(b.receipt, At(0));
   EXPECT_EQ(quota->Balance(At(0)), 490.0);
-  for (int i = 0; i < 7; ++i) quota->OnSuccess(0, At(0));  // 497
-  quota->Refund(a, At(0));  // 507, capped
+  for (int i = 0; i < 7; ++i) quota->OnSuccess(BudgetReceipt(), At(0));  // 497
+  quota->Refund(a.receipt, At(0));  // 507, capped
   EXPECT_EQ(quota->Balance(At(0)), 500.0);
 }
 
 TEST(CostQuotaTest, RefundOfARefusalDoesNothing) {
   auto quota = MakeQuota({7, 5, 10, 1});
-  ASSERT_TRUE(quota->OnFailureTryRetry(kTransient, At(0)).allowed);  // 2
-  BudgetDecision refused = quota->OnFailureTryRetry(kTransient, At(0));
+  ASSERT_TRUE(quota->OnFailure({kTransient}, At(0)).allowed);  // 2
+  BudgetDecision refused = quota->OnFailure({kTransient}, At(0));
   ASSERT_FALSE(refused.allowed);
-  quota->Refund(refused, At(0));
+  quota->Refund(refused.receipt, At(0));
   EXPECT_EQ(quota->Balance(At(0)), 2.0);
 }
 
@@ -853,11 +884,11 @@ TEST(CostQuotaTest, ConcurrentUpdatesAreNotLost) {
   std::atomic<int> refused{0};
   RunOnThreads([&] {
     for (int i = 0; i < 100000; ++i) {
-      BudgetDecision a = quota->OnFailureTryRetry(kTransient, At(0));
-      BudgetDecision b = quota->OnFailureTryRetry(kAmbiguous, At(0));
+      BudgetDecision a = quota->OnFailure({kTransient}, At(0));
+      BudgetDecision b = quota->OnFailure({kAmbiguous}, At(0));
       if (!a.allowed || !b.allowed) refused.fetch_add(1);
-      quota->OnSuccess(a.cost, At(0));
-      quota->OnSuccess(0, At(0));
+      quota->OnSuccess(a.receipt, At(0));
+      quota->OnSuccess(BudgetReceipt(), At(0));
     }
   });
   EXPECT_EQ(refused.load(), 0);
@@ -869,7 +900,7 @@ TEST(CostQuotaTest, ConcurrentWithdrawalsStopExactlyAtZero) {
   std::atomic<int> allowed{0};
   RunOnThreads([&] {
     for (int i = 0; i < 200; ++i) {
-      if (quota->OnFailureTryRetry(kTransient, At(0)).allowed) allowed.fetch_add(1);
+      if (quota->OnFailure({kTransient}, At(0)).allowed) allowed.fetch_add(1);
     }
   });
   EXPECT_EQ(allowed.load(), 100);  // 500 / 5
@@ -880,17 +911,17 @@ TEST(TestingCountingBudgetTest, GrantsTheAllowedChargesNetOfRefunds) {
   testkit::CountingBudget b(/*allowed=*/2);
   const TimePoint t{};
   b.OnCallStart(t);
-  const BudgetDecision first = b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t);
+  const BudgetDecision first = b.OnFailure({AttemptClass::kRetryableTransient}, t);
   EXPECT_TRUE(first.allowed);
-  EXPECT_TRUE(b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t).allowed);
-  const BudgetDecision refused = b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t);
+  EXPECT_TRUE(b.OnFailure({AttemptClass::kRetryableTransient}, t).allowed);
+  const BudgetDecision refused = b.OnFailure({AttemptClass::kRetryableTransient}, t);
   EXPECT_FALSE(refused.allowed);
-  EXPECT_EQ(refused.refusal, BudgetRefusal::kQuotaExhausted);
-  b.Refund(refused, t);  // a refused charge has nothing to give back
+  EXPECT_EQ(refused.refusal, "counting_exhausted");
+  b.Refund(refused.receipt, t);  // a refused charge has nothing to give back
   EXPECT_EQ(b.refunds(), 0);
-  b.Refund(first, t);
+  b.Refund(first.receipt, t);
   EXPECT_EQ(b.Balance(t), 1);
-  EXPECT_TRUE(b.OnFailureTryRetry(AttemptClass::kRetryableTransient, t).allowed);
+  EXPECT_TRUE(b.OnFailure({AttemptClass::kRetryableTransient}, t).allowed);
   EXPECT_EQ(b.call_starts(), 1);
   EXPECT_EQ(b.asks(), 4);
   EXPECT_EQ(b.charges(), 3);

@@ -268,8 +268,8 @@ class TraceCallTest : public ::testing::Test {
     o.transport = fake_;
     o.clock = clock_;
     o.random = std::make_shared<ScriptedRandom>();
-    o.budget = std::make_shared<UnlimitedBudget>();
-    o.status_query_budget = std::make_shared<UnlimitedBudget>();
+    o.budget = MakeUnlimitedBudget();
+    o.status_query_budget = MakeUnlimitedBudget();
     client_ = *Client::Create(std::move(o));
     post_ = Request{"POST", "http://127.0.0.1:8080/orders",
                     {{"Content-Type", "application/json"}}, R"({"sku":"a"})"};
@@ -534,8 +534,8 @@ TEST_F(TraceCallTest, ATracerMayReplaceTheTraceState) {
   ClientOptions o;
   o.transport = fake_;
   o.clock = clock_;
-  o.budget = std::make_shared<UnlimitedBudget>();
-  o.status_query_budget = std::make_shared<UnlimitedBudget>();
+  o.budget = MakeUnlimitedBudget();
+  o.status_query_budget = MakeUnlimitedBudget();
   client_ = *Client::Create(std::move(o));
   tracer.replace_state = "MINE=1";
   (void)RetriedAndQueried(post_);
@@ -548,8 +548,8 @@ TEST_F(TraceCallTest, TheClientsTracerAndTheCallsTracer) {
   ClientOptions o;
   o.transport = fake_;
   o.clock = clock_;
-  o.budget = std::make_shared<UnlimitedBudget>();
-  o.status_query_budget = std::make_shared<UnlimitedBudget>();
+  o.budget = MakeUnlimitedBudget();
+  o.status_query_budget = MakeUnlimitedBudget();
   o.tracer = shared;
   client_ = *Client::Create(std::move(o));
   call_.trace_context = TraceContext{kParent, ""};
@@ -680,7 +680,7 @@ TEST(TraceAllocationTest, TheRequestsOwnTraceparentCostsADefaultCallNoAllocation
   ClientOptions o;
   o.transport = std::make_shared<OkTransport>();
   o.clock = std::make_shared<FakeClock>();
-  o.budget = std::make_shared<UnlimitedBudget>();
+  o.budget = MakeUnlimitedBudget();
   std::unique_ptr<Client> client = *Client::Create(std::move(o));
   const Request plain{"GET", "http://127.0.0.1:8080/orders/1", {}, ""};
   Request traced = plain;

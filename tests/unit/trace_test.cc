@@ -38,7 +38,7 @@ class TraceTest : public ::testing::Test {
     o.transport = transport_;
     o.clock = clock_;
     o.random = std::make_shared<ScriptedRandom>();  // u = 0.5
-    o.budget = *TokenThrottle::Create({});           // 10 tokens
+    o.budget = *MakeTokenThrottle({});           // 10 tokens
     auto c = Client::Create(std::move(o));
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);

@@ -24,7 +24,7 @@ double Round(double v, int digits) {
   return std::round(v * scale) / scale;
 }
 
-std::shared_ptr<RetryBudget> Unlimited() { return std::make_shared<UnlimitedBudget>(); }
+std::shared_ptr<RetryBudget> Unlimited() { return MakeUnlimitedBudget(); }
 
 // Sums of several trials of one point; rates are computed from the sums.
 struct Totals {
@@ -596,11 +596,11 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   m.circuit_breaker = base.circuit_breaker;
   if (variant == ClientVariant::kSaferetry) m.hedging = base.hedging;
   m.make_budget = base.make_budget ? base.make_budget : [] {
-    return std::shared_ptr<RetryBudget>(RatioBudget::Create(RatioBudgetOptions{}).value());
+    return std::shared_ptr<RetryBudget>(MakeRatioBudget(RatioBudgetOptions{}).value());
   };
   m.make_query_budget = base.make_query_budget ? base.make_query_budget : [] {
     return std::shared_ptr<RetryBudget>(
-        RatioBudget::Create(DefaultStatusQueryAllowance()).value());
+        MakeRatioBudget(DefaultStatusQueryAllowance()).value());
   };
   switch (variant) {
     case ClientVariant::kNoRetry:
@@ -614,7 +614,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
     case ClientVariant::kTokenBucket:
       p.max_attempts = 4;
       m.make_budget = [] {
-        return std::shared_ptr<RetryBudget>(TokenThrottle::Create(TokenThrottleOptions{}).value());
+        return std::shared_ptr<RetryBudget>(MakeTokenThrottle(TokenThrottleOptions{}).value());
       };
       break;
     case ClientVariant::kRatioBudget:
@@ -622,7 +622,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
       m.make_budget = [] {
         RatioBudgetOptions r;
         r.percent = 0.20;  // Finagle's default
-        return std::shared_ptr<RetryBudget>(RatioBudget::Create(r).value());
+        return std::shared_ptr<RetryBudget>(MakeRatioBudget(r).value());
       };
       break;
     case ClientVariant::kSaferetry:

@@ -61,7 +61,7 @@ struct BasePolicy {
   DeadlineOptions deadline_options;
   bool status_query = true;
   bool server_deduplicates = false;
-  /// Null: `RatioBudget` with its defaults.
+  /// Null: `MakeRatioBudget` with its defaults.
   std::function<std::shared_ptr<RetryBudget>()> make_budget;
   /// The status-query allowance. Null: `DefaultStatusQueryAllowance()`.
   std::function<std::shared_ptr<RetryBudget>()> make_query_budget;

@@ -167,7 +167,7 @@ class Engine {
         jitter_rng_(config.seed ^ 0xd1b54a32d192ed03ull),
         random_(&jitter_rng_),
         budget_(config.client.make_budget ? config.client.make_budget()
-                                          : std::make_shared<UnlimitedBudget>()),
+                                          : MakeUnlimitedBudget()),
         query_budget_(config.client.make_query_budget ? config.client.make_query_budget()
                                                       : nullptr),
         classifier_(config.client.classifier ? config.client.classifier

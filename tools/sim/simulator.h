@@ -166,7 +166,7 @@ struct ClientModel {
   /// Keyless requests with every retry a fresh request (declared idempotent):
   /// each processed attempt is a new effect.
   bool careless = false;
-  /// Makes the shared budget, once per run. Null = `UnlimitedBudget`.
+  /// Makes the shared budget, once per run. Null = `MakeUnlimitedBudget()`.
   std::function<std::shared_ptr<RetryBudget>()> make_budget;
   /// Makes the shared status-query allowance, once per run. Null = none
   /// (polls limited by their cap and the deadline only).

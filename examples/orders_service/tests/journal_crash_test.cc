@@ -163,7 +163,7 @@ TEST(JournalCrashTest, KilledCallersLoseNoIntentAndDuplicateNoOrder) {
   ClientOptions client_options;
   client_options.transport = MakeCurlTransport({}).value();
   client_options.journal = journal;
-  client_options.status_query_budget = std::make_shared<UnlimitedBudget>();
+  client_options.status_query_budget = MakeUnlimitedBudget();
   std::unique_ptr<Client> client = Client::Create(std::move(client_options)).value();
   ReconcilerOptions reconcile;
   reconcile.older_than = std::chrono::milliseconds(0);

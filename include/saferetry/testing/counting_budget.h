@@ -30,9 +30,11 @@ class CountingBudget final : public RetryBudget {
   explicit CountingBudget(int allowed = std::numeric_limits<int>::max()) : allowed_(allowed) {}
 
   void OnCallStart(TimePoint now) override;
-  void OnSuccess(std::int64_t retry_cost, TimePoint now) override;
-  BudgetDecision OnFailureTryRetry(AttemptClass cls, TimePoint now) override;
-  void Refund(const BudgetDecision& decision, TimePoint now) override;
+  /// Grants while fewer than `allowed` charges are outstanding (each with
+  /// a receipt, `first() == 1`), else refuses with "counting_exhausted".
+  BudgetDecision OnFailure(const BudgetFailure& failure, TimePoint now) override;
+  /// Counts a non-empty receipt as a refund.
+  void Refund(const BudgetReceipt& receipt, TimePoint now) override;
   /// The charges still grantable: `allowed` - (charges - refunds).
   double Balance(TimePoint now) const override;
 
