@@ -73,7 +73,7 @@
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
 #include "saferetry/curl_async_transport.h"
-#include "saferetry/internal/call_setup.h"
+#include "call/call_setup.h"
 #include "saferetry/request.h"
 #include "saferetry/result.h"
 

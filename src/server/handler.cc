@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "saferetry/deadline.h"
-#include "sha256.h"
+#include "common/sha256.h"
 
 namespace saferetry {
 namespace server {
@@ -51,7 +51,7 @@ bool IsValidKeyToken(std::string_view s) {
 }
 
 std::string RequestDigest(std::string_view method, std::string_view path, std::string_view body) {
-  // The core's SHA-256 (src/sha256.h), shared with the intent journal.
+  // The core's SHA-256 (src/common/sha256.h), shared with the intent journal.
   return saferetry::internal::Sha256Hex({method, "\n", path, "\n", body});
 }
 

@@ -21,7 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "saferetry/journal.h"
-#include "src/journal/journal_codec.h"
+#include "src/intents/sqlite/journal_codec.h"
 
 namespace {
 

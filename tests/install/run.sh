@@ -16,7 +16,7 @@ cmake --build "$work/cmake" -j2 > /dev/null
 "$work/cmake/journal_postgres_consumer"
 if [ -x "$work/cmake/asio_consumer" ]; then "$work/cmake/asio_consumer"; fi
 # Built when the package has the prometheus component; required when this build made it.
-if compgen -G "$build/src/prometheus/libsaferetry_prometheus.*" > /dev/null && [ ! -x "$work/cmake/prometheus_consumer" ]; then
+if compgen -G "$build/src/observability/prometheus/libsaferetry_prometheus.*" > /dev/null && [ ! -x "$work/cmake/prometheus_consumer" ]; then
   echo "install: saferetry::prometheus was built but the installed package does not provide it"; exit 1
 fi
 if [ -x "$work/cmake/prometheus_consumer" ]; then "$work/cmake/prometheus_consumer"; fi

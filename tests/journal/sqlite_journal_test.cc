@@ -25,7 +25,7 @@
 #include "saferetry/journal.h"
 #include "saferetry/sqlite_journal.h"
 #include "saferetry/testing/fake_clock.h"
-#include "src/journal/journal_codec.h"
+#include "src/intents/sqlite/journal_codec.h"
 
 namespace saferetry {
 namespace {

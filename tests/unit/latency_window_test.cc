@@ -1,6 +1,6 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 
-#include "saferetry/internal/latency_window.h"
+#include "call/latency_window.h"
 
 #include <gtest/gtest.h>
 

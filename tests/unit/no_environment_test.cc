@@ -36,7 +36,7 @@ std::vector<std::string> Offenders(const std::filesystem::path& root) {
 
 TEST(NoEnvironmentTest, TheLibraryReadsNoEnvironmentVariable) {
   const std::filesystem::path root(SAFERETRY_SOURCE_DIR);
-  ASSERT_TRUE(std::filesystem::exists(root / "src" / "call_setup.cc"));
+  ASSERT_TRUE(std::filesystem::exists(root / "src" / "call" / "call_setup.cc"));
   for (const char* dir : {"src", "include"}) {
     const std::vector<std::string> found = Offenders(root / dir);
     EXPECT_TRUE(found.empty()) << [&] {

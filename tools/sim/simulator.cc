@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "saferetry/internal/call_setup.h"
-#include "saferetry/internal/latency_window.h"
+#include "call/call_setup.h"
+#include "call/latency_window.h"
 #include "saferetry/status_query.h"
 
 namespace saferetry {

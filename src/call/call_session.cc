@@ -1,0 +1,404 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+
+#include "call/call_session.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings_internal.h"
+
+namespace saferetry {
+namespace internal {
+namespace {
+
+// How long past its timeout a resolve keeps its claim: a killed reconciler
+// blocks the intent for about this long.
+constexpr std::chrono::seconds kResolveClaimGrace{2};
+
+CallResult Unresolved(std::string_view key, StopReason reason, absl::Status status) {
+  CallResult r;
+  r.outcome = Outcome::kUnknown;
+  r.stop_reason = reason;
+  r.status = std::move(status);
+  r.idempotency_key = std::string(key);
+  return r;
+}
+
+absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
+}
+
+}  // namespace
+
+CallResult CallSession::EndEarly(CallResult result) const {
+  if (options_.listener != nullptr) options_.listener->OnFinish(result);
+  return result;
+}
+
+std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints,
+                                            UnsentRecords& unsent, TimePoint start) {
+  absl::StatusOr<PreparedCall> prepared =
+      PrepareCall(client_, fingerprints, *request_, options_, start);
+  // Bad input never reaches the listener: nothing started.
+  if (!prepared.ok()) return InvalidCall(prepared.status());
+  call_ = *std::move(prepared);
+  if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
+    return EndEarly(*std::move(early));
+  }
+  SetUpTrace();
+  return std::nullopt;
+}
+
+std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
+                                                    const ResolveOptions& options,
+                                                    TimePoint start) {
+  resolve_ = true;
+  if (client_.journal == nullptr) {
+    return Unresolved(key, StopReason::kInvalidArgument,
+                      absl::InvalidArgumentError("journal: the client has none"));
+  }
+  if (absl::Status s = ValidateResolveOptions(options); !s.ok()) {
+    return Unresolved(key, StopReason::kInvalidArgument, s);
+  }
+  IntentJournal& journal = *client_.journal;
+  absl::StatusOr<Intent> intent = journal.Get(key);
+  if (!intent.ok()) {
+    const bool missing = intent.status().code() == absl::StatusCode::kNotFound ||
+                         intent.status().code() == absl::StatusCode::kInvalidArgument;
+    return Unresolved(key, missing ? StopReason::kInvalidArgument : StopReason::kJournalUnavailable,
+                      intent.status());
+  }
+  if (IsResolved(intent->state)) return StoredOutcome(*intent);
+
+  resolve_query_.url_template = options.status_url_template.empty() ? intent->status_url_template
+                                                                    : options.status_url_template;
+  resolve_query_.fence_when_giving_up = options.fence;
+  if (resolve_query_.url_template.empty()) {
+    return Unresolved(key, StopReason::kInvalidArgument,
+                      absl::InvalidArgumentError(
+                          "resolve.status_url_template: the intent has none; give one"));
+  }
+  if (absl::Status s = ValidateStatusQuery(resolve_query_); !s.ok()) {
+    return Unresolved(key, StopReason::kInvalidArgument, Prefixed("resolve.", s));
+  }
+
+  const std::string owner =
+      options.owner.empty() ? "reconciler:" + journal.Owner() : options.owner;
+  absl::StatusOr<bool> claimed =
+      journal.Claim(key, owner, client_.clock->WallNow() + options.timeout + kResolveClaimGrace);
+  if (!claimed.ok()) return Unresolved(key, StopReason::kJournalUnavailable, claimed.status());
+  if (!*claimed) {
+    return Unresolved(key, StopReason::kAmbiguousUnresolved,
+                      absl::FailedPreconditionError(
+                          "idempotency_key: another owner holds the intent, or it was resolved"));
+  }
+
+  // The request as journaled, with the caller's headers (the credentials
+  // the journal never stores); its body only when the journal kept it.
+  const bool may_resend = options.resend_if_server_deduplicates && intent->body.has_value();
+  Request original{intent->method, intent->url, intent->headers,
+                   may_resend ? *intent->body : std::string()};
+  original.headers.insert(original.headers.end(), options.headers.begin(), options.headers.end());
+  resolve_request_.emplace(std::move(original));
+  request_ = &*resolve_request_;
+
+  CallPolicy& policy = call_.policy;
+  // Status queries only, unless the caller allows one same-key resend to a
+  // deduplicating server: the intent's attempt may have taken effect.
+  policy.start_with_status_query = true;
+  policy.max_attempts = may_resend ? 1 : 0;
+  policy.max_status_queries = std::min(options.max_status_queries, kMaxStatusQueriesHardCap);
+  policy.poll_backoff = options.poll_backoff;
+  policy.deadline = Deadline::After(start, options.timeout);
+  policy.traits.idempotent = IsIdempotent(*request_);
+  policy.traits.safe = IsSafeMethod(request_->method);
+  policy.traits.keyed = true;
+  policy.has_status_query = true;
+  policy.fence_when_giving_up = options.fence;
+  policy.server_deduplicates = may_resend;
+  policy.earlier_attempt_may_have_taken_effect = true;
+  // The client's policy names the headers, reads the hints and, with its
+  // response predicate, the answers.
+  call_.retry = client_.policy.get();
+  policy.response_predicate = client_.policy->response_predicate();
+  policy.response_predicate_max_body_bytes =
+      client_.policy->options().response_predicate.max_body_bytes;
+  call_.status_url_template = resolve_query_.url_template;
+  AssignCircuitBreakers(client_, *request_, call_.status_url_template, policy);
+
+  call_.key = std::string(key);
+  const RetryPolicyOptions& names = client_.policy->options();
+  const bool key_in_request = FindHeader(request_->headers, names.idempotency_header).has_value();
+  BuildExtraHeaders(names, key_in_request, call_);
+  call_.journal = &journal;
+  call_.attempt_offset = intent->attempt;
+  call_.journal_owner = owner;
+  SetUpTrace();
+  return std::nullopt;
+}
+
+void CallSession::SetUpTrace() {
+  tracer_ = options_.tracer != nullptr ? options_.tracer : client_.tracer.get();
+  const bool active = tracer_ != nullptr || options_.trace_context.has_value();
+  std::size_t parents = 0;
+  std::size_t states = 0;
+  std::string_view parent;
+  for (const Header& h : request_->headers) {
+    if (EqualsIgnoreCase(h.first, kTraceParentHeader)) {
+      ++parents;
+      parent = h.second;
+    } else if (EqualsIgnoreCase(h.first, kTraceStateHeader)) {
+      ++states;
+    }
+  }
+  if (!active) {
+    // The request goes as it is; the evidence records a valid context. Two
+    // traceparent headers are no valid context.
+    if (parents == 1) caller_trace_ = ParseTraceParent(parent);
+    return;
+  }
+
+  std::string_view given;
+  std::string state;
+  if (options_.trace_context.has_value()) {
+    given = options_.trace_context->traceparent;
+    state = options_.trace_context->tracestate;
+  } else if (parents == 1) {
+    given = parent;
+    // Several tracestate headers are one list.
+    for (const Header& h : request_->headers) {
+      if (!EqualsIgnoreCase(h.first, kTraceStateHeader)) continue;
+      if (!state.empty()) state.push_back(',');
+      state.append(h.second);
+    }
+  }
+  // A traceparent that does not parse is not propagated, and neither is its
+  // tracestate (W3C Trace Context, "Processing model"): the tracer, if any,
+  // is told there is no caller context.
+  active_ = std::make_unique<ActiveTrace>();
+  caller_trace_ = ParseTraceParent(given);
+  if (caller_trace_.has_value()) {
+    const absl::string_view trimmed = absl::StripAsciiWhitespace(AsAbsl(given));
+    active_->traceparent.assign(trimmed.data(), trimmed.size());
+    if (std::optional<std::string> sanitised = SanitizeTraceState(state)) {
+      active_->tracestate = *std::move(sanitised);
+    }
+  }
+  if (parents > 0 || states > 0) {
+    // saferetry writes the headers: the request's own are taken out, so that
+    // no request carries two.
+    Request& stripped = active_->request.emplace(*request_);
+    stripped.headers.erase(
+        std::remove_if(stripped.headers.begin(), stripped.headers.end(),
+                       [](const Header& h) {
+                         return EqualsIgnoreCase(h.first, kTraceParentHeader) ||
+                                EqualsIgnoreCase(h.first, kTraceStateHeader);
+                       }),
+        stripped.headers.end());
+    request_ = &*active_->request;
+  }
+  active_->extra_base = call_.extra.size();
+}
+
+std::optional<TraceParent> CallSession::StampTrace(Headers& headers,
+                                                   const AttemptSpanStart& start) {
+  std::optional<TraceParent> sent = caller_trace_;
+  std::string_view parent_value = active_->traceparent;
+  std::string_view state = active_->tracestate;
+  std::string formatted;
+  std::optional<std::string> span_state;
+  if (tracer_ != nullptr) {
+    std::optional<AttemptSpan> span = tracer_->OnAttemptStart(start);
+    // A span that is not valid is ignored: the caller's context goes.
+    if (span.has_value() && span->traceparent.version != 0xff &&
+        IsValidTraceId(span->traceparent.trace_id) &&
+        IsValidSpanId(span->traceparent.parent_id)) {
+      sent = span->traceparent;
+      sent->version = 0;  // the version written
+      formatted = FormatTraceParent(*sent);
+      parent_value = formatted;
+      if (span->tracestate.has_value()) {
+        span_state = SanitizeTraceState(*span->tracestate);
+        state = span_state.has_value() ? std::string_view(*span_state) : std::string_view();
+      }
+    }
+  }
+  if (!sent.has_value()) return std::nullopt;
+  headers.emplace_back(std::string(kTraceParentHeader), std::string(parent_value));
+  if (!state.empty()) headers.emplace_back(std::string(kTraceStateHeader), std::string(state));
+  return sent;
+}
+
+CallSession::SentTrace* CallSession::TraceSlot(std::uint32_t attempt_id) {
+  for (SentTrace& t : attempt_traces_) {
+    if (t.attempt_id == attempt_id) return &t;
+  }
+  return nullptr;
+}
+
+void CallSession::RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev) {
+  ev.resend_count = trace.resend_count;
+  ev.redirects = redirects;
+  if (trace.sent.has_value()) {
+    ev.trace_id = trace.sent->trace_id;
+    ev.span_id = trace.sent->parent_id;
+    ev.trace_flags = trace.sent->flags;
+  }
+}
+
+std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
+                                                     const CallAction& action,
+                                                     AttemptOptions& ao) {
+  StampAttemptHeaders(call_, action);
+  if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, false);
+  // A free slot: at most 1 + max_hedges attempts are in flight.
+  SentTrace* slot = TraceSlot(0);
+  if (slot == nullptr) slot = &attempt_traces_[0];
+  slot->attempt_id = action.attempt_id;
+  slot->resend_count = request_sends_++;
+  slot->sent = caller_trace_;
+  if (active_ != nullptr) {
+    call_.extra.resize(active_->extra_base);
+    AttemptSpanStart start;
+    start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
+    start.caller_tracestate = active_->tracestate;
+    start.number = action.number;
+    start.resend_count = slot->resend_count;
+    start.method = request_->method;
+    start.url = request_->url;
+    slot->sent = StampTrace(call_.extra, start);
+  }
+  ao.timeout = action.timeout;
+  ao.extra_headers = &call_.extra;
+  const TimePoint t0 = client_.clock->Now();
+  if (std::optional<TransportResult> unmarked = JournalBeforeSend(call_, action.number)) {
+    // Not journaled, not sent: the machine sees an attempt that never left.
+    --request_sends_;
+    return AfterAttempt(machine, action.attempt_id, *std::move(unmarked), t0);
+  }
+  return std::nullopt;
+}
+
+CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id,
+                                     TransportResult tr, TimePoint t0) {
+  Clock& clock = *client_.clock;
+  const TimePoint t1 = clock.Now();
+  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
+  if (SentTrace* slot = TraceSlot(attempt_id); slot != nullptr && attempt_id != 0) {
+    RecordTrace(*slot, tr.redirects, ev);
+    slot->attempt_id = 0;
+  }
+  request_sends_ += tr.redirects;
+  CallAction next = machine.OnAttemptDone(attempt_id, std::move(ev), std::move(tr.response), t1);
+  if (!machine.result().evidence.empty()) {
+    if (options_.listener != nullptr) {
+      options_.listener->OnAttemptEnd(machine.result().evidence.back());
+    }
+    if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
+  }
+  return next;
+}
+
+std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machine,
+                                                         const CallAction& action,
+                                                         const Request** query,
+                                                         AttemptOptions& ao) {
+  if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, true);
+  if (call_.use_callback) {
+    const StatusQuery& spec = call_.retry->options().status_query;
+    // A callback answers synchronously, on the driver's thread.
+    Clock& clock = *client_.clock;
+    const TimePoint t0 = clock.Now();
+    StatusQueryReply reply = spec.callback(*call_.key, action.timeout);
+    const TimePoint t1 = clock.Now();
+    AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock.WallNow(), call_.retry->options());
+    // Not a request: no trace context, but counted with the queries.
+    ev.resend_count = query_sends_++;
+    CallAction next =
+        machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response), t1);
+    if (options_.listener != nullptr) {
+      options_.listener->OnAttemptEnd(machine.result().evidence.back());
+    }
+    return next;
+  }
+  if (!query_request_.has_value()) query_request_ = StatusQueryRequest(call_, *request_);
+  query_extra_ = StatusQueryHeaders(call_, action);
+  query_trace_.resend_count = query_sends_++;
+  query_trace_.sent = caller_trace_;
+  if (active_ != nullptr) {
+    AttemptSpanStart start;
+    start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
+    start.caller_tracestate = active_->tracestate;
+    start.number = action.number;
+    start.is_status_query = true;
+    start.resend_count = query_trace_.resend_count;
+    start.method = query_request_->method;
+    start.url = query_request_->url;
+    query_trace_.sent = StampTrace(query_extra_, start);
+  }
+  *query = &*query_request_;
+  ao.timeout = action.timeout;
+  ao.extra_headers = &query_extra_;
+  return std::nullopt;
+}
+
+CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportResult tr,
+                                         TimePoint t0) {
+  Clock& clock = *client_.clock;
+  const TimePoint t1 = clock.Now();
+  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
+  RecordTrace(query_trace_, tr.redirects, ev);
+  query_sends_ += tr.redirects;
+  const StatusAnswer answer = MapStatusAnswer(tr);
+  CallAction next = machine.OnStatusAnswer(answer, std::move(ev), std::move(tr.response), t1);
+  if (options_.listener != nullptr) {
+    options_.listener->OnAttemptEnd(machine.result().evidence.back());
+  }
+  if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
+  return next;
+}
+
+void CallSession::OnWait(const CallAction& action) const {
+  if (options_.listener != nullptr) {
+    options_.listener->OnWaitScheduled(action.delay, action.delay_from_server_hint);
+  }
+}
+
+CallResult CallSession::Finish(CallStateMachine& machine) {
+  if (tracer_ != nullptr) tracer_->OnCallEnd();
+  CallResult result = machine.TakeResult();
+  if (resolve_) return FinishResolve(std::move(result));
+  JournalFinish(call_, result);
+  result.idempotency_key = std::move(call_.key);
+  if (options_.listener != nullptr) options_.listener->OnFinish(result);
+  return result;
+}
+
+CallResult CallSession::FinishResolve(CallResult result) {
+  IntentJournal& journal = *call_.journal;
+  const std::string& key = *call_.key;
+  result.idempotency_key = key;
+  const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
+                            : result.outcome == Outcome::kFailed  ? IntentState::kFailed
+                                                                  : IntentState::kUnknown;
+  absl::Status written = journal.Finish(key, state, SummaryOf(result));
+  if (written.code() == absl::StatusCode::kFailedPrecondition) {
+    // Resolved meanwhile by the call itself: the first resolution stands.
+    absl::StatusOr<Intent> now_stored = journal.Get(key);
+    if (now_stored.ok() && IsResolved(now_stored->state)) {
+      (void)journal.Release(key, call_.journal_owner);
+      return StoredOutcome(*now_stored);
+    }
+  }
+  if (!written.ok()) {
+    result.status = absl::Status(written.code(), absl::StrCat("journal: ", written.message()));
+  }
+  (void)journal.Release(key, call_.journal_owner);
+  return result;
+}
+
+}  // namespace internal
+}  // namespace saferetry

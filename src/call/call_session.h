@@ -1,0 +1,162 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Not API: one call's session, shared by every driver (the blocking `Client`,
+// `Client::Resolve`, the event-loop `AsyncClient`). The state machine makes
+// the decisions; the session does the product work around each of them, in
+// one place so that drivers cannot drift apart:
+//
+//   Begin / BeginResolve   the key, the fingerprint guard, the machine's
+//                          policy, the intent journal's record or claim
+//   BeforeAttempt          attempt headers (trace context included, from
+//                          the tracer if any), listener, journal mark
+//   BeforeStatusQuery      the status-query request and headers, listener,
+//                          or the policy's status-query callback
+//   AfterAttempt / AfterStatusQuery
+//                          evidence (resend count, trace ids), the
+//                          machine, listener, tracer
+//   Finish                 the journal's outcome and claim, the key,
+//                          listener
+//
+// A driver's loop holds only what its I/O needs: it sends what the session
+// prepared, with its transport, and waits with its clock or its timers.
+
+#ifndef SAFERETRY_SRC_CALL_CALL_SESSION_H_
+#define SAFERETRY_SRC_CALL_CALL_SESSION_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "saferetry/call_state_machine.h"
+#include "saferetry/client.h"
+#include "call/call_setup.h"
+#include "saferetry/request.h"
+#include "saferetry/trace_context.h"
+#include "saferetry/transport.h"
+
+namespace saferetry {
+namespace internal {
+
+class CallSession {
+ public:
+  /// `client`, `request` and `options` must outlive the session. For a
+  /// resolve, `request` is unused (the session rebuilds it from the journal)
+  /// and may be any request.
+  CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
+      : client_(client), request_(&request), options_(options) {}
+  CallSession(const CallSession&) = delete;
+  CallSession& operator=(const CallSession&) = delete;
+
+  /// Prepares a call: validation, key, fingerprint guard, policy, headers,
+  /// the journal's record. A result when the call must end before anything
+  /// is sent (the listener has been told).
+  /// `unsent`: the driver's record of intents whose record it could not
+  /// confirm (shared by its calls).
+  std::optional<CallResult> Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
+                                  TimePoint start);
+
+  /// Prepares the resolve of journaled intent `key`: reads it, claims it,
+  /// and sets up a call that starts with a status query and the doubt that
+  /// the intent took effect (`CallPolicy::start_with_status_query`). A
+  /// result when it must end now (no journal, unknown key, resolved,
+  /// claimed by another owner).
+  std::optional<CallResult> BeginResolve(std::string_view key, const ResolveOptions& options,
+                                         TimePoint start);
+
+  /// The machine's policy for this call (valid after a Begin that returned
+  /// nullopt).
+  const CallPolicy& policy() const { return call_.policy; }
+  /// The request each attempt sends.
+  const Request& request() const { return *request_; }
+  const std::optional<std::string>& key() const { return call_.key; }
+  /// The call's retry policy (valid after a Begin that returned nullopt).
+  const RetryPolicyOptions& retry_policy() const { return call_.retry->options(); }
+
+  /// Before a send of the request (`action` is kSendAttempt): stamps the
+  /// attempt headers into `ao` and tells the listener, then marks the
+  /// attempt in the journal. When the journal cannot, the attempt is not
+  /// sent: the machine is told so and its next action returned.
+  std::optional<CallAction> BeforeAttempt(CallStateMachine& machine, const CallAction& action,
+                                          AttemptOptions& ao);
+  /// After a send of the request: its evidence to the machine, the listener.
+  CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult tr,
+                          TimePoint t0);
+
+  /// Before a status query (`action` is kSendStatusQuery): tells the
+  /// listener. With the policy's callback, asks it, feeds the machine and
+  /// returns the next action; otherwise returns nullopt with `*query` and
+  /// `ao` set for the transport.
+  std::optional<CallAction> BeforeStatusQuery(CallStateMachine& machine, const CallAction& action,
+                                              const Request** query, AttemptOptions& ao);
+  /// After a status query sent by the transport.
+  CallAction AfterStatusQuery(CallStateMachine& machine, TransportResult tr, TimePoint t0);
+
+  /// Tells the listener about a wait.
+  void OnWait(const CallAction& action) const;
+
+  /// The result: the journal's outcome written (a resolve's write error is
+  /// reported in `status`; the first resolution of an intent stands), the
+  /// claim released, the key set, the listener told.
+  CallResult Finish(CallStateMachine& machine);
+
+  CallListener* listener() const { return options_.listener; }
+
+ private:
+  CallResult EndEarly(CallResult result) const;
+  CallResult FinishResolve(CallResult result);
+
+  // The trace context of one send: its resend count and the traceparent it
+  // carried.
+  struct SentTrace {
+    std::uint32_t attempt_id = 0;  // 0: a free slot
+    int resend_count = 0;
+    std::optional<TraceParent> sent;
+  };
+  // Reads the caller's context (the call's, else the request's headers)
+  // and, when saferetry writes the headers, takes them out of the request.
+  void SetUpTrace();
+  // Asks the tracer, appends this send's headers to `headers`; returns the
+  // traceparent sent.
+  std::optional<TraceParent> StampTrace(Headers& headers, const AttemptSpanStart& start);
+  SentTrace* TraceSlot(std::uint32_t attempt_id);
+  static void RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev);
+
+  const ClientOptions& client_;
+  const Request* request_;
+  const CallOptions& options_;
+  PreparedCall call_;
+  std::optional<Request> query_request_;
+  Headers query_extra_;
+  // A resolve: the request rebuilt from the journal, the template asked.
+  bool resolve_ = false;
+  std::optional<Request> resolve_request_;
+  StatusQuery resolve_query_;
+
+  // Trace context (trace_context.h). Active when a context was given or a
+  // tracer is set: saferetry then writes `traceparent` and `tracestate`
+  // itself, from `active_`. Inactive (the default), the request's own
+  // headers go as they are, `caller_trace_` only feeds the evidence, and
+  // nothing is allocated.
+  struct ActiveTrace {
+    std::string traceparent;  // the caller's, as given, without white space
+    std::string tracestate;   // the caller's, sanitised; empty: none
+    std::optional<Request> request;  // the request without its own trace headers
+    std::size_t extra_base = 0;      // `call_.extra` before the trace headers
+  };
+  AttemptTracer* tracer_ = nullptr;
+  std::unique_ptr<ActiveTrace> active_;
+  std::optional<TraceParent> caller_trace_;
+  int request_sends_ = 0;  // redirect hops included
+  int query_sends_ = 0;
+  // Attempts in flight: one, or with hedges up to 1 + 3 (`max_hedges`).
+  std::array<SentTrace, 4> attempt_traces_{};
+  SentTrace query_trace_;
+};
+
+}  // namespace internal
+}  // namespace saferetry
+
+#endif  // SAFERETRY_SRC_CALL_CALL_SESSION_H_

@@ -1,0 +1,166 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Not API: the call setup every driver shares (the blocking `Client`, the
+// event-loop driver): validation, the key (the caller's, the request's own,
+// or minted), the body-fingerprint guard, the `CallPolicy` for the state
+// machine, and the headers saferetry adds to each attempt and status query.
+// Kept in one place so that two drivers cannot drift apart.
+#ifndef SAFERETRY_SRC_CALL_CALL_SETUP_H_
+#define SAFERETRY_SRC_CALL_CALL_SETUP_H_
+
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "saferetry/call_state_machine.h"
+#include "saferetry/client.h"
+#include "saferetry/idempotency.h"
+#include "saferetry/journal.h"
+#include "saferetry/request.h"
+
+namespace saferetry {
+namespace internal {
+
+/// Keys whose intent record this process could not confirm (the journal
+/// answered with an error: the commit may have happened, its answer lost)
+/// and for which it therefore sent nothing. A later call of the same key
+/// finds the row recorded with attempt 1 marked and its own owner; `Take`
+/// tells it that this process never sent that attempt, so the row is its
+/// own, not a send that may have taken effect. Bounded (the oldest keys are
+/// forgotten: such a row is then treated as maybe sent, which is safe).
+/// Thread-safe.
+class UnsentRecords {
+ public:
+  explicit UnsentRecords(std::size_t capacity = 1024) : capacity_(capacity) {}
+  void Add(std::string_view key);
+  /// True once for a key `Add`ed before (and not forgotten).
+  bool Take(std::string_view key);
+
+ private:
+  std::size_t capacity_;
+  std::mutex mu_;
+  std::deque<std::string> keys_;  // Guarded by mu_; oldest first.
+};
+
+/// One call, ready to drive.
+struct PreparedCall {
+  /// The call's retry policy (the call's, or the client's); never null.
+  const RetryPolicy* retry = nullptr;
+  CallPolicy policy;
+  /// The status-query template of this call (the call's `status_url`, else
+  /// the policy's); points into the call options or the policy.
+  std::string_view status_url_template;
+  /// Status queries go to the policy's callback.
+  bool use_callback = false;
+  std::optional<std::string> key;
+  /// Headers appended to every attempt: the key (unless the request carries
+  /// it), the deadline, the attempt number. Status queries carry the first
+  /// `query_header_count` of them (key and deadline).
+  Headers extra;
+  std::size_t query_header_count = 0;
+  std::optional<std::size_t> deadline_index;
+  std::optional<std::size_t> attempt_index;
+  /// The journal the intent is recorded in (`JournalBegin`); null when the
+  /// call is not journaled (no journal, or no key).
+  IntentJournal* journal = nullptr;
+  /// Attempts already marked sent for this intent by an earlier process:
+  /// this call's attempt n is marked as `attempt_offset + n`.
+  int attempt_offset = 0;
+  /// The intent was recorded with attempt 1 marked (`IntentJournal::Record`
+  /// with `Intent::attempt` 1): the first send needs no mark of its own.
+  bool first_attempt_marked = false;
+  /// The claim owner to release at the end.
+  std::string journal_owner;
+};
+
+/// Validates `request` and `options`, chooses the key and checks it against
+/// `fingerprints`, and builds the policy (with the hosts' circuit breakers
+/// from `client.circuit_breakers`, if any) and the headers. An error (naming
+/// the field) means nothing may be sent.
+absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
+                                         const Request& request, const CallOptions& options,
+                                         TimePoint start);
+
+/// Sets the policy's breakers from `client.circuit_breakers`: the request
+/// host's, and the status query's host's when it has a fixed one that differs.
+void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
+                           std::string_view query_template, CallPolicy& policy);
+
+/// Fills `call.extra` (and its indexes) for `call.key` and `call.policy`:
+/// the key header unless `key_in_request`, the deadline header, the attempt
+/// header.
+void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call);
+
+/// Whether a call may be hedged: hedging is on with at least one hedge, and
+/// the request is safe to send twice (a safe or idempotent request, or a
+/// keyed one whose server deduplicates the key). `PrepareCall` sets
+/// `CallPolicy::hedging` from it; the simulator applies it to its modelled
+/// requests.
+bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
+              bool server_deduplicates);
+
+/// Fills the per-send headers for `action` (a send of the request): the
+/// attempt's timeout in the deadline header and "attempt=n; max=m".
+void StampAttemptHeaders(PreparedCall& call, const CallAction& action);
+
+/// The status-query request for `call` (the template expanded with the key)
+/// and its headers for `action`: the key, the deadline, and the fence when
+/// the action asks for it.
+Request StatusQueryRequest(const PreparedCall& call, const Request& original);
+Headers StatusQueryHeaders(const PreparedCall& call, const CallAction& action);
+
+/// The evidence of one finished attempt or query, from the transport's
+/// result: delivery, status, hints, timings, the downstream request id.
+AttemptEvidence EvidenceOf(const TransportResult& result, TimePoint start, TimePoint end,
+                           WallTime wall_now, const RetryPolicyOptions& policy);
+
+/// Fills the defaults of `options` (clock, random, classifier, budgets) and
+/// validates the header names and hints, naming the field; the transport is
+/// the driver's business. Used by `Client::Create` and `AsyncClient::Create`.
+absl::Status CompleteClientOptions(ClientOptions& options);
+
+/// A result for a call that could not start.
+CallResult InvalidCall(absl::Status status);
+
+// --- The intent journal (ClientOptions::journal) ----------------------------
+//
+// Every driver calls these at the same points: `JournalBegin` after
+// `PrepareCall` and before the machine starts; `JournalBeforeSend` before
+// each send of the request; `JournalFinish` with the result. Without a
+// journal (or without a key) they do nothing. Nothing here reads the
+// environment: the crash test kills its client at these points through a
+// journal and a transport that wrap the real ones
+// (examples/orders_service/tests/journal_crash_client.cc).
+
+/// Records the intent of `call` before anything is sent. Returns a result
+/// when the call must end now: FAILED / kJournalUnavailable when the journal
+/// cannot record it, FAILED / kInvalidArgument ("idempotency_key: ...") when
+/// the key was recorded for another request, the stored outcome when the
+/// intent is already resolved, UNKNOWN / kAmbiguousUnresolved when another
+/// process holds a live claim on it. nullopt: go on.
+std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
+                                       const Request& request, TimePoint start,
+                                       UnsentRecords* unsent);
+
+/// Marks attempt `number` sent. When the journal cannot, the attempt must
+/// not be sent: returns the transport result to feed the machine instead
+/// (not sent, kUnavailable "journal: ...").
+std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number);
+
+/// Writes the outcome of `result` and releases the claim. A failed write
+/// leaves the intent unresolved for the reconciler; `result` is unchanged.
+void JournalFinish(PreparedCall& call, const CallResult& result);
+
+/// The stored outcome of a resolved intent, as a call result (no response).
+CallResult StoredOutcome(const Intent& intent);
+
+/// The stored summary of `result`.
+IntentSummary SummaryOf(const CallResult& result);
+
+}  // namespace internal
+}  // namespace saferetry
+
+#endif  // SAFERETRY_SRC_CALL_CALL_SETUP_H_
