@@ -68,12 +68,12 @@
 #include <thread>
 #include <vector>
 
+#include "call/call_setup.h"
 #include "saferetry/async_client.h"
 #include "saferetry/async_transport.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
 #include "saferetry/curl_async_transport.h"
-#include "call/call_setup.h"
 #include "saferetry/request.h"
 #include "saferetry/result.h"
 
@@ -127,7 +127,9 @@ void* CurlMalloc(size_t n) {
 }
 void CurlFree(void* p) {
   if (p == nullptr) return;
-  if (Counting()) g_curl_live.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+  if (Counting())
+    g_curl_live.fetch_sub(static_cast<std::int64_t>(malloc_usable_size(p)),
+                          std::memory_order_relaxed);
   std::free(p);
 }
 void* CurlRealloc(void* p, size_t n) {
@@ -265,7 +267,8 @@ class ServerProcess {
     stdin_fd_ = in_pipe[1];
     stdout_fd_ = out_pipe[0];
     const std::string line = ReadLine(std::chrono::seconds(10));
-    if (line.rfind("port=", 0) != 0) Fail("the server did not print its port (got \"" + line + "\")");
+    if (line.rfind("port=", 0) != 0)
+      Fail("the server did not print its port (got \"" + line + "\")");
     // port=N1[,N2,...]
     for (std::size_t at = 5; at < line.size();) {
       std::size_t comma = line.find(',', at);
@@ -275,7 +278,8 @@ class ServerProcess {
       ports_.push_back(port);
       at = comma + 1;
     }
-    if (static_cast<int>(ports_.size()) != ports) Fail("the server printed a bad port line: " + line);
+    if (static_cast<int>(ports_.size()) != ports)
+      Fail("the server printed a bad port line: " + line);
   }
 
   ~ServerProcess() {
@@ -363,8 +367,8 @@ struct Tally {
         first_failure = std::string(saferetry::OutcomeName(r.outcome)) + " / " +
                         std::string(saferetry::StopReasonName(r.stop_reason)) + " after " +
                         std::to_string(r.attempts) + " attempts, " +
-                        std::to_string(std::chrono::duration<double>(r.elapsed).count()) + " s; last transport status: " +
-                        r.last_transport_status.ToString() +
+                        std::to_string(std::chrono::duration<double>(r.elapsed).count()) +
+                        " s; last transport status: " + r.last_transport_status.ToString() +
                         (r.last_response.has_value()
                              ? "; last HTTP status " + std::to_string(r.last_response->status_code)
                              : std::string());
@@ -445,8 +449,8 @@ InFlightFigures RunInFlight(long calls, long delay_ms, int ports) {
     for (long i = 0; i < calls;) {
       const long end = std::min(calls, i + kBatch);
       for (; i < end; ++i) {
-        s.client->Execute(saferetry::Request(bases[static_cast<std::size_t>(i) % bases.size()]), call,
-                          [&tally](saferetry::CallResult r) { tally.Record(r); });
+        s.client->Execute(saferetry::Request(bases[static_cast<std::size_t>(i) % bases.size()]),
+                          call, [&tally](saferetry::CallResult r) { tally.Record(r); });
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -682,8 +686,8 @@ class RawMulti {
       return 0;
     }
     epoll_event ev{};
-    ev.events = ((what & CURL_POLL_IN) != 0 ? EPOLLIN : 0u) |
-                ((what & CURL_POLL_OUT) != 0 ? EPOLLOUT : 0u);
+    ev.events =
+        ((what & CURL_POLL_IN) != 0 ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) != 0 ? EPOLLOUT : 0u);
     ev.data.fd = fd;
     if (static_cast<std::size_t>(fd) >= self->watched_.size()) {
       self->watched_.resize(static_cast<std::size_t>(fd) + 64, 0);
@@ -720,7 +724,8 @@ class RawMulti {
 class AsyncRunner {
  public:
   AsyncRunner(const std::string& url, int concurrency)
-      : concurrency_(concurrency), setup_(MakeClient(static_cast<std::size_t>(concurrency) * 2, 64)) {
+      : concurrency_(concurrency),
+        setup_(MakeClient(static_cast<std::size_t>(concurrency) * 2, 64)) {
     base_.method = "GET";
     base_.url = url;
     call_.timeout = std::chrono::seconds(5);  // 2.5 s per attempt, as the raw loop's
@@ -924,30 +929,34 @@ int main(int argc, char** argv) {
   bool ok = true;
 
   // 1 and 2.
-  std::printf("# in flight: %ld GETs on one AsyncClient (libcurl multi transport, epoll loop), "
-              "server delay %ld ms, spread over %d server ports, ramped in batches of 500; memory at the plateau minus the "
-              "baseline after the client exists, per call; no request bodies\n",
-              o.calls, o.delay_ms, o.ports);
+  std::printf(
+      "# in flight: %ld GETs on one AsyncClient (libcurl multi transport, epoll loop), "
+      "server delay %ld ms, spread over %d server ports, ramped in batches of 500; memory at the "
+      "plateau minus the "
+      "baseline after the client exists, per call; no request bodies\n",
+      o.calls, o.delay_ms, o.ports);
   const InFlightFigures f = RunInFlight(o.calls, o.delay_ms, o.ports);
   std::printf("async_inflight_calls=%ld\n", f.peak_in_flight);
   std::printf("async_inflight_sockets=%ld\n", f.sockets);
   std::printf("server_max_pending_requests=%ld\n", f.server_max_pending);
   std::printf("server_accepted_connections=%ld server_requests=%ld server_answered=%ld\n",
               f.server_accepted, f.server_requests, f.server_answered);
-  std::printf("async_inflight_ramp_s=%.3f async_inflight_plateau_s=%.3f async_inflight_total_s=%.3f"
-              " (submitted, plateau reached, all answered; seconds from the first call)\n",
-              f.ramp_s, f.plateau_s, f.total_s);
+  std::printf(
+      "async_inflight_ramp_s=%.3f async_inflight_plateau_s=%.3f async_inflight_total_s=%.3f"
+      " (submitted, plateau reached, all answered; seconds from the first call)\n",
+      f.ramp_s, f.plateau_s, f.total_s);
   std::printf("async_inflight_succeeded=%ld async_inflight_failed=%ld async_inflight_retried=%ld\n",
               f.succeeded, f.failed, f.retried);
   std::printf("async_bytes_per_inflight_call=%.0f\n", f.new_bytes_per_call);
   std::printf("curl_bytes_per_inflight_call=%.0f\n", f.curl_bytes_per_call);
-  std::printf("sizeof_request=%zu sizeof_call_options=%zu sizeof_prepared_call=%zu "
-              "sizeof_call_state_machine=%zu sizeof_call_result=%zu sizeof_attempt_evidence=%zu "
-              "sizeof_response=%zu\n",
-              sizeof(saferetry::Request), sizeof(saferetry::CallOptions),
-              sizeof(saferetry::internal::PreparedCall), sizeof(saferetry::CallStateMachine),
-              sizeof(saferetry::CallResult), sizeof(saferetry::AttemptEvidence),
-              sizeof(saferetry::Response));
+  std::printf(
+      "sizeof_request=%zu sizeof_call_options=%zu sizeof_prepared_call=%zu "
+      "sizeof_call_state_machine=%zu sizeof_call_result=%zu sizeof_attempt_evidence=%zu "
+      "sizeof_response=%zu\n",
+      sizeof(saferetry::Request), sizeof(saferetry::CallOptions),
+      sizeof(saferetry::internal::PreparedCall), sizeof(saferetry::CallStateMachine),
+      sizeof(saferetry::CallResult), sizeof(saferetry::AttemptEvidence),
+      sizeof(saferetry::Response));
   if (f.failed > 0 || f.peak_in_flight < o.calls) ok = false;
   if (f.server_max_pending >= 0 && f.server_max_pending < o.calls) {
     std::fprintf(stderr, "async_benchmark: the server held at most %ld requests at once, not %ld\n",
@@ -958,11 +967,12 @@ int main(int argc, char** argv) {
   // 3.
   g_counting.store(false);
   const int cpu = FirstAllowedCpu();
-  std::printf("# throughput: GET, %d calls in flight, %ld calls per round and side (or 20 s), "
-              "server delay 0; client process and server process pinned to CPU %d; primary "
-              "figure: client process CPU time (all its threads) per call; medians of %d "
-              "rotating rounds (raw, raw per request, async)\n",
-              o.concurrency, o.throughput_calls, cpu, o.rounds);
+  std::printf(
+      "# throughput: GET, %d calls in flight, %ld calls per round and side (or 20 s), "
+      "server delay 0; client process and server process pinned to CPU %d; primary "
+      "figure: client process CPU time (all its threads) per call; medians of %d "
+      "rotating rounds (raw, raw per request, async)\n",
+      o.concurrency, o.throughput_calls, cpu, o.rounds);
   std::vector<double> raw_cpu, raw_wall, async_cpu, async_wall, per_cpu, per_wall;
   long throughput_failures = 0;
   std::string throughput_stats;
@@ -988,10 +998,14 @@ int main(int argc, char** argv) {
         throughput_failures += r.failures;
         (side == 0 ? raw_cpu : side == 1 ? per_cpu : async_cpu).push_back(r.cpu_us_per_call);
         (side == 0 ? raw_wall : side == 1 ? per_wall : async_wall).push_back(r.wall_us_per_call);
-        std::printf("round=%d side=%s calls=%ld failures=%ld cpu_us_per_call=%.2f "
-                    "wall_us_per_call=%.2f\n",
-                    round + 1, side == 0 ? "raw_multi" : side == 1 ? "raw_multi_per_request" : "async",
-                    r.calls, r.failures, r.cpu_us_per_call, r.wall_us_per_call);
+        std::printf(
+            "round=%d side=%s calls=%ld failures=%ld cpu_us_per_call=%.2f "
+            "wall_us_per_call=%.2f\n",
+            round + 1,
+            side == 0   ? "raw_multi"
+            : side == 1 ? "raw_multi_per_request"
+                        : "async",
+            r.calls, r.failures, r.cpu_us_per_call, r.wall_us_per_call);
       }
     }
     throughput_stats = server.Stop();

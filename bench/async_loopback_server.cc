@@ -18,8 +18,9 @@
 // `stats accepted=A requests=R answered=N max_open=O max_pending=P refused=F
 // closed_bad=B` on stdout: `answered` counts answers queued for sending (a
 // connection closed by its peer before its answer was due gets none);
-// `max_pending` is the most requests waiting for their delay at once. Bounded: a connection whose buffered input passes 64 KiB, or whose
-// request is malformed or chunked, is closed; connections beyond
+// `max_pending` is the most requests waiting for their delay at once. Bounded: a connection whose
+// buffered input passes 64 KiB, or whose request is malformed or chunked, is closed; connections
+// beyond
 // `--max-connections` are closed at once.
 
 #include <arpa/inet.h>
@@ -83,9 +84,9 @@ struct Conn {
   std::string in;
   std::string out;
   std::size_t out_sent = 0;
-  bool waiting = false;       // A request read, its answer not yet due.
-  bool close_after = false;   // The request being answered asked to close.
-  bool want_write = false;    // EPOLLOUT registered.
+  bool waiting = false;      // A request read, its answer not yet due.
+  bool close_after = false;  // The request being answered asked to close.
+  bool want_write = false;   // EPOLLOUT registered.
 };
 
 struct Due {
@@ -248,13 +249,12 @@ class Server {
       FireDue();
     }
     (void)watch_stdin;
-    std::printf("stats accepted=%llu requests=%llu answered=%llu max_open=%zu max_pending=%zu "
-                "refused=%llu closed_bad=%llu\n",
-                static_cast<unsigned long long>(accepted_),
-                static_cast<unsigned long long>(requests_),
-                static_cast<unsigned long long>(answered_), max_open_, max_pending_,
-                static_cast<unsigned long long>(refused_),
-                static_cast<unsigned long long>(closed_bad_));
+    std::printf(
+        "stats accepted=%llu requests=%llu answered=%llu max_open=%zu max_pending=%zu "
+        "refused=%llu closed_bad=%llu\n",
+        static_cast<unsigned long long>(accepted_), static_cast<unsigned long long>(requests_),
+        static_cast<unsigned long long>(answered_), max_open_, max_pending_,
+        static_cast<unsigned long long>(refused_), static_cast<unsigned long long>(closed_bad_));
     std::fflush(stdout);
     return 0;
   }
@@ -278,8 +278,9 @@ class Server {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
           if (!warned_emfile_) {
-            std::fprintf(stderr, "async_loopback_server: out of file descriptors (%s); raise "
-                                 "RLIMIT_NOFILE or --max-connections\n",
+            std::fprintf(stderr,
+                         "async_loopback_server: out of file descriptors (%s); raise "
+                         "RLIMIT_NOFILE or --max-connections\n",
                          std::strerror(errno));
             warned_emfile_ = true;
           }
@@ -299,7 +300,8 @@ class Server {
       }
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      if (static_cast<std::size_t>(fd) >= conns_.size()) conns_.resize(static_cast<std::size_t>(fd) + 1024);
+      if (static_cast<std::size_t>(fd) >= conns_.size())
+        conns_.resize(static_cast<std::size_t>(fd) + 1024);
       auto c = std::make_unique<Conn>();
       c->fd = fd;
       if (++next_generation_ == 0xffffffffu) next_generation_ = 1;
@@ -398,8 +400,8 @@ class Server {
   // Writes what is buffered; false when the connection was closed.
   bool Flush(Conn& c) {
     while (c.out_sent < c.out.size()) {
-      const ssize_t w = send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent,
-                             MSG_NOSIGNAL);
+      const ssize_t w =
+          send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
       if (w > 0) {
         c.out_sent += static_cast<std::size_t>(w);
         continue;
@@ -511,8 +513,9 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: async_loopback_server [--delay-ms N] [--max-connections N] "
-                           "[--ports K]\n");
+      std::fprintf(stderr,
+                   "usage: async_loopback_server [--delay-ms N] [--max-connections N] "
+                   "[--ports K]\n");
       return 2;
     }
   }

@@ -151,9 +151,9 @@ std::vector<std::string> CallerKeys(std::size_t n) {
 void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
   auto transport = std::make_shared<CannedTransport>();
   std::shared_ptr<saferetry::Clock> clock =
-      system_clock ? saferetry::SystemClock()
-                   : std::shared_ptr<saferetry::Clock>(
-                         std::make_shared<saferetry::testkit::FakeClock>());
+      system_clock
+          ? saferetry::SystemClock()
+          : std::shared_ptr<saferetry::Clock>(std::make_shared<saferetry::testkit::FakeClock>());
   auto client = MakeClient(transport, clock);
   const saferetry::Request request = RequestOf(scenario);
   static const std::vector<std::string> kKeys = CallerKeys(1 << 16);
@@ -162,7 +162,8 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
   long long allocs = 0;
   for (auto _ : state) {
     // Assigning a short key is a copy into inline storage (a few ns).
-    if (scenario == Scenario::kKeyedPostCallerKey) call.idempotency_key = kKeys[next_key++ % kKeys.size()];
+    if (scenario == Scenario::kKeyedPostCallerKey)
+      call.idempotency_key = kKeys[next_key++ % kKeys.size()];
     const long long before = g_allocations.load(std::memory_order_relaxed);
     saferetry::CallResult r = client->Execute(request, call);
     allocs += g_allocations.load(std::memory_order_relaxed) - before;

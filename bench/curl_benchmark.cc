@@ -197,7 +197,8 @@ class BenchServer {
       std::size_t length = 0;
       std::size_t cl = buf.find("Content-Length:");
       if (cl == std::string::npos) cl = buf.find("content-length:");
-      if (cl != std::string::npos && cl < end) length = std::strtoull(buf.c_str() + cl + 15, nullptr, 10);
+      if (cl != std::string::npos && cl < end)
+        length = std::strtoull(buf.c_str() + cl + 15, nullptr, 10);
       while (buf.size() < end + 4 + length) {
         ssize_t n = ::recv(c, chunk, sizeof(chunk), 0);
         if (n <= 0) {
@@ -307,13 +308,14 @@ Phase RunPhase(Raw&& raw_call, Saferetry&& saferetry_call, TransportOnly&& trans
 void PrintPhase(const char* name, const Phase& ph) {
   std::printf("%s: calls_per_side=%d failures_raw=%d failures_saferetry=%d\n", name, ph.raw.calls,
               ph.raw.failures, ph.saferetry.failures);
-  std::printf("%s: raw_us_per_call=%.2f saferetry_us_per_call=%.2f transport_only_us_per_call=%.2f\n",
-              name, Median(ph.raw.round_us), Median(ph.saferetry.round_us),
-              Median(ph.transport.round_us));
-  std::printf("%s: raw_cpu_us_per_call=%.2f saferetry_cpu_us_per_call=%.2f "
-              "transport_only_cpu_us_per_call=%.2f (client thread)\n",
-              name, Median(ph.raw.round_cpu_us), Median(ph.saferetry.round_cpu_us),
-              Median(ph.transport.round_cpu_us));
+  std::printf(
+      "%s: raw_us_per_call=%.2f saferetry_us_per_call=%.2f transport_only_us_per_call=%.2f\n", name,
+      Median(ph.raw.round_us), Median(ph.saferetry.round_us), Median(ph.transport.round_us));
+  std::printf(
+      "%s: raw_cpu_us_per_call=%.2f saferetry_cpu_us_per_call=%.2f "
+      "transport_only_cpu_us_per_call=%.2f (client thread)\n",
+      name, Median(ph.raw.round_cpu_us), Median(ph.saferetry.round_cpu_us),
+      Median(ph.transport.round_cpu_us));
   std::printf("%s: raw_per_request_us_per_call=%.2f raw_per_request_cpu_us_per_call=%.2f\n", name,
               Median(ph.per_request.round_us), Median(ph.per_request.round_cpu_us));
 }
@@ -392,8 +394,7 @@ int main() {
     per_request_response.clear();
     curl_easy_setopt(per_request, CURLOPT_URL, url.c_str());
     curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-    headers =
-        curl_slist_append(headers, "Idempotency-Key: 0b7c6f9e-3a52-4b8e-9a0c-2f1d5e6a7b8c");
+    headers = curl_slist_append(headers, "Idempotency-Key: 0b7c6f9e-3a52-4b8e-9a0c-2f1d5e6a7b8c");
     headers = curl_slist_append(headers, "X-Request-Timeout-Ms: 4990");
     headers = curl_slist_append(headers, "X-Retry-Attempt: attempt=1; max=3");
     headers = curl_slist_append(headers, "Expect:");
@@ -474,18 +475,20 @@ int main() {
               PerCall(sr.new_calls, sr.calls), PerCall(sr.new_bytes, sr.calls));
   std::printf("raw_new_per_call: allocations=%.2f bytes=%.1f\n", PerCall(rw.new_calls, rw.calls),
               PerCall(rw.new_bytes, rw.calls));
-  std::printf("libcurl_malloc_per_call: saferetry allocations=%.2f bytes=%.1f, raw allocations=%.2f "
-              "bytes=%.1f\n",
-              PerCall(sr.malloc_calls, sr.calls), PerCall(sr.malloc_bytes, sr.calls),
-              PerCall(rw.malloc_calls, rw.calls), PerCall(rw.malloc_bytes, rw.calls));
+  std::printf(
+      "libcurl_malloc_per_call: saferetry allocations=%.2f bytes=%.1f, raw allocations=%.2f "
+      "bytes=%.1f\n",
+      PerCall(sr.malloc_calls, sr.calls), PerCall(sr.malloc_bytes, sr.calls),
+      PerCall(rw.malloc_calls, rw.calls), PerCall(rw.malloc_bytes, rw.calls));
 
   const double raw_us = Median(pinned.raw.round_us);
   const double sr_us = Median(pinned.saferetry.round_us);
   const double raw_cpu = Median(pinned.raw.round_cpu_us);
   const double sr_cpu = Median(pinned.saferetry.round_cpu_us);
-  std::printf("# unpinned: the scheduler may put the two server threads and the client on\n"
-              "# different CPUs; a cross-CPU wake-up of an idle CPU can cost more than the\n"
-              "# request, so this ratio measures placement, not the library.\n");
+  std::printf(
+      "# unpinned: the scheduler may put the two server threads and the client on\n"
+      "# different CPUs; a cross-CPU wake-up of an idle CPU can cost more than the\n"
+      "# request, so this ratio measures placement, not the library.\n");
   std::printf("unpinned_ratio_vs_raw_libcurl=%.3f\n",
               Median(unpinned.raw.round_us) / Median(unpinned.saferetry.round_us));
   std::printf("unpinned_overhead_us_per_call=%.2f\n",

@@ -132,7 +132,7 @@ void BM_Decision(benchmark::State& state, BudgetKind kind) {
     benchmark::DoNotOptimize(delay);
     allowed += d.allowed;
     previous = delay;
-    retry = retry % 16 + 1;      // every ceiling from 100 ms to the cap
+    retry = retry % 16 + 1;  // every ceiling from 100 ms to the cap
     u = u < 0.75 ? u + 0.125 : 0.0;
     now += std::chrono::milliseconds(1);  // the ratio budget's window rotates
   }

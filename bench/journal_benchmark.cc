@@ -14,8 +14,8 @@
 //
 // Prints, per configuration:
 //   journal_us_per_call{sync=NORMAL,threads=8,group_commit=on}=<wall time / calls>
-//   journal_latency_us{sync=NORMAL,threads=8,group_commit=on,q=p50}=<one call, as its thread saw it>
-//   journal_latency_us{...,q=p99}=...
+//   journal_latency_us{sync=NORMAL,threads=8,group_commit=on,q=p50}=<one call, as its thread saw
+//   it> journal_latency_us{...,q=p99}=...
 //   journal_us_per_call{journal=postgres,threads=8,record_marks_attempt=on}=...
 // "us per call" is throughput (elapsed wall time divided by all calls of all
 // threads); latency is what one caller waits. Usage: journal_benchmark
@@ -64,8 +64,8 @@ std::string Label(const Config& c) {
 bool Measure(saferetry::IntentJournal& journal, int threads_n, int calls_per_thread,
              bool record_marks_attempt, const std::string& label) {
   const std::string body = R"({"sku":"sku-42","quantity":1})";
-  saferetry::Request request{"POST", "https://orders.internal/orders",
-                             {{"Content-Type", "application/json"}}, body};
+  saferetry::Request request{
+      "POST", "https://orders.internal/orders", {{"Content-Type", "application/json"}}, body};
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(threads_n));
   std::atomic<int> failures{0};
   std::atomic<int> ready{0};
@@ -89,7 +89,8 @@ bool Measure(saferetry::IntentJournal& journal, int threads_n, int calls_per_thr
                             recorded->intent.state == saferetry::IntentState::kSent;
         const bool good =
             recorded.ok() && (marked || journal.MarkSent(key, 1).ok()) &&
-            journal.Finish(key, saferetry::IntentState::kSucceeded, {201, "succeeded", "response", ""})
+            journal
+                .Finish(key, saferetry::IntentState::kSucceeded, {201, "succeeded", "response", ""})
                 .ok();
         mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
         if (!good || marked != record_marks_attempt) failures.fetch_add(1);
@@ -104,7 +105,8 @@ bool Measure(saferetry::IntentJournal& journal, int threads_n, int calls_per_thr
   for (const auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
   const auto quantile = [&](double q) {
-    return all[std::min(all.size() - 1, static_cast<std::size_t>(q * static_cast<double>(all.size())))];
+    return all[std::min(all.size() - 1,
+                        static_cast<std::size_t>(q * static_cast<double>(all.size())))];
   };
   std::printf("journal_us_per_call{%s}=%.1f\n", label.c_str(),
               elapsed_us / static_cast<double>(all.size()));
@@ -150,10 +152,9 @@ absl::Status Admin(const std::string& dsn, const std::string& sql) {
   pg.max_connections = 1;
   auto db = saferetry::server::OpenPostgresDatabase(pg);
   if (!db.ok()) return db.status();
-  return (*db)->RunInTransaction(saferetry::server::TransactionMode::kWrite,
-                                 [&](saferetry::server::Transaction& t) {
-                                   return t.Execute(sql).status();
-                                 });
+  return (*db)->RunInTransaction(
+      saferetry::server::TransactionMode::kWrite,
+      [&](saferetry::server::Transaction& t) { return t.Execute(sql).status(); });
 }
 
 // The PostgreSQL journal (8 connections) in a fresh schema, dropped after.

@@ -58,23 +58,22 @@ void Run(benchmark::State& state, std::shared_ptr<Transport> transport, Mode mod
     CallResult r = client->Execute(get, call);
     benchmark::DoNotOptimize(r);
   }
-  if (mode != Mode::kNone && metrics->Snapshot().calls != static_cast<std::int64_t>(state.iterations())) {
+  if (mode != Mode::kNone &&
+      metrics->Snapshot().calls != static_cast<std::int64_t>(state.iterations())) {
     state.SkipWithError("metrics lost calls");
   }
 }
 
 void BM_FakeTransport_NoMetrics(benchmark::State& state) {
   auto t = std::make_shared<testkit::FakeTransport>();
-  t->SetHandler([](const Request&, const AttemptOptions&) {
-    return testkit::Step::Respond(200).result;
-  });
+  t->SetHandler(
+      [](const Request&, const AttemptOptions&) { return testkit::Step::Respond(200).result; });
   Run(state, t, Mode::kNone);
 }
 void BM_FakeTransport_Metrics(benchmark::State& state) {
   auto t = std::make_shared<testkit::FakeTransport>();
-  t->SetHandler([](const Request&, const AttemptOptions&) {
-    return testkit::Step::Respond(200).result;
-  });
+  t->SetHandler(
+      [](const Request&, const AttemptOptions&) { return testkit::Step::Respond(200).result; });
   Run(state, t, Mode::kMetrics);
 }
 void BM_Canned_NoMetrics(benchmark::State& state) {

@@ -47,8 +47,8 @@ std::unique_ptr<Fixture> Open(bool postgres) {
   }
   if (!store.ok()) return nullptr;
   f->store = *std::move(store);
-  absl::Status s = f->store->database().RunInTransaction(
-      srv::TransactionMode::kWrite, [](srv::Transaction& t) {
+  absl::Status s =
+      f->store->database().RunInTransaction(srv::TransactionMode::kWrite, [](srv::Transaction& t) {
         return t.Execute("CREATE TABLE IF NOT EXISTS bench_orders (k TEXT PRIMARY KEY, body TEXT)")
             .status();
       });
@@ -72,7 +72,8 @@ void KeyedPost(benchmark::State& state, bool postgres, bool replay) {
     }
   }
   // Benchmark threads start the loop together; every thread sees the fixture.
-  const std::string run = std::to_string(getpid()) + "-" + std::to_string(key_counter.fetch_add(1000000));
+  const std::string run =
+      std::to_string(getpid()) + "-" + std::to_string(key_counter.fetch_add(1000000));
   long i = 0;
   for (auto _ : state) {
     if (shared_fixture == nullptr) break;

@@ -35,35 +35,35 @@ int main() {
     std::fprintf(stderr, "event loop: %s\n", std::string(loop.status().message()).c_str());
     return 1;
   }
-  auto transport = std::make_shared<saferetry::testkit::AsyncFakeTransport>(
-      *loop, saferetry::SystemClock());
+  auto transport =
+      std::make_shared<saferetry::testkit::AsyncFakeTransport>(*loop, saferetry::SystemClock());
   // The simulated server, on the loop thread: every 7th POST commits and
   // loses its response, every 11th answers 503; status queries find orders
   // that committed.
   std::mutex mu;
   std::map<std::string, bool> committed;  // by key
   int posts = 0;
-  transport->SetHandler([&](const saferetry::Request& request,
-                            const saferetry::AttemptOptions& options) {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string key;
-    if (options.extra_headers != nullptr) {
-      auto k = saferetry::FindHeader(*options.extra_headers, "Idempotency-Key");
-      if (k.has_value()) key = std::string(*k);
-    }
-    const milliseconds latency(5 + (posts * 13) % 36);
-    if (request.method == "GET") {
-      key = request.url.substr(request.url.rfind('/') + 1);
-      return (committed.count(key) != 0 ? saferetry::testkit::Step::Respond(200, {}, "found")
-                                        : saferetry::testkit::Step::Respond(404, {}, "unknown"))
-          .After(latency);
-    }
-    ++posts;
-    if (posts % 11 == 0) return saferetry::testkit::Step::Respond(503).After(latency);
-    committed[key] = true;
-    if (posts % 7 == 0) return saferetry::testkit::Step::CommitThenLost().After(latency);
-    return saferetry::testkit::Step::Respond(201, {}, "created").After(latency);
-  });
+  transport->SetHandler(
+      [&](const saferetry::Request& request, const saferetry::AttemptOptions& options) {
+        std::lock_guard<std::mutex> lock(mu);
+        std::string key;
+        if (options.extra_headers != nullptr) {
+          auto k = saferetry::FindHeader(*options.extra_headers, "Idempotency-Key");
+          if (k.has_value()) key = std::string(*k);
+        }
+        const milliseconds latency(5 + (posts * 13) % 36);
+        if (request.method == "GET") {
+          key = request.url.substr(request.url.rfind('/') + 1);
+          return (committed.count(key) != 0 ? saferetry::testkit::Step::Respond(200, {}, "found")
+                                            : saferetry::testkit::Step::Respond(404, {}, "unknown"))
+              .After(latency);
+        }
+        ++posts;
+        if (posts % 11 == 0) return saferetry::testkit::Step::Respond(503).After(latency);
+        committed[key] = true;
+        if (posts % 7 == 0) return saferetry::testkit::Step::CommitThenLost().After(latency);
+        return saferetry::testkit::Step::Respond(201, {}, "created").After(latency);
+      });
 
   saferetry::AsyncClientOptions options;
   options.loop = *loop;
@@ -83,7 +83,8 @@ int main() {
   std::vector<std::future<saferetry::CallResult>> results;
   results.reserve(kCalls);
   for (int i = 0; i < kCalls; ++i) {
-    saferetry::Request order{"POST", "http://orders.internal/orders",
+    saferetry::Request order{"POST",
+                             "http://orders.internal/orders",
                              {{"Content-Type", "application/json"}},
                              "{\"sku\":\"sku-" + std::to_string(i) + "\",\"quantity\":1}"};
     results.push_back((*client)->Execute(std::move(order), call));
@@ -95,7 +96,8 @@ int main() {
     ++outcomes[std::string(saferetry::OutcomeName(r.outcome))];
     resolved += r.resolved_by_status_query ? 1 : 0;
   }
-  const auto wall = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  const auto wall =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
 
   std::printf("calls                      %d (all in flight at once, one loop thread)\n", kCalls);
   for (const auto& [name, n] : outcomes) std::printf("%-26s %d\n", name.c_str(), n);

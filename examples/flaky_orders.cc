@@ -31,8 +31,9 @@ long long Ms(saferetry::Duration d) {
 }
 
 void PrintEvidence(const saferetry::AttemptEvidence& e, saferetry::TimePoint start) {
-  std::printf("    %-6s #%d  t=%5lldms  %-17s http=%-4s %-24s %s", e.is_status_query ? "query" : "send",
-              e.number, Ms(e.start - start), std::string(saferetry::DeliveryName(e.delivery)).c_str(),
+  std::printf("    %-6s #%d  t=%5lldms  %-17s http=%-4s %-24s %s",
+              e.is_status_query ? "query" : "send", e.number, Ms(e.start - start),
+              std::string(saferetry::DeliveryName(e.delivery)).c_str(),
               e.http_status ? std::to_string(*e.http_status).c_str() : "-",
               std::string(saferetry::AttemptClassName(e.classification)).c_str(),
               std::string(e.reason).c_str());
@@ -47,12 +48,18 @@ void PrintEvidence(const saferetry::AttemptEvidence& e, saferetry::TimePoint sta
 
 int main() {
   const std::vector<Scenario> scenarios = {
-      {"order committed, response lost; status query", {OrderFault::kCommitThenLoseResponse}, true, true},
+      {"order committed, response lost; status query",
+       {OrderFault::kCommitThenLoseResponse},
+       true,
+       true},
       {"connection refused twice", {OrderFault::kRefuse, OrderFault::kRefuse}, true, true},
       {"dropped before commit; status says not found", {OrderFault::kDropBeforeCommit}, true, true},
       {"still processing (409), then done", {OrderFault::kInProgressThenCommit}, false, true},
       {"overloaded: 503 + Retry-After", {OrderFault::kUnavailable}, true, true},
-      {"committed, response lost; no key (careless)", {OrderFault::kCommitThenLoseResponse}, false, false},
+      {"committed, response lost; no key (careless)",
+       {OrderFault::kCommitThenLoseResponse},
+       false,
+       false},
   };
   int failures = 0;
   for (const Scenario& s : scenarios) {
@@ -68,7 +75,8 @@ int main() {
       std::fprintf(stderr, "client: %s\n", std::string(client.status().message()).c_str());
       return 1;
     }
-    saferetry::Request order{"POST", "http://orders.example/orders",
+    saferetry::Request order{"POST",
+                             "http://orders.example/orders",
                              {{"Content-Type", "application/json"}},
                              R"({"sku":"sku-42","quantity":1})"};
     saferetry::CallOptions call;

@@ -112,8 +112,9 @@ class WireTap final : public saferetry::Transport {
     };
     collect(request.headers);
     if (options.extra_headers != nullptr) collect(*options.extra_headers);
-    seen_.push_back(request.method + " " + request.url + "  traceparent: " +
-                    (parents.size() == 1 ? parents[0] : std::to_string(parents.size()) + " headers"));
+    seen_.push_back(
+        request.method + " " + request.url + "  traceparent: " +
+        (parents.size() == 1 ? parents[0] : std::to_string(parents.size()) + " headers"));
     traceparents_.push_back(parents);
     return next_->Send(request, options);
   }
@@ -154,8 +155,10 @@ int main() {
   call.timeout = std::chrono::seconds(5);
   call.status_url = "http://orders.example/orders/by-key/{key}";
   call.trace_context = saferetry::TraceContext{caller, "congo=t61rcWkgMzE"};
-  saferetry::Request order{"POST", "http://orders.example/orders",
-                           {{"Content-Type", "application/json"}}, R"({"sku":"sku-42"})"};
+  saferetry::Request order{"POST",
+                           "http://orders.example/orders",
+                           {{"Content-Type", "application/json"}},
+                           R"({"sku":"sku-42"})"};
   saferetry::CallResult r = (*client)->Execute(order, call);
 
   std::printf("caller: %s\n\non the wire:\n", caller.c_str());

@@ -97,7 +97,8 @@ void RunCareless(int port, int orders, std::chrono::milliseconds attempt_timeout
       if (rc == CURLE_OK && code >= 200 && code < 300) ok = true;
       if (!ok && attempt < 3) std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
     }
-    t->latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    t->latency_ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     ++t->intended;
     if (ok) {
       ++t->succeeded;
@@ -140,7 +141,8 @@ int RunSaferetry(int port, int orders, std::chrono::milliseconds attempt_timeout
     req.body = Body(absl::StrCat("saferetry-", i));
     const auto start = Clock::now();
     saferetry::CallResult r = (*client)->Execute(req, call);
-    t->latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    t->latency_ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     ++t->intended;
     t->requests_sent += r.attempts + r.status_queries;
     switch (r.outcome) {
@@ -162,17 +164,20 @@ int RunSaferetry(int port, int orders, std::chrono::milliseconds attempt_timeout
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"saferetry demo: a careless client vs saferetry against a service that loses responses"};
+  CLI::App app{
+      "saferetry demo: a careless client vs saferetry against a service that loses responses"};
   int orders = 150;
   std::uint64_t seed = 42;
   double drop = 0.15, hang = 0.05, reset = 0.05, unavailable = 0.02;
   int attempt_timeout_ms = 250;
   app.add_option("--orders", orders, "Intended orders per client")->check(CLI::Range(1, 5000));
   app.add_option("--seed", seed, "Fault seed (both proxies use it)");
-  app.add_option("--drop", drop, "P(commit, then the response is lost)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--drop", drop, "P(commit, then the response is lost)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--hang", hang, "P(commit, then no answer)")->check(CLI::Range(0.0, 1.0));
   app.add_option("--reset", reset, "P(reset before commit)")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--unavailable", unavailable, "P(503 + Retry-After: 1)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--unavailable", unavailable, "P(503 + Retry-After: 1)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--attempt-timeout-ms", attempt_timeout_ms, "Per-attempt timeout")
       ->check(CLI::Range(20, 10000));
   try {
@@ -217,18 +222,19 @@ int main(int argc, char** argv) {
   auto careless_proxy = start_proxy();
   auto safe_proxy = start_proxy();
   if (!careless_proxy.ok() || !safe_proxy.ok()) {
-    std::fprintf(stderr, "proxy: %s\n",
-                 std::string((careless_proxy.ok() ? safe_proxy.status() : careless_proxy.status())
-                                 .message())
-                     .c_str());
+    std::fprintf(
+        stderr, "proxy: %s\n",
+        std::string((careless_proxy.ok() ? safe_proxy.status() : careless_proxy.status()).message())
+            .c_str());
     return 1;
   }
 
-  std::printf("orders service on 127.0.0.1:%d (SQLite %s); two fault proxies, seed %llu:\n"
-              "  commit then drop %.0f%%, commit then hang %.0f%%, reset before commit %.0f%%, "
-              "503 + Retry-After %.0f%%; attempt timeout %d ms\n\n",
-              *service_port, db.c_str(), static_cast<unsigned long long>(seed), drop * 100, hang * 100,
-              reset * 100, unavailable * 100, attempt_timeout_ms);
+  std::printf(
+      "orders service on 127.0.0.1:%d (SQLite %s); two fault proxies, seed %llu:\n"
+      "  commit then drop %.0f%%, commit then hang %.0f%%, reset before commit %.0f%%, "
+      "503 + Retry-After %.0f%%; attempt timeout %d ms\n\n",
+      *service_port, db.c_str(), static_cast<unsigned long long>(seed), drop * 100, hang * 100,
+      reset * 100, unavailable * 100, attempt_timeout_ms);
   std::fflush(stdout);
 
   Tally careless, safe;
@@ -274,16 +280,19 @@ int main(int argc, char** argv) {
   row("outcome FAILED", num(careless.failed), num(safe.failed));
   row("outcome UNKNOWN", "n/a (no such state)", num(safe.unknown));
   row("UNKNOWNs resolved by status query", "-", num(safe.resolved_by_query));
-  row("latency p50", ms(Percentile(careless.latency_ms, 0.5)), ms(Percentile(safe.latency_ms, 0.5)));
-  row("latency p99", ms(Percentile(careless.latency_ms, 0.99)), ms(Percentile(safe.latency_ms, 0.99)));
+  row("latency p50", ms(Percentile(careless.latency_ms, 0.5)),
+      ms(Percentile(safe.latency_ms, 0.5)));
+  row("latency p99", ms(Percentile(careless.latency_ms, 0.99)),
+      ms(Percentile(safe.latency_ms, 0.99)));
   int careless_lies = 0;
   for (const std::string& ref : careless.failed_references) {
     if (per_tenant["careless"].count(ref) != 0) ++careless_lies;
   }
   std::printf("\ncareless client: %d calls reported FAILED although their order exists.\n",
               careless_lies);
-  std::printf("saferetry: every SUCCEEDED has exactly one order; %d UNKNOWN left to reconcile by key.\n",
-              safe.unknown);
+  std::printf(
+      "saferetry: every SUCCEEDED has exactly one order; %d UNKNOWN left to reconcile by key.\n",
+      safe.unknown);
 
   (*service)->Stop();
   std::error_code ec;

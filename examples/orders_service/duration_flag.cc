@@ -13,9 +13,10 @@ namespace example {
 absl::StatusOr<std::chrono::milliseconds> ParseDurationFlag(std::string_view value,
                                                             std::string_view field) {
   auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(field), ": expected a whole number with ms, s, m or h (e.g. 250ms, 30s), got \"",
-        std::string(value), "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field),
+                     ": expected a whole number with ms, s, m or h (e.g. 250ms, 30s), got \"",
+                     std::string(value), "\""));
   };
   std::size_t digits = 0;
   while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;

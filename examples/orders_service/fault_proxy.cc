@@ -49,7 +49,8 @@ bool ToAddress(const std::string& host, int port, sockaddr_in* addr) {
 
 absl::Status CheckProbability(double p, std::string_view name) {
   if (!(p >= 0 && p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("faults.", AbslView(name), ": must be in [0, 1], got ", p));
+    return absl::InvalidArgumentError(
+        absl::StrCat("faults.", AbslView(name), ": must be in [0, 1], got ", p));
   }
   return absl::OkStatus();
 }
@@ -91,9 +92,9 @@ std::string_view FaultKindName(FaultKind kind) {
 }
 
 absl::StatusOr<FaultKind> ParseFaultKind(std::string_view name) {
-  for (FaultKind k : {FaultKind::kNone, FaultKind::kDelay, FaultKind::kUnavailable,
-                      FaultKind::kResetBeforeCommit, FaultKind::kDropAfterCommit,
-                      FaultKind::kHangAfterCommit}) {
+  for (FaultKind k :
+       {FaultKind::kNone, FaultKind::kDelay, FaultKind::kUnavailable, FaultKind::kResetBeforeCommit,
+        FaultKind::kDropAfterCommit, FaultKind::kHangAfterCommit}) {
     if (FaultKindName(k) == name) return k;
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -117,8 +118,8 @@ absl::Status ValidateFaultOptions(const FaultOptions& o) {
         absl::StrCat("faults: probabilities sum to ", sum, ", must be <= 1"));
   }
   if (o.delay_duration.count() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("faults.delay_duration: must be >= 0, got ",
-                                                   o.delay_duration.count(), "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("faults.delay_duration: must be >= 0, got ", o.delay_duration.count(), "ms"));
   }
   if (o.retry_after_seconds < 0) {
     return absl::InvalidArgumentError(
@@ -136,8 +137,9 @@ FaultDecider::FaultDecider(FaultOptions options)
 
 bool FaultDecider::Matches(std::string_view method, std::string_view target) const {
   if (!options_.methods.empty() &&
-      std::none_of(options_.methods.begin(), options_.methods.end(),
-                   [&](const std::string& m) { return absl::EqualsIgnoreCase(m, AbslView(method)); })) {
+      std::none_of(options_.methods.begin(), options_.methods.end(), [&](const std::string& m) {
+        return absl::EqualsIgnoreCase(m, AbslView(method));
+      })) {
     return false;
   }
   return absl::StartsWith(AbslView(target), options_.path_prefix);
@@ -176,10 +178,10 @@ absl::StatusOr<std::unique_ptr<FaultProxy>> FaultProxy::Start(ProxyOptions optio
   if (options.upstream_ports.empty()) {
     if (options.upstream_port <= 0 || options.upstream_port > 65535 ||
         !ToAddress(options.upstream_host, options.upstream_port, &upstream)) {
-      return absl::InvalidArgumentError(absl::StrCat("upstream_port: need an IPv4 host and a port "
-                                                     "in 1..65535, got ",
-                                                     options.upstream_host, ":",
-                                                     options.upstream_port));
+      return absl::InvalidArgumentError(
+          absl::StrCat("upstream_port: need an IPv4 host and a port "
+                       "in 1..65535, got ",
+                       options.upstream_host, ":", options.upstream_port));
     }
     options.upstream_ports = {options.upstream_port};
   } else {
@@ -199,9 +201,10 @@ absl::StatusOr<std::unique_ptr<FaultProxy>> FaultProxy::Start(ProxyOptions optio
   sockaddr_in addr;
   if (options.listen_port < 0 || options.listen_port > 65535 ||
       !ToAddress(options.listen_host, options.listen_port, &addr)) {
-    return absl::InvalidArgumentError(absl::StrCat("listen_port: need an IPv4 host and a port "
-                                                   "in 0..65535, got ",
-                                                   options.listen_host, ":", options.listen_port));
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen_port: need an IPv4 host and a port "
+                     "in 0..65535, got ",
+                     options.listen_host, ":", options.listen_port));
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError("socket() failed");
@@ -439,11 +442,11 @@ void FaultProxy::Serve(int client_fd) {
     }
     if (fault == FaultKind::kUnavailable) {
       counters_.unavailable++;
-      WriteAll(client_fd,
-               ErrorResponse(503, "Service Unavailable",
-                             absl::StrCat("Retry-After: ", options_.faults.retry_after_seconds,
-                                          "\r\n"),
-                             R"({"error":"unavailable","message":"injected by the fault proxy"})"));
+      WriteAll(
+          client_fd,
+          ErrorResponse(503, "Service Unavailable",
+                        absl::StrCat("Retry-After: ", options_.faults.retry_after_seconds, "\r\n"),
+                        R"({"error":"unavailable","message":"injected by the fault proxy"})"));
       return CloseFd(client_fd, false);
     }
     if (fault == FaultKind::kDelay) {
@@ -455,7 +458,8 @@ void FaultProxy::Serve(int client_fd) {
     const int upstream_fd = ConnectUpstream();
     if (upstream_fd < 0) {
       counters_.upstream_errors++;
-      WriteAll(client_fd, ErrorResponse(502, "Bad Gateway", "", R"({"error":"upstream_unreachable"})"));
+      WriteAll(client_fd,
+               ErrorResponse(502, "Bad Gateway", "", R"({"error":"upstream_unreachable"})"));
       break;
     }
     WireReader upstream(upstream_fd);

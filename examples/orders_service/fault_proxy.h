@@ -192,8 +192,8 @@ class FaultProxy {
   void HoldUntilClientGone(int client_fd);
 
   struct Counters {
-    std::atomic<std::int64_t> connections{0}, requests_seen{0}, requests_matched{0},
-        forwarded{0}, delayed{0}, unavailable{0}, reset_before_commit{0}, drop_after_commit{0},
+    std::atomic<std::int64_t> connections{0}, requests_seen{0}, requests_matched{0}, forwarded{0},
+        delayed{0}, unavailable{0}, reset_before_commit{0}, drop_after_commit{0},
         hang_after_commit{0}, upstream_errors{0};
   };
   struct Worker {

@@ -60,7 +60,8 @@ int Run(int argc, char** argv) {
   app.add_option("--seed", options.faults.seed, "Seed of the fault draws")->capture_default_str();
   app.add_option("--methods", methods, "Comma-separated methods to fault; * for all")
       ->capture_default_str();
-  app.add_option("--path-prefix", options.faults.path_prefix, "Only fault targets with this prefix");
+  app.add_option("--path-prefix", options.faults.path_prefix,
+                 "Only fault targets with this prefix");
   app.add_option("--script", script,
                  "Comma-separated faults for the first matching requests "
                  "(none,delay,503,reset,drop,hang)");

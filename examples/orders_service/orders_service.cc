@@ -39,10 +39,11 @@ struct ParsedOrder {
 
 ParsedOrder ParseOrder(const std::string& body) {
   auto invalid = [](std::string message) {
-    return ParsedOrder{std::nullopt,
-                       StoredResponse{400, nlohmann::json{{"error", "invalid_order"},
-                                                          {"message", std::move(message)}}
-                                               .dump()}};
+    return ParsedOrder{
+        std::nullopt,
+        StoredResponse{
+            400,
+            nlohmann::json{{"error", "invalid_order"}, {"message", std::move(message)}}.dump()}};
   };
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return invalid("body: must be a JSON object");
@@ -52,8 +53,8 @@ ParsedOrder ParseOrder(const std::string& body) {
     return invalid("sku: must be a string of 1 to 64 characters");
   }
   auto quantity = j.find("quantity");
-  if (quantity == j.end() || !quantity->is_number_integer() ||
-      quantity->get<std::int64_t>() <= 0 || quantity->get<std::int64_t>() > 1000000) {
+  if (quantity == j.end() || !quantity->is_number_integer() || quantity->get<std::int64_t>() <= 0 ||
+      quantity->get<std::int64_t>() > 1000000) {
     return invalid("quantity: must be an integer from 1 to 1000000");
   }
   NewOrder order{sku->get<std::string>(), quantity->get<std::int64_t>(), ""};
@@ -89,12 +90,12 @@ absl::StatusOr<std::unique_ptr<OrdersService>> OrdersService::Create(ServiceOpti
                                                    options.processing_delay.count(), "ms"));
   }
   if (options.reap_interval.count() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("reap_interval: must be >= 0, got ",
-                                                   options.reap_interval.count(), "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reap_interval: must be >= 0, got ", options.reap_interval.count(), "ms"));
   }
   if (options.relay_interval.count() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("relay_interval: must be >= 0, got ",
-                                                   options.relay_interval.count(), "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("relay_interval: must be >= 0, got ", options.relay_interval.count(), "ms"));
   }
   if (!options.clock) options.clock = SystemClock();
   auto store = OrdersStore::Open(options.store, options.clock);
@@ -122,13 +123,13 @@ OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore
   server_->Post("/orders", [this](const httplib::Request& req, httplib::Response& res) {
     HandleCreate(req, res);
   });
-  server_->Get(R"(/orders/by-key/(.+))", [this](const httplib::Request& req,
-                                                httplib::Response& res) { HandleStatus(req, res); });
+  server_->Get(
+      R"(/orders/by-key/(.+))",
+      [this](const httplib::Request& req, httplib::Response& res) { HandleStatus(req, res); });
   server_->Post("/events/order-created", [this](const httplib::Request& req,
                                                 httplib::Response& res) { HandleEvent(req, res); });
-  server_->Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
-    HandleStats(res);
-  });
+  server_->Get("/stats",
+               [this](const httplib::Request&, httplib::Response& res) { HandleStats(res); });
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok", "text/plain");
   });
@@ -237,24 +238,20 @@ void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response&
       std::this_thread::sleep_for(options_.processing_delay);
     }
   };
-  const std::string tenant = w.tenant.has_value() && !w.tenant->empty()
-                                 ? *w.tenant
-                                 : std::string(kDefaultTenant);
+  const std::string tenant =
+      w.tenant.has_value() && !w.tenant->empty() ? *w.tenant : std::string(kDefaultTenant);
   const KeyScope scope{tenant, std::string(kCreateOrderOperation), w.idempotency_key.value_or("")};
   if (parsed.order.has_value()) {
     work.effect = store_->CreateOrderEffect(scope, *parsed.order);
   } else {
     // An invalid body is a final answer: stored and replayed like an order.
     StoredResponse error = parsed.error;
-    work.effect = [error](server::Transaction&) -> absl::StatusOr<StoredResponse> {
-      return error;
-    };
+    work.effect = [error](server::Transaction&) -> absl::StatusOr<StoredResponse> { return error; };
   }
   server::Answer a = handler_->HandleWrite(w, work);
   if (a.Header(std::string(kReplayedHeader)).empty()) {
     if (a.status == 201) counters_.created++;
-    if (a.status == 400 && !parsed.order.has_value() &&
-        a.body == parsed.error.body) {
+    if (a.status == 400 && !parsed.order.has_value() && a.body == parsed.error.body) {
       counters_.invalid_body++;
     }
   }
@@ -301,35 +298,35 @@ void OrdersService::HandleEvent(const httplib::Request& req, httplib::Response& 
 
 void OrdersService::HandleStats(httplib::Response& res) {
   auto counts = store_->Counts();
-  if (!counts.ok()) return AnswerError(res, 500, "storage_error", std::string(counts.status().message()));
+  if (!counts.ok())
+    return AnswerError(res, 500, "storage_error", std::string(counts.status().message()));
   const ServiceMetrics m = metrics();
-  nlohmann::json j = {
-      {"orders", counts->orders},
-      {"distinct_references", counts->distinct_references},
-      {"duplicate_orders", counts->duplicate_orders},
-      {"keys_processing", counts->keys_processing},
-      {"keys_completed", counts->keys_completed},
-      {"keys_fenced", counts->keys_fenced},
-      {"keys_expired", counts->keys_expired},
-      {"outbox_pending", counts->outbox_pending},
-      {"shipments", counts->shipments},
-      {"inconsistencies", counts->inconsistencies},
-      {"requests",
-       {{"created", m.created},
-        {"replayed", m.replayed},
-        {"conflicting_payload", m.conflicting_payload},
-        {"in_progress", m.in_progress},
-        {"rejected_bad_request", m.rejected_bad_request},
-        {"invalid_body", m.invalid_body},
-        {"deadline_rejected", m.deadline_rejected},
-        {"expired_key", m.expired_key},
-        {"fenced_refused", m.fenced_refused},
-        {"fences", m.fences},
-        {"messages_processed", m.messages_processed},
-        {"messages_redelivered", m.messages_redelivered},
-        {"takeovers", m.takeovers},
-        {"stale_writes_rejected", m.stale_writes_rejected},
-        {"status_queries", m.status_queries}}}};
+  nlohmann::json j = {{"orders", counts->orders},
+                      {"distinct_references", counts->distinct_references},
+                      {"duplicate_orders", counts->duplicate_orders},
+                      {"keys_processing", counts->keys_processing},
+                      {"keys_completed", counts->keys_completed},
+                      {"keys_fenced", counts->keys_fenced},
+                      {"keys_expired", counts->keys_expired},
+                      {"outbox_pending", counts->outbox_pending},
+                      {"shipments", counts->shipments},
+                      {"inconsistencies", counts->inconsistencies},
+                      {"requests",
+                       {{"created", m.created},
+                        {"replayed", m.replayed},
+                        {"conflicting_payload", m.conflicting_payload},
+                        {"in_progress", m.in_progress},
+                        {"rejected_bad_request", m.rejected_bad_request},
+                        {"invalid_body", m.invalid_body},
+                        {"deadline_rejected", m.deadline_rejected},
+                        {"expired_key", m.expired_key},
+                        {"fenced_refused", m.fenced_refused},
+                        {"fences", m.fences},
+                        {"messages_processed", m.messages_processed},
+                        {"messages_redelivered", m.messages_redelivered},
+                        {"takeovers", m.takeovers},
+                        {"stale_writes_rejected", m.stale_writes_rejected},
+                        {"status_queries", m.status_queries}}}};
   Answer(res, 200, j.dump());
 }
 

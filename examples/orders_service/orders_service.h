@@ -91,21 +91,21 @@ struct ServiceOptions {
 
 /// Request counters, by answer.
 struct ServiceMetrics {
-  std::int64_t created = 0;             // 201 from a fresh execution
-  std::int64_t replayed = 0;            // stored response replayed
-  std::int64_t conflicting_payload = 0; // 422
-  std::int64_t in_progress = 0;         // 409 on POST
-  std::int64_t rejected_bad_request = 0;// 400, not stored (missing key, bad headers)
-  std::int64_t invalid_body = 0;        // 400, stored as the key's final answer
-  std::int64_t deadline_rejected = 0;   // 503 rejected before any work
-  std::int64_t expired_key = 0;         // 410 expired
-  std::int64_t fenced_refused = 0;      // 410 fenced
-  std::int64_t fences = 0;              // keys fenced by status queries
-  std::int64_t takeovers = 0;           // claims of an abandoned PROCESSING record
+  std::int64_t created = 0;               // 201 from a fresh execution
+  std::int64_t replayed = 0;              // stored response replayed
+  std::int64_t conflicting_payload = 0;   // 422
+  std::int64_t in_progress = 0;           // 409 on POST
+  std::int64_t rejected_bad_request = 0;  // 400, not stored (missing key, bad headers)
+  std::int64_t invalid_body = 0;          // 400, stored as the key's final answer
+  std::int64_t deadline_rejected = 0;     // 503 rejected before any work
+  std::int64_t expired_key = 0;           // 410 expired
+  std::int64_t fenced_refused = 0;        // 410 fenced
+  std::int64_t fences = 0;                // keys fenced by status queries
+  std::int64_t takeovers = 0;             // claims of an abandoned PROCESSING record
   std::int64_t stale_writes_rejected = 0;
   std::int64_t status_queries = 0;
-  std::int64_t messages_processed = 0;  // consumer: first deliveries
-  std::int64_t messages_redelivered = 0;// consumer: duplicates without effect
+  std::int64_t messages_processed = 0;    // consumer: first deliveries
+  std::int64_t messages_redelivered = 0;  // consumer: duplicates without effect
 };
 
 /// SHA-256 (lower-case hex) of method "\n" path "\n" body: the request

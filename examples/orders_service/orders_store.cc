@@ -133,9 +133,9 @@ server::Effect OrdersStore::CreateOrderEffect(const KeyScope& scope, const NewOr
                  order.quantity,        order.client_reference, now};
     const std::string json = OrderJson(row);
     // The message commits with the order or not at all: no lost events.
-    auto queued = txn.Execute(
-        "INSERT INTO outbox (message_id, payload, created_ms) VALUES ($1, $2, $3)",
-        {absl::StrCat("order-created-", row.id), json, now});
+    auto queued =
+        txn.Execute("INSERT INTO outbox (message_id, payload, created_ms) VALUES ($1, $2, $3)",
+                    {absl::StrCat("order-created-", row.id), json, now});
     if (!queued.ok()) return queued.status();
     return StoredResponse{201, json};
   };
@@ -188,13 +188,12 @@ absl::StatusOr<std::vector<OutboxMessage>> OrdersStore::PendingOutbox(int limit)
 
 absl::Status OrdersStore::MarkDelivered(std::int64_t outbox_id) {
   const EpochMillis now = NowMillis();
-  return idempotency_->database().RunInTransaction(
-      TransactionMode::kWrite, [&](Transaction& txn) {
-        return txn
-            .Execute("UPDATE outbox SET delivered_ms = $1 WHERE id = $2 AND delivered_ms IS NULL",
-                     {now, outbox_id})
-            .status();
-      });
+  return idempotency_->database().RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) {
+    return txn
+        .Execute("UPDATE outbox SET delivered_ms = $1 WHERE id = $2 AND delivered_ms IS NULL",
+                 {now, outbox_id})
+        .status();
+  });
 }
 
 absl::StatusOr<StoreCounts> OrdersStore::Counts() {

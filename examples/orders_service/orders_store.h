@@ -144,8 +144,7 @@ class OrdersStore {
   std::shared_ptr<server::IdempotencyStore> shared_idempotency() { return idempotency_; }
 
  private:
-  OrdersStore(std::shared_ptr<server::IdempotencyStore> idempotency,
-              std::shared_ptr<Clock> clock)
+  OrdersStore(std::shared_ptr<server::IdempotencyStore> idempotency, std::shared_ptr<Clock> clock)
       : idempotency_(std::move(idempotency)), clock_(std::move(clock)) {}
   EpochMillis NowMillis() const;
 

@@ -104,8 +104,7 @@ class AsyncTransport {
   /// Starts one attempt of `request` with `options.timeout` and the extra
   /// headers. Failures that happen before anything is sent (bad input)
   /// still arrive through the callback, with `Delivery::kNotSent`.
-  virtual AttemptId Start(const Request& request, const AttemptOptions& options,
-                          Callback done) = 0;
+  virtual AttemptId Start(const Request& request, const AttemptOptions& options, Callback done) = 0;
   /// Cancels an attempt in flight: its callback will not run. Returns what
   /// is known of it at this moment (status kCancelled; `kMaybeDelivered` once
   /// any byte may have been written, else `kNotSent`), or nullopt when the

@@ -260,7 +260,7 @@ class CallStateMachine {
   Duration total_{0};  // the deadline's remaining time at Start
   struct InFlight {
     std::uint32_t id = 0;
-    int number = 0;   // its attempt number
+    int number = 0;  // its attempt number
     bool poll = false;
     CircuitBreaker::Permit permit;  // allowed = false without a breaker
   };
@@ -287,8 +287,8 @@ class CallStateMachine {
   bool pending_poll_ = false;   // the pending send is a poll
   bool pending_fence_ = false;  // the pending status query carries the fence
   bool fence_sent_ = false;
-  int attempts_counted_ = 0;    // sends that count against max_attempts
-  int polls_ = 0;               // status queries + resends answered 409
+  int attempts_counted_ = 0;  // sends that count against max_attempts
+  int polls_ = 0;             // status queries + resends answered 409
   int retry_waits_ = 0;
   int poll_waits_ = 0;
   Duration previous_delay_{0};

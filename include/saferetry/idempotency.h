@@ -113,8 +113,8 @@ class KeyFingerprints {
   /// OK the first time and whenever `key` comes back with the same method,
   /// URL and body; InvalidArgument naming "idempotency_key" when it was used
   /// for a different request.
-  absl::Status CheckAndRemember(std::string_view key, std::string_view method,
-                                std::string_view url, std::string_view body);
+  absl::Status CheckAndRemember(std::string_view key, std::string_view method, std::string_view url,
+                                std::string_view body);
 
  private:
   std::size_t capacity_;

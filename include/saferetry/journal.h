@@ -42,8 +42,9 @@
 // @code
 //   saferetry::SqliteJournalOptions options;
 //   options.path = "/var/lib/svc/intents.db";
-//   std::shared_ptr<saferetry::IntentJournal> journal = saferetry::OpenSqliteJournal(options).value();
-//   saferetry::Intent intent = saferetry::MakeIntent(request, key, status_url_template,
+//   std::shared_ptr<saferetry::IntentJournal> journal =
+//   saferetry::OpenSqliteJournal(options).value(); saferetry::Intent intent =
+//   saferetry::MakeIntent(request, key, status_url_template,
 //                                                    clock->WallNow(), wall_deadline);
 //   absl::StatusOr<saferetry::RecordResult> r = journal->Record(intent);
 //   if (!r.ok()) return ...;            // nothing is sent: the intent is not durable
@@ -243,8 +244,8 @@ struct PruneResult {
 /// The durable record of intents. Implementations are thread-safe: one
 /// instance may be shared by every thread of a process. Whether several
 /// processes may share the same storage is the implementation's to say (the
-/// SQLite journal: yes, on one host; the PostgreSQL journal: yes, on any hosts). Nothing throws; every error is a status, and a
-/// failed write changes nothing.
+/// SQLite journal: yes, on one host; the PostgreSQL journal: yes, on any hosts). Nothing throws;
+/// every error is a status, and a failed write changes nothing.
 ///
 /// Errors common to every method: `kUnavailable` when the storage cannot be
 /// reached or stays locked past the busy timeout (retrying later may work),

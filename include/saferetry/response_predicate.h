@@ -180,8 +180,8 @@ absl::StatusOr<std::shared_ptr<const ResponsePredicate>> MakeResponsePredicate(
 /// of a changed class names the predicate.
 Classification ApplyResponsePredicate(const ResponsePredicate& predicate,
                                       std::size_t max_body_bytes, const Response& response,
-                                      const AttemptEvidence& evidence,
-                                      const RequestTraits& traits, Classification base);
+                                      const AttemptEvidence& evidence, const RequestTraits& traits,
+                                      Classification base);
 
 /// "noOpinion", "retry", "notApplied": the names a policy document uses.
 std::string_view ResponseVerdictName(ResponseVerdict verdict);

@@ -41,18 +41,18 @@ enum class Outcome {
 /// state machine (docs/design.md, tests/unit/call_state_machine_test.cc).
 /// The reasons that end a call on a limit name the limit.
 enum class StopReason {
-  kSuccess,                  ///< A success response or a "found" status answer.
-  kPermanentError,           ///< A final error (4xx, 412, a stored final error): retrying cannot help.
-                             ///< FAILED only (never UNKNOWN: see `kAnswerNotDefinite`).
-  kAttemptsExhausted,        ///< `max_attempts` sends made and the last one was still retryable.
-  kStatusQueriesExhausted,   ///< The status-query (poll) cap was reached, still unresolved.
-  kDeadlineExceeded,         ///< The deadline was reached during an attempt, a query or a wait.
-  kNoTimeForUsefulAttempt,   ///< Time is left, but less than a minimum useful attempt (+ margin).
-  kBudgetExhausted,          ///< The retry budget (or the status-query allowance) refused.
-  kRetryAfterBeyondDeadline, ///< The server's Retry-After ends past the deadline; never shortened.
-  kAmbiguousUnresolved,      ///< May have taken effect; no status query and no deduplicating resend.
-  kNotFoundNoAttemptsLeft,   ///< Status says "not found" (unfenced) but no attempt is left.
-  kFenced,                   ///< Fenced (a status answer or a 410): no effect, ever.
+  kSuccess,            ///< A success response or a "found" status answer.
+  kPermanentError,     ///< A final error (4xx, 412, a stored final error): retrying cannot help.
+                       ///< FAILED only (never UNKNOWN: see `kAnswerNotDefinite`).
+  kAttemptsExhausted,  ///< `max_attempts` sends made and the last one was still retryable.
+  kStatusQueriesExhausted,    ///< The status-query (poll) cap was reached, still unresolved.
+  kDeadlineExceeded,          ///< The deadline was reached during an attempt, a query or a wait.
+  kNoTimeForUsefulAttempt,    ///< Time is left, but less than a minimum useful attempt (+ margin).
+  kBudgetExhausted,           ///< The retry budget (or the status-query allowance) refused.
+  kRetryAfterBeyondDeadline,  ///< The server's Retry-After ends past the deadline; never shortened.
+  kAmbiguousUnresolved,     ///< May have taken effect; no status query and no deduplicating resend.
+  kNotFoundNoAttemptsLeft,  ///< Status says "not found" (unfenced) but no attempt is left.
+  kFenced,                  ///< Fenced (a status answer or a 410): no effect, ever.
   /// The server's record of the key is gone (410 `expired` or without a
   /// state, a status answer `expired`): the effect may exist, and the key is
   /// never resent. Always UNKNOWN, unless a status answer settled it.
@@ -64,12 +64,12 @@ enum class StopReason {
   /// The server's Retry-After is longer than `HintOptions::max_retry_after`:
   /// coming back sooner would disregard its "not before", so the call stops.
   kRetryAfterTooLong,
-  kCancelled,                ///< The caller's cancellation token fired.
-  kServerDoNotRetry,         ///< The server asked not to be retried.
-  kCircuitOpen,              ///< Reserved for a circuit breaker.
-  kTooManyCalls,             ///< `AsyncClient`: over its cap of calls in flight; nothing was sent.
-  kJournalUnavailable,       ///< The intent journal could not record the intent: nothing was sent.
-  kInvalidArgument,          ///< Bad input: nothing was sent (see `CallResult::status`).
+  kCancelled,           ///< The caller's cancellation token fired.
+  kServerDoNotRetry,    ///< The server asked not to be retried.
+  kCircuitOpen,         ///< Reserved for a circuit breaker.
+  kTooManyCalls,        ///< `AsyncClient`: over its cap of calls in flight; nothing was sent.
+  kJournalUnavailable,  ///< The intent journal could not record the intent: nothing was sent.
+  kInvalidArgument,     ///< Bad input: nothing was sent (see `CallResult::status`).
 };
 
 /// The number of `StopReason` values, for arrays indexed by reason.
@@ -104,13 +104,13 @@ enum class Delivery {
 
 /// How one attempt is classified. Chosen by a `Classifier`.
 enum class AttemptClass {
-  kSuccess,               ///< 2xx (or an override): done.
-  kPermanent,             ///< 400, 401, 403, 404, 405, 413, 422, other 4xx: stop, FAILED.
-  kPreconditionFailed,    ///< 412, 428: the caller must change state first; stop, FAILED.
-  kInProgress,            ///< 409 on a keyed request: the first attempt is still running; poll.
-  kRetryableNotDelivered, ///< Connection refused, DNS failure: safe to retry, even for POST.
-  kRetryableTransient,    ///< 408, 425, 429, 503: the server did not process it; retry.
-  kAmbiguous,             ///< May have taken effect: timeout/reset after sending, 500/502/504.
+  kSuccess,                ///< 2xx (or an override): done.
+  kPermanent,              ///< 400, 401, 403, 404, 405, 413, 422, other 4xx: stop, FAILED.
+  kPreconditionFailed,     ///< 412, 428: the caller must change state first; stop, FAILED.
+  kInProgress,             ///< 409 on a keyed request: the first attempt is still running; poll.
+  kRetryableNotDelivered,  ///< Connection refused, DNS failure: safe to retry, even for POST.
+  kRetryableTransient,     ///< 408, 425, 429, 503: the server did not process it; retry.
+  kAmbiguous,              ///< May have taken effect: timeout/reset after sending, 500/502/504.
 };
 
 /// Curl's (or the fake's) per-phase timers for one attempt, each measured from

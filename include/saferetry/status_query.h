@@ -4,10 +4,11 @@
 // key, instead of sending a fresh request.
 //
 //   status answer                           meaning                       next step
-//   2xx                                     found: the original took      SUCCEEDED with that answer
+//   2xx                                     found: the original took      SUCCEEDED with that
+//   answer
 //                                           effect
-//   404 + Idempotency-Key-State: completed  the key's stored final error  FAILED (definite), that answer
-//   404 + Idempotency-Key-State: fenced     fenced: no effect, ever       FAILED (definite)
+//   404 + Idempotency-Key-State: completed  the key's stored final error  FAILED (definite), that
+//   answer 404 + Idempotency-Key-State: fenced     fenced: no effect, ever       FAILED (definite)
 //   404 + Idempotency-Key-State: expired    the record was reaped, maybe  UNKNOWN (`key_expired`);
 //                                           after its effect              never a resend
 //   other 404                               not found (yet): unfenced,    resend, same key, via the
@@ -17,7 +18,8 @@
 //   409, 202                                processing                    poll again (paced)
 //   anything else / transport failure       still unknown                 poll again within the
 //                                                                         allowance and deadline,
-//                                                                         else UNKNOWN; never a resend
+//                                                                         else UNKNOWN; never a
+//                                                                         resend
 //
 // Only the two definite 404s may turn an ambiguous history into FAILED
 // (saferetry/settlement.h, docs/server-contract.md,

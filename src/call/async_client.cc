@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "saferetry/cancellation.h"
 #include "call/call_session.h"
 #include "call/latency_window.h"
+#include "saferetry/cancellation.h"
 
 namespace saferetry {
 namespace {

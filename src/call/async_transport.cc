@@ -7,6 +7,8 @@
 // looks at the queue before it waits), and from other threads one eventfd
 // write stands for every task posted until the loop has read it.
 
+#include "saferetry/async_transport.h"
+
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -25,7 +27,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "saferetry/async_transport.h"
 
 namespace saferetry {
 namespace {
@@ -99,8 +100,8 @@ class EpollEventLoop final : public RunnableEventLoop {
       return absl::OkStatus();
     }
     epoll_event ev{};
-    ev.events = ((events & kReadable) != 0 ? EPOLLIN : 0u) |
-                ((events & kWritable) != 0 ? EPOLLOUT : 0u);
+    ev.events =
+        ((events & kReadable) != 0 ? EPOLLIN : 0u) | ((events & kWritable) != 0 ? EPOLLOUT : 0u);
     // The generation tells a stale event (for an fd closed and reopened
     // within one epoll_wait batch) from a current one.
     const std::uint32_t generation = ++next_generation_;
@@ -123,11 +124,11 @@ class EpollEventLoop final : public RunnableEventLoop {
       int timeout_ms = -1;
       if (!timers_.empty()) {
         const Duration left = timers_.begin()->first.first - clock_->Now();
-        timeout_ms = left <= Duration::zero()
-                         ? 0
-                         : static_cast<int>(std::min<std::int64_t>(
-                               std::chrono::ceil<std::chrono::milliseconds>(left).count(),
-                               1 << 30));
+        timeout_ms =
+            left <= Duration::zero()
+                ? 0
+                : static_cast<int>(std::min<std::int64_t>(
+                      std::chrono::ceil<std::chrono::milliseconds>(left).count(), 1 << 30));
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -146,7 +147,8 @@ class EpollEventLoop final : public RunnableEventLoop {
           continue;
         }
         auto it = watches_.find(fd);
-        if (it == watches_.end() || it->second.generation != static_cast<std::uint32_t>(data >> 32)) {
+        if (it == watches_.end() ||
+            it->second.generation != static_cast<std::uint32_t>(data >> 32)) {
           continue;  // Unwatched since the batch was read.
         }
         const std::uint32_t e = events[static_cast<std::size_t>(i)].events;
@@ -256,7 +258,8 @@ class EpollEventLoop final : public RunnableEventLoop {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<RunnableEventLoop>> MakeEpollEventLoop(std::shared_ptr<Clock> clock) {
+absl::StatusOr<std::shared_ptr<RunnableEventLoop>> MakeEpollEventLoop(
+    std::shared_ptr<Clock> clock) {
   if (clock == nullptr) clock = SystemClock();
   const int epfd = epoll_create1(EPOLL_CLOEXEC);
   if (epfd < 0) return absl::InternalError(absl::StrCat("epoll_create1: ", std::strerror(errno)));

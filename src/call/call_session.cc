@@ -38,8 +38,8 @@ CallResult CallSession::EndEarly(CallResult result) const {
   return result;
 }
 
-std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints,
-                                            UnsentRecords& unsent, TimePoint start) {
+std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
+                                             TimePoint start) {
   absl::StatusOr<PreparedCall> prepared =
       PrepareCall(client_, fingerprints, *request_, options_, start);
   // Bad input never reaches the listener: nothing started.
@@ -77,16 +77,15 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
                                                                     : options.status_url_template;
   resolve_query_.fence_when_giving_up = options.fence;
   if (resolve_query_.url_template.empty()) {
-    return Unresolved(key, StopReason::kInvalidArgument,
-                      absl::InvalidArgumentError(
-                          "resolve.status_url_template: the intent has none; give one"));
+    return Unresolved(
+        key, StopReason::kInvalidArgument,
+        absl::InvalidArgumentError("resolve.status_url_template: the intent has none; give one"));
   }
   if (absl::Status s = ValidateStatusQuery(resolve_query_); !s.ok()) {
     return Unresolved(key, StopReason::kInvalidArgument, Prefixed("resolve.", s));
   }
 
-  const std::string owner =
-      options.owner.empty() ? "reconciler:" + journal.Owner() : options.owner;
+  const std::string owner = options.owner.empty() ? "reconciler:" + journal.Owner() : options.owner;
   absl::StatusOr<bool> claimed =
       journal.Claim(key, owner, client_.clock->WallNow() + options.timeout + kResolveClaimGrace);
   if (!claimed.ok()) return Unresolved(key, StopReason::kJournalUnavailable, claimed.status());
@@ -191,13 +190,12 @@ void CallSession::SetUpTrace() {
     // saferetry writes the headers: the request's own are taken out, so that
     // no request carries two.
     Request& stripped = active_->request.emplace(*request_);
-    stripped.headers.erase(
-        std::remove_if(stripped.headers.begin(), stripped.headers.end(),
-                       [](const Header& h) {
-                         return EqualsIgnoreCase(h.first, kTraceParentHeader) ||
-                                EqualsIgnoreCase(h.first, kTraceStateHeader);
-                       }),
-        stripped.headers.end());
+    stripped.headers.erase(std::remove_if(stripped.headers.begin(), stripped.headers.end(),
+                                          [](const Header& h) {
+                                            return EqualsIgnoreCase(h.first, kTraceParentHeader) ||
+                                                   EqualsIgnoreCase(h.first, kTraceStateHeader);
+                                          }),
+                           stripped.headers.end());
     request_ = &*active_->request;
   }
   active_->extra_base = call_.extra.size();
@@ -214,8 +212,7 @@ std::optional<TraceParent> CallSession::StampTrace(Headers& headers,
     std::optional<AttemptSpan> span = tracer_->OnAttemptStart(start);
     // A span that is not valid is ignored: the caller's context goes.
     if (span.has_value() && span->traceparent.version != 0xff &&
-        IsValidTraceId(span->traceparent.trace_id) &&
-        IsValidSpanId(span->traceparent.parent_id)) {
+        IsValidTraceId(span->traceparent.trace_id) && IsValidSpanId(span->traceparent.parent_id)) {
       sent = span->traceparent;
       sent->version = 0;  // the version written
       formatted = FormatTraceParent(*sent);
@@ -250,8 +247,7 @@ void CallSession::RecordTrace(const SentTrace& trace, int redirects, AttemptEvid
 }
 
 std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
-                                                     const CallAction& action,
-                                                     AttemptOptions& ao) {
+                                                     const CallAction& action, AttemptOptions& ao) {
   StampAttemptHeaders(call_, action);
   if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.

@@ -30,9 +30,9 @@
 #include <string>
 #include <string_view>
 
+#include "call/call_setup.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
-#include "call/call_setup.h"
 #include "saferetry/request.h"
 #include "saferetry/trace_context.h"
 #include "saferetry/transport.h"
@@ -141,8 +141,8 @@ class CallSession {
   // headers go as they are, `caller_trace_` only feeds the evidence, and
   // nothing is allocated.
   struct ActiveTrace {
-    std::string traceparent;  // the caller's, as given, without white space
-    std::string tracestate;   // the caller's, sanitised; empty: none
+    std::string traceparent;         // the caller's, as given, without white space
+    std::string tracestate;          // the caller's, sanitised; empty: none
     std::optional<Request> request;  // the request without its own trace headers
     std::size_t extra_base = 0;      // `call_.extra` before the trace headers
   };

@@ -155,8 +155,8 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
   // This process's own row whose record answer was lost: attempt 1 was
   // marked by that record and never sent.
   const bool own_unsent = !recorded->created && stored.state == IntentState::kSent &&
-                          stored.attempt == 1 && stored.claim_owner == owner &&
-                          unsent != nullptr && unsent->Take(stored.key);
+                          stored.attempt == 1 && stored.claim_owner == owner && unsent != nullptr &&
+                          unsent->Take(stored.key);
   if (own_unsent) {
     absl::StatusOr<bool> claimed = journal.Claim(stored.key, owner, deadline + kContinueClaimGrace);
     if (!claimed.ok() || !*claimed) {
@@ -184,8 +184,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
           Outcome::kUnknown, StopReason::kAmbiguousUnresolved,
           absl::FailedPreconditionError(absl::StrCat(
               "idempotency_key: an earlier attempt of this intent may have taken effect (state ",
-              std::string(IntentStateName(stored.state)),
-              "); resolve it with Client::Resolve")));
+              std::string(IntentStateName(stored.state)), "); resolve it with Client::Resolve")));
       r.idempotency_key = stored.key;
       return r;
     }
@@ -378,8 +377,8 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
 
   // The call's status URL (its endpoint's) replaces the policy's template.
   const bool callback = static_cast<bool>(p.status_query.callback);
-  call.status_url_template =
-      options.status_url.empty() ? std::string_view(p.status_query.url_template)
+  call.status_url_template = options.status_url.empty()
+                                 ? std::string_view(p.status_query.url_template)
                                  : std::string_view(options.status_url);
   const bool has_query = callback || !call.status_url_template.empty();
   if (callback && !options.status_url.empty()) call.status_url_template = options.status_url;
@@ -404,8 +403,8 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
   policy.response_predicate = retry.response_predicate();
   policy.response_predicate_max_body_bytes = p.response_predicate.max_body_bytes;
-  AssignCircuitBreakers(client, request, call.use_callback ? std::string_view() : call.status_url_template,
-                        policy);
+  AssignCircuitBreakers(client, request,
+                        call.use_callback ? std::string_view() : call.status_url_template, policy);
   BuildExtraHeaders(p, key_in_request, call);
   return call;
 }

@@ -99,8 +99,7 @@ void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, Pr
 /// keyed one whose server deduplicates the key). `PrepareCall` sets
 /// `CallPolicy::hedging` from it; the simulator applies it to its modelled
 /// requests.
-bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
-              bool server_deduplicates);
+bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits, bool server_deduplicates);
 
 /// Fills the per-send headers for `action` (a send of the request): the
 /// attempt's timeout in the deadline header and "attempt=n; max=m".

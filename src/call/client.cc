@@ -72,8 +72,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
   Clock& clock = *options_.clock;
   Transport& transport = *options_.transport;
   CallStateMachine machine(session.policy(), options_.budget.get(), options_.classifier.get(),
-                           options_.random.get(), cancellation,
-                           options_.status_query_budget.get());
+                           options_.random.get(), cancellation, options_.status_query_budget.get());
   CallAction action = machine.Start(start);
   while (action.kind != CallAction::Kind::kFinish) {
     switch (action.kind) {
@@ -127,8 +126,8 @@ absl::Status ValidateResolveOptions(const ResolveOptions& options) {
     return absl::InvalidArgumentError("resolve.timeout: must be > 0");
   }
   if (options.max_status_queries < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resolve.max_status_queries: must be >= 1, got ", options.max_status_queries));
+    return absl::InvalidArgumentError(
+        absl::StrCat("resolve.max_status_queries: must be >= 1, got ", options.max_status_queries));
   }
   absl::Status s = ValidateBackoffParams(options.poll_backoff);
   if (!s.ok()) return Prefixed("resolve.poll_backoff.", s);

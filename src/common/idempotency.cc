@@ -71,9 +71,9 @@ absl::Status ReadDevUrandom(unsigned char* buffer, std::size_t length) {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
-      status = absl::InternalError(
-          n == 0 ? std::string("/dev/urandom: unexpected end of file")
-                 : absl::StrCat("/dev/urandom: read failed, errno ", errno));
+      status =
+          absl::InternalError(n == 0 ? std::string("/dev/urandom: unexpected end of file")
+                                     : absl::StrCat("/dev/urandom: read failed, errno ", errno));
       break;
     }
   }
@@ -94,8 +94,8 @@ class KeyRandomPool {
 
   KeyRandomPool() {
 #if defined(__linux__) && defined(MADV_WIPEONFORK)
-    void* page = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                      -1, 0);
+    void* page =
+        mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED) return;
     if (madvise(page, kPageBytes, MADV_WIPEONFORK) != 0) {
       munmap(page, kPageBytes);
@@ -116,8 +116,8 @@ class KeyRandomPool {
       return internal::FillFromOsRandom(out, sizeof(out), &SystemGetRandom, &ReadDevUrandom);
     }
     if (page_->left < sizeof(out)) {
-      absl::Status s = internal::FillFromOsRandom(page_->bytes, kBytes, &SystemGetRandom,
-                                                  &ReadDevUrandom);
+      absl::Status s =
+          internal::FillFromOsRandom(page_->bytes, kBytes, &SystemGetRandom, &ReadDevUrandom);
       if (!s.ok()) return s;
       page_->left = kBytes;
     }
@@ -189,8 +189,8 @@ absl::Status ValidateIdempotencyKey(std::string_view key) {
   for (std::size_t i = 0; i < key.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(key[i]);
     if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "idempotency_key: character %d (0x%02x) is not visible ASCII", i, c));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("idempotency_key: character %d (0x%02x) is not visible ASCII", i, c));
     }
   }
   return absl::OkStatus();

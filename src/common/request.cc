@@ -19,9 +19,7 @@ namespace saferetry {
 namespace {
 
 // Debian's Abseil has its own string_view, distinct from std::string_view.
-absl::string_view AsAbsl(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
+absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" /
 // "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA.
@@ -56,13 +54,11 @@ std::string Quote(std::string_view s) {
   if (s.size() <= kMaxShown) {
     return absl::StrCat("\"", absl::CHexEscape(AsAbsl(s)), "\"");
   }
-  return absl::StrCat("\"", absl::CHexEscape(AsAbsl(s.substr(0, kMaxShown))),
-                      "\"...");
+  return absl::StrCat("\"", absl::CHexEscape(AsAbsl(s.substr(0, kMaxShown))), "\"...");
 }
 
 absl::Status UrlError(std::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("request.url: ", AsAbsl(what)));
+  return absl::InvalidArgumentError(absl::StrCat("request.url: ", AsAbsl(what)));
 }
 
 // A deliberately small check of an absolute http(s) URL: scheme, authority
@@ -73,22 +69,20 @@ absl::Status ValidateUrl(std::string_view url) {
   for (std::size_t i = 0; i < url.size(); ++i) {
     auto const c = static_cast<unsigned char>(url[i]);
     if (c <= 0x20 || c == 0x7f) {
-      return UrlError(absl::StrCat(
-          "contains whitespace or a control character at position ", i, " in ",
-          Quote(url)));
+      return UrlError(absl::StrCat("contains whitespace or a control character at position ", i,
+                                   " in ", Quote(url)));
     }
   }
   auto const scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos || scheme_end == 0) {
-    return UrlError(absl::StrCat(
-        "must be an absolute http:// or https:// URL, got ", Quote(url)));
+    return UrlError(absl::StrCat("must be an absolute http:// or https:// URL, got ", Quote(url)));
   }
   auto const scheme = url.substr(0, scheme_end);
   // Schemes are case-insensitive (RFC 3986 §3.1).
   if (!absl::EqualsIgnoreCase(AsAbsl(scheme), "http") &&
       !absl::EqualsIgnoreCase(AsAbsl(scheme), "https")) {
-    return UrlError(absl::StrCat("unsupported scheme ", Quote(scheme),
-                                 " (only http and https are supported)"));
+    return UrlError(
+        absl::StrCat("unsupported scheme ", Quote(scheme), " (only http and https are supported)"));
   }
   auto rest = url.substr(scheme_end + 3);
   std::size_t authority_end = 0;
@@ -118,8 +112,8 @@ absl::Status ValidateUrl(std::string_view url) {
     auto const address = host.substr(0, zone);
     bool valid = address.find(':') != std::string_view::npos;
     for (char c : address) {
-      valid = valid && (absl::ascii_isxdigit(static_cast<unsigned char>(c)) ||
-                        c == ':' || c == '.');
+      valid =
+          valid && (absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.');
     }
     if (zone != std::string_view::npos) {
       // In a URL the '%' before the zone id is itself percent-encoded.
@@ -127,9 +121,8 @@ absl::Status ValidateUrl(std::string_view url) {
       valid = valid && zone_id.size() > 3 && zone_id.substr(0, 3) == "%25";
       zone_id.remove_prefix(std::min<std::size_t>(3, zone_id.size()));
       for (char c : zone_id) {
-        valid =
-            valid && (absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-                      c == '%' || c == '-' || c == '.' || c == '_' || c == '~');
+        valid = valid && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '%' ||
+                          c == '-' || c == '.' || c == '_' || c == '~');
       }
     }
     if (!valid) {
@@ -137,8 +130,8 @@ absl::Status ValidateUrl(std::string_view url) {
     }
     after_host = authority.substr(close + 1);
     if (!after_host.empty() && after_host.front() != ':') {
-      return UrlError(absl::StrCat("unexpected characters after IPv6 literal: ",
-                                   Quote(after_host)));
+      return UrlError(
+          absl::StrCat("unexpected characters after IPv6 literal: ", Quote(after_host)));
     }
   } else {
     auto const colon = authority.find(':');
@@ -148,13 +141,11 @@ absl::Status ValidateUrl(std::string_view url) {
                                    " (an IPv6 address must be in brackets)"));
     }
     host = authority.substr(0, colon);
-    after_host = colon == std::string_view::npos ? std::string_view()
-                                                 : authority.substr(colon);
+    after_host = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
     if (host.empty()) return UrlError("missing host");
     for (char c : host) {
       if (c == '[' || c == ']') {
-        return UrlError(
-            absl::StrCat("invalid character in host ", Quote(host)));
+        return UrlError(absl::StrCat("invalid character in host ", Quote(host)));
       }
     }
   }
@@ -171,8 +162,7 @@ absl::Status ValidateUrl(std::string_view url) {
     if (value <= 65535) value = value * 10 + (c - '0');
   }
   if (value < 1 || value > 65535) {
-    return UrlError(
-        absl::StrCat("port ", Quote(port), " is out of range 1-65535"));
+    return UrlError(absl::StrCat("port ", Quote(port), " is out of range 1-65535"));
   }
   return absl::OkStatus();
 }
@@ -181,8 +171,7 @@ absl::Status ValidateUrl(std::string_view url) {
 
 bool IsSafeMethod(std::string_view method) {
   // Methods are case-sensitive (RFC 9110 §9.1): "get" is not GET.
-  return method == "GET" || method == "HEAD" || method == "OPTIONS" ||
-         method == "TRACE";
+  return method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE";
 }
 
 bool IsIdempotent(const Request& request) {
@@ -194,12 +183,10 @@ bool IsIdempotent(const Request& request) {
     case Idempotency::kFromMethod:
       break;
   }
-  return IsSafeMethod(request.method) || request.method == "PUT" ||
-         request.method == "DELETE";
+  return IsSafeMethod(request.method) || request.method == "PUT" || request.method == "DELETE";
 }
 
-std::optional<std::string_view> FindHeader(const Headers& headers,
-                                           std::string_view name) {
+std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {
   for (auto const& h : headers) {
     if (absl::EqualsIgnoreCase(h.first, AsAbsl(name))) {
       return std::string_view(h.second);
@@ -215,27 +202,23 @@ absl::Status ValidateHeader(const Header& header, std::string_view field) {
         absl::StrCat(AsAbsl(field), ".name: must be a non-empty token"));
   }
   if (auto pos = FirstNonTokenChar(name); pos != std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        AsAbsl(field), ".name: ", Quote(name),
-        " is not a token (invalid character at position ", pos, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(field), ".name: ", Quote(name),
+                     " is not a token (invalid character at position ", pos, ")"));
   }
   if (HasCrOrLf(value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(AsAbsl(field), ".value: contains CR or LF"));
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), ".value: contains CR or LF"));
   }
   if (value.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(AsAbsl(field), ".value: contains NUL"));
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), ".value: contains NUL"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateRequest(const Request& request) {
-  if (request.method.empty() ||
-      FirstNonTokenChar(request.method) != std::string_view::npos) {
+  if (request.method.empty() || FirstNonTokenChar(request.method) != std::string_view::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request.method: must be a non-empty token, got ",
-                     Quote(request.method)));
+        absl::StrCat("request.method: must be a non-empty token, got ", Quote(request.method)));
   }
   if (auto status = ValidateUrl(request.url); !status.ok()) return status;
   for (std::size_t i = 0; i < request.headers.size(); ++i) {

@@ -11,16 +11,14 @@ namespace saferetry {
 absl::Status ValidateStatusQuery(const StatusQuery& query) {
   if (query.callback) return absl::OkStatus();
   if (query.url_template.find("{key}") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("status_query.url_template: must contain {key}, got \"", query.url_template,
-                     "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "status_query.url_template: must contain {key}, got \"", query.url_template, "\""));
   }
   Request probe;
   probe.url = ExpandKeyTemplate(query.url_template, "k");
   absl::Status s = ValidateRequest(probe);
   if (!s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("status_query.url_template: ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat("status_query.url_template: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -65,7 +63,7 @@ bool DescribesBody(std::string_view name) {
       "digest",           "repr-digest",    "transfer-encoding"};
   for (std::string_view h : kBodyHeaders) {
     if (absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
-                                absl::string_view(h.data(), h.size()))) {
+                               absl::string_view(h.data(), h.size()))) {
       return true;
     }
   }

@@ -3,6 +3,8 @@
 // The factories of a Policy's parts (per-call options, budget, classifier,
 // header names) and the Policy's own helpers. Reading is in reader.cc.
 
+#include "saferetry/config.h"
+
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,7 +12,6 @@
 
 #include "config/config_internal.h"
 #include "saferetry/classifier.h"
-#include "saferetry/config.h"
 #include "saferetry/grpc_codes_classifier.h"
 
 namespace saferetry {

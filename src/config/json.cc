@@ -52,9 +52,8 @@ bool IsIdentifier(std::string_view key) {
 
 std::string Child(const std::string& path, std::string_view key) {
   if (IsIdentifier(key)) return Cat(path, ".", key);
-  return Cat(path, "[", json(std::string(key)).dump(-1, ' ', false,
-                                                             json::error_handler_t::replace),
-                      "]");
+  return Cat(path, "[", json(std::string(key)).dump(-1, ' ', false, json::error_handler_t::replace),
+             "]");
 }
 
 std::string Index(const std::string& path, std::size_t i) { return Cat(path, "[", i, "]"); }
@@ -120,8 +119,7 @@ absl::Status CheckKeys(const json& j, const std::string& path,
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
       return Invalid(Child(path, it.key()),
-                     Cat("unknown field (expected one of ", Join(allowed, ", "),
-                                  ")"));
+                     Cat("unknown field (expected one of ", Join(allowed, ", "), ")"));
     }
   }
   return absl::OkStatus();
@@ -176,7 +174,7 @@ absl::Status ReadString(const json& j, const std::string& path, std::string* out
 
 absl::Status ReadDuration(const json& j, const std::string& path, bool allow_zero, Duration* out) {
   const std::string what = Cat("a duration ", allow_zero ? ">= 0" : "> 0",
-                                        " like \"0.1s\" (decimal seconds, \"s\" suffix)");
+                               " like \"0.1s\" (decimal seconds, \"s\" suffix)");
   Duration d{0};
   if (!j.is_string() || !ParseProtoDuration(j.get_ref<const std::string&>(), &d)) {
     return Expected(path, what, j);

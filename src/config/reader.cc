@@ -27,13 +27,13 @@ namespace config_internal {
 
 absl::Status Loader::RetryPolicy(const json& j, const std::string& path, bool grpc_required) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
-  SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path,
-                                      {"maxAttempts", "initialBackoff", "maxBackoff",
-                                       "backoffMultiplier", "retryableStatusCodes",
-                                       "perAttemptRecvTimeout"}));
+  SAFERETRY_RETURN_IF_ERROR(
+      CheckKeys(j, path,
+                {"maxAttempts", "initialBackoff", "maxBackoff", "backoffMultiplier",
+                 "retryableStatusCodes", "perAttemptRecvTimeout"}));
   if (grpc_required) {
-    for (std::string_view f : {"maxAttempts", "initialBackoff", "maxBackoff",
-                               "backoffMultiplier", "retryableStatusCodes"}) {
+    for (std::string_view f : {"maxAttempts", "initialBackoff", "maxBackoff", "backoffMultiplier",
+                               "retryableStatusCodes"}) {
       if (!j.contains(f)) return Invalid(Child(path, f), "required in a gRPC retryPolicy");
     }
   }
@@ -49,21 +49,20 @@ absl::Status Loader::RetryPolicy(const json& j, const std::string& path, bool gr
         ReadDuration(j["maxBackoff"], Child(path, "maxBackoff"), false, &policy->backoff.cap));
   }
   if (policy->backoff.cap < policy->backoff.base) {
-    return Invalid(Child(path, "maxBackoff"),
-                   Cat("expected a duration >= initialBackoff (",
-                                FormatProtoDuration(policy->backoff.base), "), got \"",
-                                FormatProtoDuration(policy->backoff.cap), "\""));
+    return Invalid(
+        Child(path, "maxBackoff"),
+        Cat("expected a duration >= initialBackoff (", FormatProtoDuration(policy->backoff.base),
+            "), got \"", FormatProtoDuration(policy->backoff.cap), "\""));
   }
   if (j.contains("backoffMultiplier")) {
-    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["backoffMultiplier"],
-                                         Child(path, "backoffMultiplier"), 1,
-                                         std::numeric_limits<double>::infinity(), false,
+    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["backoffMultiplier"], Child(path, "backoffMultiplier"),
+                                         1, std::numeric_limits<double>::infinity(), false,
                                          &policy->backoff.multiplier));
   }
   if (j.contains("perAttemptRecvTimeout")) {
     Duration d{0};
-    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["perAttemptRecvTimeout"],
-                                           Child(path, "perAttemptRecvTimeout"), false, &d));
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadDuration(j["perAttemptRecvTimeout"], Child(path, "perAttemptRecvTimeout"), false, &d));
     policy->deadline_options.attempt_cap = d;
     saw_attempt_timeout = true;
   }
@@ -91,7 +90,8 @@ absl::Status Loader::HedgingPolicy(const json& j, const std::string& path, bool 
   SAFERETRY_RETURN_IF_ERROR(
       CheckKeys(j, path, {"maxAttempts", "hedgingDelay", "nonFatalStatusCodes"}));
   if (!j.contains("maxAttempts")) {
-    if (grpc_required) return Invalid(Child(path, "maxAttempts"), "required in a gRPC hedgingPolicy");
+    if (grpc_required)
+      return Invalid(Child(path, "maxAttempts"), "required in a gRPC hedgingPolicy");
   } else {
     // gRPC: more than 1 (the original request and at least one hedge).
     SAFERETRY_RETURN_IF_ERROR(MaxAttempts(j["maxAttempts"], Child(path, "maxAttempts"), 2));
@@ -107,12 +107,12 @@ absl::Status Loader::HedgingPolicy(const json& j, const std::string& path, bool 
   // gRPC's default delay is 0: every copy is sent at once.
   policy->hedging.delay = Duration::zero();
   if (j.contains("hedgingDelay")) {
-    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["hedgingDelay"], Child(path, "hedgingDelay"), true,
-                                           &policy->hedging.delay));
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadDuration(j["hedgingDelay"], Child(path, "hedgingDelay"), true, &policy->hedging.delay));
   }
   if (j.contains("nonFatalStatusCodes")) {
-    SAFERETRY_RETURN_IF_ERROR(RetryableCodes(j["nonFatalStatusCodes"],
-                                             Child(path, "nonFatalStatusCodes"), true));
+    SAFERETRY_RETURN_IF_ERROR(
+        RetryableCodes(j["nonFatalStatusCodes"], Child(path, "nonFatalStatusCodes"), true));
   }
   policy->hedging.enabled = true;
   return absl::OkStatus();
@@ -179,8 +179,8 @@ absl::Status Loader::RetryThrottling(const json& j, const std::string& path) {
   for (std::string_view f : {"maxTokens", "tokenRatio"}) {
     if (!j.contains(f)) return Invalid(Child(path, f), "required");
   }
-  SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["maxTokens"], Child(path, "maxTokens"), 0.001, 1000,
-                                       false, &policy->token_throttle.max_tokens));
+  SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["maxTokens"], Child(path, "maxTokens"), 0.001, 1000, false,
+                                       &policy->token_throttle.max_tokens));
   SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["tokenRatio"], Child(path, "tokenRatio"), 0.001, 1e12,
                                        false, &policy->token_throttle.token_ratio));
   return absl::OkStatus();
@@ -189,17 +189,18 @@ absl::Status Loader::RetryThrottling(const json& j, const std::string& path) {
 absl::Status Loader::Saferetry(const json& j, const std::string& path) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
   SAFERETRY_RETURN_IF_ERROR(CheckKeys(
-      j, path,
-      {"jitter", "deadline", "attemptTimeout", "deadlineMargin", "minUsefulAttempt",
-       "maxStatusQueries", "statusQuery", "serverDeduplicates", "idempotency", "deadlineHeader",
-       "attemptHeader", "requestIdHeader", "maxRetryAfter", "doNotRetryHeader", "budget",
-       "budgetOptions", "ratioBudget", "costQuota", "classification", "circuitBreaker", "hedging",
-       "responsePredicate"}));
+      j, path, {"jitter",           "deadline",         "attemptTimeout", "deadlineMargin",
+                "minUsefulAttempt", "maxStatusQueries", "statusQuery",    "serverDeduplicates",
+                "idempotency",      "deadlineHeader",   "attemptHeader",  "requestIdHeader",
+                "maxRetryAfter",    "doNotRetryHeader", "budget",         "budgetOptions",
+                "ratioBudget",      "costQuota",        "classification", "circuitBreaker",
+                "hedging",          "responsePredicate"}));
   const auto at = [&](std::string_view k) { return Child(path, k); };
   if (j.contains("jitter")) {
     const json& v = j["jitter"];
     constexpr std::string_view kWhat = "one of \"none\", \"full\", \"equal\", \"decorrelated\"";
-    if (!v.is_string() || !ParseJitterKind(v.get_ref<const std::string&>(), &policy->backoff.jitter)) {
+    if (!v.is_string() ||
+        !ParseJitterKind(v.get_ref<const std::string&>(), &policy->backoff.jitter)) {
       return Expected(at("jitter"), kWhat, v);
     }
   }
@@ -218,8 +219,7 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
       Duration d{0};
       if (!v.is_string() || !ReadDuration(v, at("attemptTimeout"), false, &d).ok()) {
         return Expected(at("attemptTimeout"),
-                        "a duration > 0 like \"0.1s\" (decimal seconds, \"s\" suffix) or null",
-                        v);
+                        "a duration > 0 like \"0.1s\" (decimal seconds, \"s\" suffix) or null", v);
       }
       policy->deadline_options.attempt_cap = d;
     }
@@ -239,17 +239,19 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
                                       std::numeric_limits<std::int64_t>::max(), &v));
     if (v > kMaxStatusQueriesHardCap) {
       Warn(Cat(at("maxStatusQueries"), ": ", v, " is above the hard cap of ",
-                        kMaxStatusQueriesHardCap, "; clamped to ", kMaxStatusQueriesHardCap));
+               kMaxStatusQueriesHardCap, "; clamped to ", kMaxStatusQueriesHardCap));
       v = kMaxStatusQueriesHardCap;
     }
     policy->max_status_queries = static_cast<int>(v);
   }
-  if (j.contains("statusQuery")) SAFERETRY_RETURN_IF_ERROR(StatusQueryObject(j["statusQuery"], at("statusQuery")));
+  if (j.contains("statusQuery"))
+    SAFERETRY_RETURN_IF_ERROR(StatusQueryObject(j["statusQuery"], at("statusQuery")));
   if (j.contains("serverDeduplicates")) {
     SAFERETRY_RETURN_IF_ERROR(
         ReadBool(j["serverDeduplicates"], at("serverDeduplicates"), &policy->server_deduplicates));
   }
-  if (j.contains("idempotency")) SAFERETRY_RETURN_IF_ERROR(IdempotencyObject(j["idempotency"], at("idempotency")));
+  if (j.contains("idempotency"))
+    SAFERETRY_RETURN_IF_ERROR(IdempotencyObject(j["idempotency"], at("idempotency")));
   if (j.contains("deadlineHeader")) {
     SAFERETRY_RETURN_IF_ERROR(
         ReadHeaderName(j["deadlineHeader"], at("deadlineHeader"), true, &policy->deadline_header));
@@ -290,7 +292,8 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
     policy->budget_options = v.dump(-1, ' ', false, json::error_handler_t::replace);
     saw_budget_options = true;
   }
-  if (j.contains("ratioBudget")) SAFERETRY_RETURN_IF_ERROR(Ratio(j["ratioBudget"], at("ratioBudget")));
+  if (j.contains("ratioBudget"))
+    SAFERETRY_RETURN_IF_ERROR(Ratio(j["ratioBudget"], at("ratioBudget")));
   if (j.contains("costQuota")) SAFERETRY_RETURN_IF_ERROR(Quota(j["costQuota"], at("costQuota")));
   if (j.contains("classification")) {
     SAFERETRY_RETURN_IF_ERROR(ClassificationObject(j["classification"], at("classification")));
@@ -337,8 +340,7 @@ absl::Status Loader::ResponsePredicateObject(const json& j, const std::string& p
   return ValidateResponsePredicateOptions(o, path);
 }
 
-absl::Status Loader::ResponseRuleObject(const json& j, const std::string& path,
-                                        ResponseRule* out) {
+absl::Status Loader::ResponseRuleObject(const json& j, const std::string& path, ResponseRule* out) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
   SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path,
                                       {"statuses", "header", "headerValue", "bodyContains",
@@ -354,8 +356,8 @@ absl::Status Loader::ResponseRuleObject(const json& j, const std::string& path,
     }
   }
   if (j.contains("header")) {
-    SAFERETRY_RETURN_IF_ERROR(ReadHeaderName(j["header"], Child(path, "header"), false,
-                                             &out->header));
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadHeaderName(j["header"], Child(path, "header"), false, &out->header));
   }
   if (j.contains("headerValue")) {
     const std::string p = Child(path, "headerValue");
@@ -401,8 +403,7 @@ absl::Status Loader::ResponseRuleObject(const json& j, const std::string& path,
   if (!v.is_string()) return Expected(p, kWhat, v);
   if (v.get_ref<const std::string&>() == ResponseVerdictName(ResponseVerdict::kRetry)) {
     out->verdict = ResponseVerdict::kRetry;
-  } else if (v.get_ref<const std::string&>() ==
-             ResponseVerdictName(ResponseVerdict::kNotApplied)) {
+  } else if (v.get_ref<const std::string&>() == ResponseVerdictName(ResponseVerdict::kNotApplied)) {
     out->verdict = ResponseVerdict::kNotApplied;
   } else {
     return Expected(p, kWhat, v);
@@ -416,8 +417,8 @@ absl::Status Loader::CircuitBreakerObject(const json& j, const std::string& path
     return absl::OkStatus();
   }
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
-  SAFERETRY_RETURN_IF_ERROR(CheckKeys(
-      j, path, {"failureRatio", "window", "minimumCalls", "openFor", "halfOpenProbes"}));
+  SAFERETRY_RETURN_IF_ERROR(
+      CheckKeys(j, path, {"failureRatio", "window", "minimumCalls", "openFor", "halfOpenProbes"}));
   CircuitBreakerOptions o;
   if (j.contains("failureRatio")) {
     SAFERETRY_RETURN_IF_ERROR(
@@ -511,7 +512,8 @@ absl::Status Loader::Ratio(const json& j, const std::string& path) {
   saw_ratio = true;
   RatioBudgetOptions& o = policy->ratio_budget;
   if (j.contains("percent")) {
-    SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["percent"], Child(path, "percent"), 0, 1000, false, &o.percent));
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadNumber(j["percent"], Child(path, "percent"), 0, 1000, false, &o.percent));
   }
   if (j.contains("minPerSecond")) {
     SAFERETRY_RETURN_IF_ERROR(ReadNumber(j["minPerSecond"], Child(path, "minPerSecond"), 0, 1e9,
@@ -532,8 +534,8 @@ absl::Status Loader::Ratio(const json& j, const std::string& path) {
 
 absl::Status Loader::Quota(const json& j, const std::string& path) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
-  SAFERETRY_RETURN_IF_ERROR(
-      CheckKeys(j, path, {"capacity", "retryCost", "timeoutCost", "throttlingCost", "successIncrement"}));
+  SAFERETRY_RETURN_IF_ERROR(CheckKeys(
+      j, path, {"capacity", "retryCost", "timeoutCost", "throttlingCost", "successIncrement"}));
   saw_quota = true;
   CostQuotaOptions& o = policy->cost_quota;
   constexpr std::int64_t kMax = std::int64_t{1} << 40;
@@ -544,12 +546,13 @@ absl::Status Loader::Quota(const json& j, const std::string& path) {
   };
   // A capacity of 0 is valid: "never retry". A throttling cost of 0 means
   // "same as retryCost".
-  for (const Field& f : {Field{"capacity", 0, &o.capacity}, Field{"retryCost", 1, &o.retry_cost},
-                         Field{"timeoutCost", 1, &o.timeout_cost},
-                         Field{"throttlingCost", 0, &o.throttling_cost},
-                         Field{"successIncrement", 0, &o.success_increment}}) {
+  for (const Field& f :
+       {Field{"capacity", 0, &o.capacity}, Field{"retryCost", 1, &o.retry_cost},
+        Field{"timeoutCost", 1, &o.timeout_cost}, Field{"throttlingCost", 0, &o.throttling_cost},
+        Field{"successIncrement", 0, &o.success_increment}}) {
     if (j.contains(f.name)) {
-      SAFERETRY_RETURN_IF_ERROR(ReadInt(j[std::string(f.name)], Child(path, f.name), f.min, kMax, f.out));
+      SAFERETRY_RETURN_IF_ERROR(
+          ReadInt(j[std::string(f.name)], Child(path, f.name), f.min, kMax, f.out));
     }
   }
   return absl::OkStatus();
@@ -560,9 +563,8 @@ absl::Status Loader::ClassificationObject(const json& j, const std::string& path
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string p = Child(path, it.key());
     const std::string& key = it.key();
-    const bool digits = key.size() == 3 && std::all_of(key.begin(), key.end(), [](char c) {
-                          return c >= '0' && c <= '9';
-                        });
+    const bool digits = key.size() == 3 && std::all_of(key.begin(), key.end(),
+                                                       [](char c) { return c >= '0' && c <= '9'; });
     const int status = digits ? std::stoi(key) : 0;
     if (status < 100 || status > 599) {
       return Invalid(p, "expected an HTTP status 100..599 as the field name");
@@ -573,9 +575,9 @@ absl::Status Loader::ClassificationObject(const json& j, const std::string& path
     const json& v = it.value();
     if (!v.is_string()) return Expected(p, kWhat, v);
     bool found = false;
-    for (AttemptClass c : {AttemptClass::kSuccess, AttemptClass::kPermanent,
-                           AttemptClass::kPreconditionFailed, AttemptClass::kInProgress,
-                           AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous}) {
+    for (AttemptClass c :
+         {AttemptClass::kSuccess, AttemptClass::kPermanent, AttemptClass::kPreconditionFailed,
+          AttemptClass::kInProgress, AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous}) {
       if (v.get_ref<const std::string&>() == AttemptClassName(c)) {
         policy->status_overrides[status] = c;
         found = true;
@@ -647,7 +649,8 @@ std::string MalformedMessage(std::string_view text) {
     bool end_object() override { return true; }
     bool start_array(std::size_t) override { return true; }
     bool end_array() override { return true; }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
+    bool parse_error(std::size_t, const std::string&,
+                     const nlohmann::detail::exception& ex) override {
       message = ex.what();
       return false;
     }
@@ -665,9 +668,8 @@ std::string MalformedMessage(std::string_view text) {
 
 absl::StatusOr<Policy> LoadPolicy(std::string_view text, const LoadOptions& options) {
   if (text.size() > kMaxDocumentBytes) {
-    return absl::InvalidArgumentError(
-        Cat("$: document too large (", text.size(), " bytes; the limit is ",
-                     kMaxDocumentBytes, ")"));
+    return absl::InvalidArgumentError(Cat("$: document too large (", text.size(),
+                                          " bytes; the limit is ", kMaxDocumentBytes, ")"));
   }
   const json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError(MalformedMessage(text));
@@ -679,11 +681,12 @@ absl::StatusOr<Policy> LoadPolicy(std::string_view text, const LoadOptions& opti
   if (doc.contains("methodConfig")) {
     SAFERETRY_RETURN_IF_ERROR(LoadServiceConfig(doc, options, loader));
   } else {
-    SAFERETRY_RETURN_IF_ERROR(CheckKeys(
-        doc, "$", {"retryPolicy", "hedgingPolicy", "retryThrottling", "saferetry"}));
+    SAFERETRY_RETURN_IF_ERROR(
+        CheckKeys(doc, "$", {"retryPolicy", "hedgingPolicy", "retryThrottling", "saferetry"}));
     if (doc.contains("retryPolicy") && doc.contains("hedgingPolicy")) {
       return config_internal::Invalid(
-          "$.hedgingPolicy", "cannot be combined with $.retryPolicy (one or the other, as in gRPC)");
+          "$.hedgingPolicy",
+          "cannot be combined with $.retryPolicy (one or the other, as in gRPC)");
     }
     if (doc.contains("retryPolicy")) {
       SAFERETRY_RETURN_IF_ERROR(loader.RetryPolicy(doc["retryPolicy"], "$.retryPolicy", false));
@@ -693,7 +696,8 @@ absl::StatusOr<Policy> LoadPolicy(std::string_view text, const LoadOptions& opti
           loader.HedgingPolicy(doc["hedgingPolicy"], "$.hedgingPolicy", false));
     }
     if (doc.contains("retryThrottling")) {
-      SAFERETRY_RETURN_IF_ERROR(loader.RetryThrottling(doc["retryThrottling"], "$.retryThrottling"));
+      SAFERETRY_RETURN_IF_ERROR(
+          loader.RetryThrottling(doc["retryThrottling"], "$.retryThrottling"));
     }
     if (doc.contains("saferetry")) {
       SAFERETRY_RETURN_IF_ERROR(loader.Saferetry(doc["saferetry"], "$.saferetry"));
@@ -714,8 +718,8 @@ absl::StatusOr<Policy> LoadPolicyFile(const std::string& path, const LoadOptions
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
-    return absl::InvalidArgumentError(Cat(
-        path, ": cannot open: ", std::error_code(err, std::generic_category()).message()));
+    return absl::InvalidArgumentError(
+        Cat(path, ": cannot open: ", std::error_code(err, std::generic_category()).message()));
   }
   std::string text;
   char buf[4096];

@@ -22,8 +22,10 @@ int MatchStrength(const json& names, std::string_view service, std::string_view 
   if (!names.is_array()) return 0;
   for (const json& n : names) {
     if (!n.is_object()) continue;
-    const std::string s = n.contains("service") && n["service"].is_string() ? n["service"].get<std::string>() : "";
-    const std::string m = n.contains("method") && n["method"].is_string() ? n["method"].get<std::string>() : "";
+    const std::string s =
+        n.contains("service") && n["service"].is_string() ? n["service"].get<std::string>() : "";
+    const std::string m =
+        n.contains("method") && n["method"].is_string() ? n["method"].get<std::string>() : "";
     if (s.empty() && m.empty()) {
       best = std::max(best, 1);
     } else if (s == service && m.empty()) {
@@ -36,7 +38,8 @@ int MatchStrength(const json& names, std::string_view service, std::string_view 
 }
 
 absl::Status CheckNames(const json& names, const std::string& path) {
-  if (!names.is_array()) return Expected(path, "an array of {\"service\", \"method\"} objects", names);
+  if (!names.is_array())
+    return Expected(path, "an array of {\"service\", \"method\"} objects", names);
   for (std::size_t i = 0; i < names.size(); ++i) {
     const json& n = names[i];
     const std::string p = Index(path, i);
@@ -58,7 +61,8 @@ absl::Status LoadServiceConfig(const json& doc, const LoadOptions& options, Load
   SAFERETRY_RETURN_IF_ERROR(CheckKeys(doc, "$",
                                       {"methodConfig", "retryThrottling", "loadBalancingPolicy",
                                        "loadBalancingConfig", "healthCheckConfig", "saferetry"}));
-  for (std::string_view ignored : {"loadBalancingPolicy", "loadBalancingConfig", "healthCheckConfig"}) {
+  for (std::string_view ignored :
+       {"loadBalancingPolicy", "loadBalancingConfig", "healthCheckConfig"}) {
     if (doc.contains(ignored)) {
       loader.Warn(Cat(Child("$", ignored), ": ignored (no HTTP meaning)"));
     }
@@ -68,10 +72,10 @@ absl::Status LoadServiceConfig(const json& doc, const LoadOptions& options, Load
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const std::string p = Index("$.methodConfig", i);
     SAFERETRY_RETURN_IF_ERROR(ReadObject(configs[i], p));
-    SAFERETRY_RETURN_IF_ERROR(CheckKeys(configs[i], p,
-                                        {"name", "waitForReady", "timeout",
-                                         "maxRequestMessageBytes", "maxResponseMessageBytes",
-                                         "retryPolicy", "hedgingPolicy"}));
+    SAFERETRY_RETURN_IF_ERROR(
+        CheckKeys(configs[i], p,
+                  {"name", "waitForReady", "timeout", "maxRequestMessageBytes",
+                   "maxResponseMessageBytes", "retryPolicy", "hedgingPolicy"}));
     if (configs[i].contains("name")) {
       SAFERETRY_RETURN_IF_ERROR(CheckNames(configs[i]["name"], Child(p, "name")));
     }
@@ -89,21 +93,21 @@ absl::Status LoadServiceConfig(const json& doc, const LoadOptions& options, Load
     if (configs.size() != 1) {
       return Invalid("$.methodConfig",
                      Cat("expected exactly one method config when no method is named, got ",
-                                  configs.size(), " (set LoadOptions::method)"));
+                         configs.size(), " (set LoadOptions::method)"));
     }
     chosen = 0;
   } else {
     int best = 0;
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      const int m = configs[i].contains("name") ? MatchStrength(configs[i]["name"], service, method) : 0;
+      const int m =
+          configs[i].contains("name") ? MatchStrength(configs[i]["name"], service, method) : 0;
       if (m > best) {
         best = m;
         chosen = i;
       }
     }
     if (best == 0) {
-      return Invalid("$.methodConfig",
-                     Cat("no method config matches \"", options.method, "\""));
+      return Invalid("$.methodConfig", Cat("no method config matches \"", options.method, "\""));
     }
   }
 
@@ -116,7 +120,8 @@ absl::Status LoadServiceConfig(const json& doc, const LoadOptions& options, Load
     }
   }
   if (mc.contains("timeout")) {
-    SAFERETRY_RETURN_IF_ERROR(ReadDuration(mc["timeout"], Child(p, "timeout"), false, &policy.timeout));
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadDuration(mc["timeout"], Child(p, "timeout"), false, &policy.timeout));
   }
   if (mc.contains("retryPolicy") && mc.contains("hedgingPolicy")) {
     return Invalid(Child(p, "hedgingPolicy"),

@@ -36,8 +36,7 @@ std::int64_t TruncateToCap(long double value_ns, std::int64_t cap_ns) {
 // min(cap, trunc(base * multiplier^(retry-1))) in nanoseconds, with `base`
 // already inside [0, cap]. pow() may return +inf for large exponents; the
 // comparison with `cap` absorbs it, so no integer ever overflows.
-std::int64_t CeilingNanos(std::int64_t base_ns, double multiplier, std::int64_t cap_ns,
-                          int retry) {
+std::int64_t CeilingNanos(std::int64_t base_ns, double multiplier, std::int64_t cap_ns, int retry) {
   if (retry <= 1 || multiplier == 1.0) return base_ns;
   double growth = std::pow(multiplier, static_cast<double>(retry - 1));
   long double ceiling = static_cast<long double>(base_ns) * growth;
@@ -64,9 +63,8 @@ absl::Status ValidateBackoffParams(const BackoffParams& params) {
         absl::StrCat("cap: must be > 0, got ", DurationText(params.cap)));
   }
   if (params.cap < params.base) {
-    return absl::InvalidArgumentError(absl::StrCat("cap: must be >= base (",
-                                                   DurationText(params.base), "), got ",
-                                                   DurationText(params.cap)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cap: must be >= base (", DurationText(params.base), "), got ", DurationText(params.cap)));
   }
   switch (params.jitter) {
     case JitterKind::kNone:
@@ -101,7 +99,8 @@ Duration ComputeBackoff(const BackoffParams& params, int retry, Duration previou
       return Duration(TruncateToCap(u * ceiling, cap_ns));
     }
     case JitterKind::kEqual: {
-      long double half = static_cast<long double>(CeilingNanos(base_ns, multiplier, cap_ns, retry)) / 2;
+      long double half =
+          static_cast<long double>(CeilingNanos(base_ns, multiplier, cap_ns, retry)) / 2;
       return Duration(TruncateToCap(half + u * half, cap_ns));
     }
     case JitterKind::kDecorrelated: {

@@ -52,8 +52,7 @@ int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff) {
 
 CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget,
                                    const Classifier* classifier, Random* random,
-                                   const CancellationToken* cancellation,
-                                   RetryBudget* query_budget)
+                                   const CancellationToken* cancellation, RetryBudget* query_budget)
     : policy_(policy),
       budget_(budget),
       classifier_(classifier),
@@ -421,10 +420,9 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       result_.resolved_by_status_query = true;
       result_.resolved_by = ResolvedBy::kStatusQuery;
       if (response.has_value()) result_.last_response = std::move(response);
-      return Finish(Outcome::kFailed,
-                    answer == StatusAnswer::kFenced ? StopReason::kFenced
-                                                    : StopReason::kPermanentError,
-                    now);
+      return Finish(
+          Outcome::kFailed,
+          answer == StatusAnswer::kFenced ? StopReason::kFenced : StopReason::kPermanentError, now);
     case StatusAnswer::kNotFound:
       // The original never took effect (so far): resend it with the same key
       // through the ordinary checks. With no attempt left, or after a final
@@ -462,7 +460,8 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   if (next == Next::kAttempt && no_resend_) {
     // A final answer came while copies were in flight, and they came back
     // without doubt: that answer stands.
-    if (held_final_.has_value() && !maybe_effect_) return Finish(Outcome::kFailed, *held_final_, now);
+    if (held_final_.has_value() && !maybe_effect_)
+      return Finish(Outcome::kFailed, *held_final_, now);
     if (!policy_.traits.keyed || !policy_.has_status_query) {
       return FinishFailure(unsettled_reason_, now);
     }
@@ -513,9 +512,9 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
     if (!WaitFits(policy_.deadline, now, Duration::zero(), policy_.deadline_options)) {
       return OutOfTime(now);
     }
-    delay = std::max(hint, policy_.deadline.at() - now -
-                               policy_.deadline_options.min_useful_attempt -
-                               policy_.deadline_options.margin);
+    delay =
+        std::max(hint, policy_.deadline.at() - now - policy_.deadline_options.min_useful_attempt -
+                           policy_.deadline_options.margin);
   }
 
   // 4. The budget, charged now that the send will happen (refunded if the

@@ -82,8 +82,7 @@ absl::StatusOr<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(
 }
 
 CircuitBreaker::CircuitBreaker(const CircuitBreakerOptions& options)
-    : options_(options),
-      bucket_width_(std::max(options.window / kBuckets, Duration(1))) {}
+    : options_(options), bucket_width_(std::max(options.window / kBuckets, Duration(1))) {}
 
 std::int64_t CircuitBreaker::BucketIndex(TimePoint now) const {
   return static_cast<std::int64_t>(now.time_since_epoch() / bucket_width_);
@@ -161,8 +160,7 @@ void CircuitBreaker::Report(const Permit& permit, bool failure, TimePoint now) {
       std::int64_t failures = 0;
       SumLocked(now, &calls, &failures);
       if (calls >= options_.minimum_calls &&
-          static_cast<double>(failures) >=
-              options_.failure_ratio * static_cast<double>(calls)) {
+          static_cast<double>(failures) >= options_.failure_ratio * static_cast<double>(calls)) {
         TransitionLocked(CircuitState::kOpen, now);
       }
       break;
@@ -179,13 +177,9 @@ void CircuitBreaker::Report(const Permit& permit, bool failure, TimePoint now) {
   }
 }
 
-void CircuitBreaker::OnSuccess(const Permit& permit, TimePoint now) {
-  Report(permit, false, now);
-}
+void CircuitBreaker::OnSuccess(const Permit& permit, TimePoint now) { Report(permit, false, now); }
 
-void CircuitBreaker::OnFailure(const Permit& permit, TimePoint now) {
-  Report(permit, true, now);
-}
+void CircuitBreaker::OnFailure(const Permit& permit, TimePoint now) { Report(permit, true, now); }
 
 void CircuitBreaker::OnAbandoned(const Permit& permit, TimePoint /*now*/) {
   if (!permit.allowed) return;

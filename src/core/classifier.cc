@@ -108,8 +108,8 @@ Classification DefaultClassifier::Classify(const AttemptEvidence& evidence,
 }
 
 std::shared_ptr<const Classifier> DefaultClassifierInstance() {
-  static const auto* const kInstance = new std::shared_ptr<const Classifier>(
-      std::make_shared<DefaultClassifier>());
+  static const auto* const kInstance =
+      new std::shared_ptr<const Classifier>(std::make_shared<DefaultClassifier>());
   return *kInstance;
 }
 

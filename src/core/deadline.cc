@@ -18,7 +18,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-
 #include "core/saturating.h"
 
 namespace saferetry {
@@ -26,8 +25,7 @@ namespace {
 
 // The arithmetic below works on the raw counts of TimePoint and Duration, so
 // both must count the same unit.
-static_assert(std::is_same_v<TimePoint::duration, Duration>,
-              "steady_clock must count nanoseconds");
+static_assert(std::is_same_v<TimePoint::duration, Duration>, "steady_clock must count nanoseconds");
 
 using Rep = Duration::rep;
 constexpr Rep kMaxRep = std::numeric_limits<Rep>::max();
@@ -37,15 +35,12 @@ using internal::SaturatingSub;
 
 Rep Count(TimePoint t) { return t.time_since_epoch().count(); }
 
-std::string Describe(Duration d) {
-  return absl::FormatDuration(absl::FromChrono(d));
-}
+std::string Describe(Duration d) { return absl::FormatDuration(absl::FromChrono(d)); }
 
 }  // namespace
 
 Deadline Deadline::After(TimePoint now, Duration timeout) {
-  return Deadline(
-      TimePoint(Duration(SaturatingAdd(Count(now), timeout.count()))));
+  return Deadline(TimePoint(Duration(SaturatingAdd(Count(now), timeout.count()))));
 }
 
 Duration Deadline::Remaining(TimePoint now) const {
@@ -59,27 +54,21 @@ absl::Status ValidateDeadlineOptions(const DeadlineOptions& options) {
         absl::StrCat("margin: must be >= 0, got ", Describe(options.margin)));
   }
   if (options.min_useful_attempt <= Duration::zero()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("min_useful_attempt: must be > 0, got ",
-                     Describe(options.min_useful_attempt)));
+    return absl::InvalidArgumentError(absl::StrCat("min_useful_attempt: must be > 0, got ",
+                                                   Describe(options.min_useful_attempt)));
   }
-  if (options.attempt_cap.has_value() &&
-      *options.attempt_cap <= Duration::zero()) {
+  if (options.attempt_cap.has_value() && *options.attempt_cap <= Duration::zero()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("attempt_cap: must be > 0 when set, got ",
-                     Describe(*options.attempt_cap)));
+        absl::StrCat("attempt_cap: must be > 0 when set, got ", Describe(*options.attempt_cap)));
   }
-  if (options.resolution_window.has_value() &&
-      *options.resolution_window < Duration::zero()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("resolution_window: must be >= 0 when set, got ",
-                     Describe(*options.resolution_window)));
+  if (options.resolution_window.has_value() && *options.resolution_window < Duration::zero()) {
+    return absl::InvalidArgumentError(absl::StrCat("resolution_window: must be >= 0 when set, got ",
+                                                   Describe(*options.resolution_window)));
   }
   return absl::OkStatus();
 }
 
-TimePlan MakeTimePlan(TimePlanKind kind, Duration total,
-                      const DeadlineOptions& options) {
+TimePlan MakeTimePlan(TimePlanKind kind, Duration total, const DeadlineOptions& options) {
   TimePlan plan;
   plan.kind = kind;
   if (options.attempt_cap.has_value()) plan.attempt_cap = *options.attempt_cap;
@@ -109,14 +98,13 @@ TimePlan MakeTimePlan(TimePlanKind kind, Duration total,
   return plan;
 }
 
-Duration PlannedAttemptTimeout(const TimePlan& plan, const Deadline& deadline,
-                               TimePoint now, const DeadlineOptions& options) {
+Duration PlannedAttemptTimeout(const TimePlan& plan, const Deadline& deadline, TimePoint now,
+                               const DeadlineOptions& options) {
   if (deadline.is_infinite()) return plan.attempt_cap;
-  const Duration avail = Duration(std::max<Rep>(
-      0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
+  const Duration avail = Duration(
+      std::max<Rep>(0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
   Duration timeout = std::min(avail, plan.attempt_cap);
-  if (plan.reserve > Duration::zero() &&
-      avail - plan.reserve >= options.min_useful_attempt) {
+  if (plan.reserve > Duration::zero() && avail - plan.reserve >= options.min_useful_attempt) {
     timeout = std::min(timeout, avail - plan.reserve);
   }
   return timeout;
@@ -126,8 +114,8 @@ Duration StatusQueryTimeout(const Deadline& deadline, TimePoint now,
                             const DeadlineOptions& options) {
   Duration timeout = Duration::max();
   if (!deadline.is_infinite()) {
-    const Duration avail = Duration(std::max<Rep>(
-        0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
+    const Duration avail = Duration(
+        std::max<Rep>(0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
     timeout = avail >= 2 * options.min_useful_attempt
                   ? std::max(options.min_useful_attempt, avail / 2)
                   : avail;
@@ -136,19 +124,16 @@ Duration StatusQueryTimeout(const Deadline& deadline, TimePoint now,
   return timeout;
 }
 
-Duration AttemptTimeout(const Deadline& deadline, TimePoint now,
-                        const DeadlineOptions& options) {
+Duration AttemptTimeout(const Deadline& deadline, TimePoint now, const DeadlineOptions& options) {
   // An infinite deadline has no "remaining - margin": the margin only matters
   // when there is an end to keep it before.
   Duration timeout = Duration::max();
   if (!deadline.is_infinite()) {
-    timeout =
-        Duration(std::max<Rep>(0, SaturatingSub(deadline.Remaining(now).count(),
-                                                options.margin.count())));
+    timeout = Duration(
+        std::max<Rep>(0, SaturatingSub(deadline.Remaining(now).count(), options.margin.count())));
   }
   if (options.attempt_cap.has_value()) {
-    timeout =
-        std::min(timeout, std::max(Duration::zero(), *options.attempt_cap));
+    timeout = std::min(timeout, std::max(Duration::zero(), *options.attempt_cap));
   }
   return timeout;
 }
@@ -167,12 +152,10 @@ std::string EncodeDeadlineHeader(Duration remaining) {
   if (remaining <= Duration::zero()) return "0";
   // duration_cast truncates toward zero, which for a positive value is the
   // "rounded down" the receiver must see: never promise time that is not there.
-  return absl::StrCat(
-      std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count());
+  return absl::StrCat(std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count());
 }
 
-absl::StatusOr<Deadline> DeadlineFromHeader(std::string_view value,
-                                            TimePoint now,
+absl::StatusOr<Deadline> DeadlineFromHeader(std::string_view value, TimePoint now,
                                             std::string_view field) {
   // 18 digits always fit in an int64 (< 9.22e18), so parsing cannot overflow;
   // only the conversion to nanoseconds needs to saturate.
@@ -183,19 +166,18 @@ absl::StatusOr<Deadline> DeadlineFromHeader(std::string_view value,
   }
   if (!valid) {
     constexpr std::size_t kMaxShown = 32;
-    auto const shown = absl::CHexEscape(
-        absl::string_view(value.data(), std::min(value.size(), kMaxShown)));
+    auto const shown =
+        absl::CHexEscape(absl::string_view(value.data(), std::min(value.size(), kMaxShown)));
     return absl::InvalidArgumentError(
         absl::StrCat(absl::string_view(field.data(), field.size()),
-                     ": must be 1 to 18 ASCII digits (milliseconds), got \"",
-                     shown, value.size() > kMaxShown ? "\"..." : "\""));
+                     ": must be 1 to 18 ASCII digits (milliseconds), got \"", shown,
+                     value.size() > kMaxShown ? "\"..." : "\""));
   }
   Rep millis = 0;
   for (char c : value) millis = millis * 10 + (c - '0');
   constexpr Rep kNanosPerMilli = 1000 * 1000;
-  Duration timeout = millis > kMaxRep / kNanosPerMilli
-                         ? Duration::max()
-                         : Duration(millis * kNanosPerMilli);
+  Duration timeout =
+      millis > kMaxRep / kNanosPerMilli ? Duration::max() : Duration(millis * kNanosPerMilli);
   return Deadline::After(now, timeout);
 }
 

@@ -16,8 +16,18 @@ namespace {
 
 bool IsNamedStatus(int status) {
   switch (status) {
-    case 400: case 401: case 403: case 404: case 409: case 429: case 499:
-    case 500: case 501: case 502: case 503: case 504:
+    case 400:
+    case 401:
+    case 403:
+    case 404:
+    case 409:
+    case 429:
+    case 499:
+    case 500:
+    case 501:
+    case 502:
+    case 503:
+    case 504:
       return true;
     default:
       return false;
@@ -34,12 +44,23 @@ bool IsUnknownStatus(int status) {
 }  // namespace
 
 const std::vector<std::string_view>& GrpcCodeNames() {
-  static const auto* const kNames = new std::vector<std::string_view>{
-      "OK",           "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",   "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",      "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const auto* const kNames = new std::vector<std::string_view>{"OK",
+                                                                      "CANCELLED",
+                                                                      "UNKNOWN",
+                                                                      "INVALID_ARGUMENT",
+                                                                      "DEADLINE_EXCEEDED",
+                                                                      "NOT_FOUND",
+                                                                      "ALREADY_EXISTS",
+                                                                      "PERMISSION_DENIED",
+                                                                      "RESOURCE_EXHAUSTED",
+                                                                      "FAILED_PRECONDITION",
+                                                                      "ABORTED",
+                                                                      "OUT_OF_RANGE",
+                                                                      "UNIMPLEMENTED",
+                                                                      "INTERNAL",
+                                                                      "UNAVAILABLE",
+                                                                      "DATA_LOSS",
+                                                                      "UNAUTHENTICATED"};
   return *kNames;
 }
 
@@ -112,8 +133,7 @@ Classification GrpcCodesClassifier::Classify(const AttemptEvidence& evidence,
   if (no_response) {
     Classification c = inner_.Classify(evidence, traits);
     if (c.cls != AttemptClass::kAmbiguous) return c;
-    const bool timeout =
-        evidence.transport_status.code() == absl::StatusCode::kDeadlineExceeded;
+    const bool timeout = evidence.transport_status.code() == absl::StatusCode::kDeadlineExceeded;
     if (timeout ? timeouts_listed_ : resets_listed_) {
       return {AttemptClass::kAmbiguous,
               "retryableStatusCodes: no complete response, its code is listed"};
@@ -138,8 +158,7 @@ Classification GrpcCodesClassifier::Classify(const AttemptEvidence& evidence,
               "may have taken effect; its code is not in retryableStatusCodes", true};
     case AttemptClass::kRetryableTransient:
       if (listed) return base;
-      return {AttemptClass::kPermanent,
-              "not processed; its code is not in retryableStatusCodes"};
+      return {AttemptClass::kPermanent, "not processed; its code is not in retryableStatusCodes"};
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed:
       if (listed) {

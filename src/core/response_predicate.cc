@@ -10,9 +10,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/strings_internal.h"
 #include "nlohmann/json.hpp"
 #include "saferetry/settlement.h"
-#include "common/strings_internal.h"
 
 namespace saferetry {
 namespace {
@@ -96,8 +96,7 @@ class RulesPredicate final : public ResponsePredicate {
     for (const ResponseRule& r : rules_) pointers_.push_back(PointerTokens(r.json_pointer));
   }
 
-  ResponseVerdict Judge(const ResponseView& response,
-                        const RequestTraits& traits) const override {
+  ResponseVerdict Judge(const ResponseView& response, const RequestTraits& traits) const override {
     if (first_ != nullptr) {
       const ResponseVerdict v = first_->Judge(response, traits);
       if (v != ResponseVerdict::kNoOpinion) return v;
@@ -108,9 +107,8 @@ class RulesPredicate final : public ResponsePredicate {
     bool parsed = false;
     for (std::size_t i = 0; i < rules_.size(); ++i) {
       const ResponseRule& r = rules_[i];
-      if (!r.statuses.empty() &&
-          std::find(r.statuses.begin(), r.statuses.end(), response.status_code) ==
-              r.statuses.end()) {
+      if (!r.statuses.empty() && std::find(r.statuses.begin(), r.statuses.end(),
+                                           response.status_code) == r.statuses.end()) {
         continue;
       }
       if (!r.header.empty()) {
@@ -175,9 +173,9 @@ bool MayJudge(const Classification& base, const AttemptEvidence& evidence) {
   // processing elsewhere (its effect may land), or the key's stored final
   // error (definite: a resend would only replay it).
   const KeyState state = evidence.hints.key_state;
-  return !IsFencedAnswer(evidence) && !IsExpiredKeyAnswer(evidence) &&
-         state != KeyState::kFenced && state != KeyState::kExpired &&
-         state != KeyState::kProcessing && ProofOfAnswer(evidence) != Proof::kNoEffect;
+  return !IsFencedAnswer(evidence) && !IsExpiredKeyAnswer(evidence) && state != KeyState::kFenced &&
+         state != KeyState::kExpired && state != KeyState::kProcessing &&
+         ProofOfAnswer(evidence) != Proof::kNoEffect;
 }
 
 }  // namespace
@@ -205,14 +203,13 @@ absl::Status ValidateResponsePredicateOptions(const ResponsePredicateOptions& op
     const std::string at = absl::StrCat(AsAbsl(field), ".rules[", i, "]");
     for (std::size_t k = 0; k < r.statuses.size(); ++k) {
       if (r.statuses[k] < 100 || r.statuses[k] > 599) {
-        return absl::InvalidArgumentError(absl::StrCat(at, ".statuses[", k,
-                                                       "]: must be 100..599, got ", r.statuses[k]));
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ".statuses[", k, "]: must be 100..599, got ", r.statuses[k]));
       }
     }
     if (!r.header.empty() && !IsToken(r.header)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, ".header: must be a header name (an RFC 9110 token), got \"", r.header,
-                       "\""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, ".header: must be a header name (an RFC 9110 token), got \"", r.header, "\""));
     }
     if (r.header.empty() && r.header_value.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(at, ".header_value: needs .header"));
@@ -242,8 +239,8 @@ absl::Status ValidateResponsePredicateOptions(const ResponsePredicateOptions& op
     }
     const bool needs_body = !r.body_contains.empty() || !r.json_pointer.empty();
     if (needs_body && options.max_body_bytes == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          AsAbsl(field), ".max_body_bytes: is 0, but ", at, " reads the body"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(AsAbsl(field), ".max_body_bytes: is 0, but ", at, " reads the body"));
     }
   }
   return absl::OkStatus();
@@ -262,8 +259,8 @@ absl::StatusOr<std::shared_ptr<const ResponsePredicate>> MakeResponsePredicate(
 
 Classification ApplyResponsePredicate(const ResponsePredicate& predicate,
                                       std::size_t max_body_bytes, const Response& response,
-                                      const AttemptEvidence& evidence,
-                                      const RequestTraits& traits, Classification base) {
+                                      const AttemptEvidence& evidence, const RequestTraits& traits,
+                                      Classification base) {
   if (!MayJudge(base, evidence)) return base;
   ResponseView view;
   view.status_code = response.status_code;
@@ -280,7 +277,7 @@ Classification ApplyResponsePredicate(const ResponsePredicate& predicate,
     case ResponseVerdict::kRetry:
       if (traits.safe || traits.idempotent) {
         return Classification{AttemptClass::kRetryableTransient, "response predicate: retry",
-                               false};
+                              false};
       }
       return Classification{
           AttemptClass::kAmbiguous,

@@ -15,7 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-
 #include "core/saturating.h"
 
 namespace saferetry {
@@ -109,12 +108,12 @@ class RatioBudget final : public RetryBudget {
   std::int64_t EffectiveEpochLocked(TimePoint now) const;
 
   RatioBudgetOptions options_;
-  std::int64_t window_slots_;     // N, whole seconds
-  std::int64_t percent_micros_;   // percent * 1e6
-  std::int64_t reserve_micros_;   // min_per_second * N * 1e6
+  std::int64_t window_slots_;    // N, whole seconds
+  std::int64_t percent_micros_;  // percent * 1e6
+  std::int64_t reserve_micros_;  // min_per_second * N * 1e6
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;       // one per second of the window
-  std::int64_t newest_epoch_;     // guarded by mu_; the newest second seen
+  std::vector<Slot> slots_;              // one per second of the window
+  std::int64_t newest_epoch_;            // guarded by mu_; the newest second seen
   std::int64_t window_deposits_ = 0;     // guarded by mu_; sum over slots_
   std::int64_t window_withdrawals_ = 0;  // guarded by mu_; sum over slots_
 };
@@ -145,8 +144,7 @@ class UnlimitedBudget final : public RetryBudget {
 // ---------------------------------------------------------------------------
 // TokenThrottle
 
-absl::StatusOr<std::shared_ptr<RetryBudget>> TokenThrottle::Create(
-    TokenThrottleOptions options) {
+absl::StatusOr<std::shared_ptr<RetryBudget>> TokenThrottle::Create(TokenThrottleOptions options) {
   if (!(options.max_tokens > 0) || !(options.max_tokens <= 1000)) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_tokens: must be in (0, 1000], got ", options.max_tokens));
@@ -160,9 +158,9 @@ absl::StatusOr<std::shared_ptr<RetryBudget>> TokenThrottle::Create(
         absl::StrCat("token_ratio: must be > 0 and finite, got ", options.token_ratio));
   }
   if (options.token_ratio > 1e12 || ToMilliTruncated(options.token_ratio) <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "token_ratio: must be in [0.001, 1e12] (three decimals are kept), got ",
-        options.token_ratio));
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_ratio: must be in [0.001, 1e12] (three decimals are kept), got ",
+                     options.token_ratio));
   }
   return std::shared_ptr<RetryBudget>(std::make_shared<TokenThrottle>(options));
 }
@@ -219,15 +217,13 @@ absl::StatusOr<std::shared_ptr<RetryBudget>> RatioBudget::Create(RatioBudgetOpti
         absl::StrCat("min_per_second: must be >= 0 and finite, got ", options.min_per_second));
   }
   if (options.window < std::chrono::seconds(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("window: must be >= 1s, got ",
-                     absl::FormatDuration(absl::FromChrono(options.window))));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "window: must be >= 1s, got ", absl::FormatDuration(absl::FromChrono(options.window))));
   }
   // One slot per second, allocated once: keep that allocation sane.
   if (options.window > std::chrono::hours(24)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("window: must be <= 24h, got ",
-                     absl::FormatDuration(absl::FromChrono(options.window))));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "window: must be <= 24h, got ", absl::FormatDuration(absl::FromChrono(options.window))));
   }
   return std::shared_ptr<RetryBudget>(std::make_shared<RatioBudget>(options));
 }
@@ -267,8 +263,8 @@ RatioBudget::Slot& RatioBudget::SlotFor(std::int64_t epoch) {
       first = std::max(first, newest_epoch_ + 1);
     }
     for (std::int64_t e = first; e <= epoch; ++e) {
-      Slot& slot = slots_[static_cast<std::size_t>(((e % window_slots_) + window_slots_) %
-                                                   window_slots_)];
+      Slot& slot =
+          slots_[static_cast<std::size_t>(((e % window_slots_) + window_slots_) % window_slots_)];
       window_deposits_ -= slot.deposits;
       window_withdrawals_ -= slot.withdrawals;
       slot = Slot{e, 0, 0};
@@ -331,8 +327,8 @@ void RatioBudget::Refund(const BudgetReceipt& receipt, TimePoint now) {
   (void)SlotFor(epoch);
   const std::int64_t second = receipt.second();
   if (second > epoch || second <= epoch - window_slots_) return;  // expired (or foreign)
-  Slot& slot = slots_[static_cast<std::size_t>(((second % window_slots_) + window_slots_) %
-                                               window_slots_)];
+  Slot& slot =
+      slots_[static_cast<std::size_t>(((second % window_slots_) + window_slots_) % window_slots_)];
   if (slot.epoch != second || slot.withdrawals <= 0) return;
   --slot.withdrawals;
   --window_withdrawals_;
@@ -386,8 +382,7 @@ BudgetDecision CostQuota::OnFailure(const BudgetFailure& failure, TimePoint /*no
   std::int64_t current = available_.load(std::memory_order_relaxed);
   do {
     if (current < cost) return BudgetDecision::Refuse("quota_exhausted");
-  } while (
-      !available_.compare_exchange_weak(current, current - cost, std::memory_order_relaxed));
+  } while (!available_.compare_exchange_weak(current, current - cost, std::memory_order_relaxed));
   return BudgetDecision::Allow(BudgetReceipt::Of(cost));
 }
 

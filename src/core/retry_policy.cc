@@ -17,8 +17,7 @@ absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
 }
 
 bool SameParams(const BackoffParams& a, const BackoffParams& b) {
-  return a.base == b.base && a.multiplier == b.multiplier && a.cap == b.cap &&
-         a.jitter == b.jitter;
+  return a.base == b.base && a.multiplier == b.multiplier && a.cap == b.cap && a.jitter == b.jitter;
 }
 
 bool SameOptional(const std::optional<Duration>& a, const std::optional<Duration>& b) {
@@ -50,8 +49,8 @@ bool operator==(const RetryPolicyOptions& a, const RetryPolicyOptions& b) {
          a.deadline_options.min_useful_attempt == b.deadline_options.min_useful_attempt &&
          SameOptional(a.deadline_options.attempt_cap, b.deadline_options.attempt_cap) &&
          SameOptional(a.deadline_options.resolution_window, b.deadline_options.resolution_window) &&
-         a.status_query.url_template == b.status_query.url_template &&
-         !a.status_query.callback && !b.status_query.callback &&
+         a.status_query.url_template == b.status_query.url_template && !a.status_query.callback &&
+         !b.status_query.callback &&
          a.status_query.fence_when_giving_up == b.status_query.fence_when_giving_up &&
          a.server_deduplicates == b.server_deduplicates && a.key_mode == b.key_mode &&
          a.idempotency_header == b.idempotency_header && a.key_form == b.key_form &&
@@ -72,8 +71,8 @@ RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const Backo
     : options_(std::move(options)),
       backoff_(std::move(backoff)),
       response_predicate_(std::move(response_predicate)) {
-  has_status_query_ =
-      static_cast<bool>(options_.status_query.callback) || !options_.status_query.url_template.empty();
+  has_status_query_ = static_cast<bool>(options_.status_query.callback) ||
+                      !options_.status_query.url_template.empty();
 }
 
 absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPolicyOptions o) {
@@ -82,9 +81,9 @@ absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPoli
         absl::StrCat("policy.max_attempts: must be >= 1, got ", o.max_attempts));
   }
   if (o.max_status_queries < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "policy.max_status_queries: must be >= 0 (0: derived from the deadline), got ",
-        o.max_status_queries));
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy.max_status_queries: must be >= 0 (0: derived from the deadline), got ",
+                     o.max_status_queries));
   }
   o.max_attempts = std::min(o.max_attempts, kMaxAttemptsHardCap);
   o.max_status_queries = std::min(o.max_status_queries, kMaxStatusQueriesHardCap);
@@ -123,8 +122,8 @@ absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPoli
       return absl::InvalidArgumentError("policy.hedging.delay: must be >= 0");
     }
     if (o.hedging.max_hedges < 0 || o.hedging.max_hedges > 3) {
-      return absl::InvalidArgumentError(absl::StrCat("policy.hedging.max_hedges: must be in 0..3, got ",
-                                                     o.hedging.max_hedges));
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy.hedging.max_hedges: must be in 0..3, got ", o.hedging.max_hedges));
     }
   }
   absl::StatusOr<std::shared_ptr<const ResponsePredicate>> predicate =

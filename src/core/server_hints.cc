@@ -16,16 +16,14 @@
 #include "absl/strings/match.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
-#include "saferetry/request.h"
-
-#include "core/saturating.h"
 #include "common/strings_internal.h"
+#include "core/saturating.h"
+#include "saferetry/request.h"
 
 namespace saferetry {
 namespace {
 
-static_assert(std::is_same_v<WallTime::duration, Duration>,
-              "system_clock must count nanoseconds");
+static_assert(std::is_same_v<WallTime::duration, Duration>, "system_clock must count nanoseconds");
 
 using Rep = Duration::rep;
 constexpr Rep kMaxRep = std::numeric_limits<Rep>::max();
@@ -35,17 +33,14 @@ using internal::SaturatingSub;
 
 // Optional whitespace around a field value (RFC 9110 §5.6.3: SP / HTAB).
 std::string_view TrimOws(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
 
 bool AllDigits(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return absl::ascii_isdigit(static_cast<unsigned char>(c));
-  });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
 }
 
 // delta-seconds of any length: once the value passes what Duration can hold it
@@ -81,8 +76,7 @@ using internal::EqualsIgnoreCase;
 std::string NormalizeUtcZone(std::string_view trimmed) {
   std::string out(trimmed);
   constexpr std::string_view kUtc = "UTC";
-  if (out.size() > kUtc.size() &&
-      std::string_view(out).substr(out.size() - kUtc.size()) == kUtc) {
+  if (out.size() > kUtc.size() && std::string_view(out).substr(out.size() - kUtc.size()) == kUtc) {
     char const before = out[out.size() - kUtc.size() - 1];
     if (before == ' ' || before == '\t') {
       out.replace(out.size() - kUtc.size(), kUtc.size(), "GMT");
@@ -135,8 +129,7 @@ std::optional<WallTime> ParseHttpDate(std::string_view value) {
     auto const cs = absl::ToCivilSecond(t, utc);
     auto const yy = static_cast<int>(((cs.year() % 100) + 100) % 100);
     auto const year = yy >= 70 ? 1900 + yy : 2000 + yy;
-    absl::CivilSecond const fixed(year, cs.month(), cs.day(), cs.hour(),
-                                  cs.minute(), cs.second());
+    absl::CivilSecond const fixed(year, cs.month(), cs.day(), cs.hour(), cs.minute(), cs.second());
     return ToWallTime(absl::FromCivil(fixed, utc));
   }
   if (absl::ParseTime(kAsctime, input, utc, &t, &error)) {
@@ -146,9 +139,9 @@ std::optional<WallTime> ParseHttpDate(std::string_view value) {
   return std::nullopt;
 }
 
-std::optional<Duration> ParseRetryAfter(
-    std::string_view value, std::optional<std::string_view> date_header,
-    WallTime wall_now) {
+std::optional<Duration> ParseRetryAfter(std::string_view value,
+                                        std::optional<std::string_view> date_header,
+                                        WallTime wall_now) {
   auto const trimmed = TrimOws(value);
   if (trimmed.empty()) return std::nullopt;
   // delta-seconds = 1*DIGIT: no sign, no fraction, no exponent.
@@ -162,8 +155,8 @@ std::optional<Duration> ParseRetryAfter(
   if (date_header.has_value()) {
     if (auto server_now = ParseHttpDate(*date_header)) reference = *server_now;
   }
-  auto const delta = SaturatingSub(date->time_since_epoch().count(),
-                                   reference.time_since_epoch().count());
+  auto const delta =
+      SaturatingSub(date->time_since_epoch().count(), reference.time_since_epoch().count());
   return Duration(std::max<Rep>(0, delta));
 }
 
@@ -203,8 +196,7 @@ ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
   }
   if (!delay.has_value()) {
     if (auto retry_after = FindHeader(headers, "Retry-After")) {
-      delay =
-          ParseRetryAfter(*retry_after, FindHeader(headers, "Date"), wall_now);
+      delay = ParseRetryAfter(*retry_after, FindHeader(headers, "Date"), wall_now);
     }
   }
   if (delay.has_value()) {

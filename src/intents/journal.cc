@@ -15,9 +15,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "saferetry/idempotency.h"
 #include "saferetry/redaction.h"
-#include "common/sha256.h"
 
 namespace saferetry {
 namespace {
@@ -100,8 +100,7 @@ std::string DefaultJournalOwner() {
     if (instance.empty()) {
       // No CSPRNG: the monotonic clock at first use still tells two starts
       // of the same pid apart.
-      instance = absl::StrCat(
-          std::chrono::steady_clock::now().time_since_epoch().count());
+      instance = absl::StrCat(std::chrono::steady_clock::now().time_since_epoch().count());
     }
     return new std::string(instance);
   }();
@@ -154,8 +153,8 @@ std::string JournalOwner(const JournalOptions& options) {
 
 absl::Status ValidateJournalOptions(const JournalOptions& options) {
   if (options.claim_grace.count() < 0 || options.claim_grace > kMaxClaimGrace) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "claim_grace: must be from 0 to 5000ms, got ", options.claim_grace.count(), "ms"));
+    return absl::InvalidArgumentError(absl::StrCat("claim_grace: must be from 0 to 5000ms, got ",
+                                                   options.claim_grace.count(), "ms"));
   }
   return absl::OkStatus();
 }
@@ -196,8 +195,8 @@ absl::StatusOr<Intent> NormalizeIntent(const Intent& intent, const JournalOption
     return absl::InvalidArgumentError("deadline: out of range");
   }
   if (deadline_ms < created_ms) {
-    return absl::InvalidArgumentError(absl::StrCat("deadline: ", deadline_ms,
-                                                   " (Unix ms) is before created ", created_ms));
+    return absl::InvalidArgumentError(
+        absl::StrCat("deadline: ", deadline_ms, " (Unix ms) is before created ", created_ms));
   }
   out.created = FromUnixMillis(created_ms);
   out.deadline = FromUnixMillis(deadline_ms);
@@ -224,21 +223,20 @@ absl::Status CheckSameIntent(const Intent& stored, const Intent& incoming) {
     what = "body";
   }
   if (what == nullptr) return absl::OkStatus();
-  return absl::AlreadyExistsError(
-      absl::StrCat("idempotency_key: \"", stored.key,
-                   "\" is already recorded for another request (a different ", what,
-                   "); a new intent needs a new key"));
+  return absl::AlreadyExistsError(absl::StrCat(
+      "idempotency_key: \"", stored.key, "\" is already recorded for another request (a different ",
+      what, "); a new intent needs a new key"));
 }
 
 absl::Status CheckMarkSent(const Intent& stored, int attempt) {
   if (IsResolved(stored.state)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state: intent \"", stored.key, "\" is ", std::string(IntentStateName(stored.state)),
-                     "; a resolved intent cannot be marked SENT"));
+    return absl::FailedPreconditionError(absl::StrCat("state: intent \"", stored.key, "\" is ",
+                                                      std::string(IntentStateName(stored.state)),
+                                                      "; a resolved intent cannot be marked SENT"));
   }
   if (attempt < 1 || attempt <= stored.attempt) {
-    return absl::InvalidArgumentError(absl::StrCat("attempt: must be >= 1 and greater than ",
-                                                   stored.attempt, ", got ", attempt));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attempt: must be >= 1 and greater than ", stored.attempt, ", got ", attempt));
   }
   return absl::OkStatus();
 }
@@ -246,13 +244,15 @@ absl::Status CheckMarkSent(const Intent& stored, int attempt) {
 absl::Status CheckFinish(const Intent& stored, IntentState outcome) {
   if (outcome != IntentState::kSucceeded && outcome != IntentState::kFailed &&
       outcome != IntentState::kUnknown) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "outcome: must be SUCCEEDED, FAILED or UNKNOWN, got ", std::string(IntentStateName(outcome))));
+    return absl::InvalidArgumentError(
+        absl::StrCat("outcome: must be SUCCEEDED, FAILED or UNKNOWN, got ",
+                     std::string(IntentStateName(outcome))));
   }
   if (IsResolved(stored.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("state: intent \"", stored.key, "\" is already ",
-                     std::string(IntentStateName(stored.state)), "; it cannot become ", std::string(IntentStateName(outcome))));
+                     std::string(IntentStateName(stored.state)), "; it cannot become ",
+                     std::string(IntentStateName(outcome))));
   }
   return absl::OkStatus();
 }

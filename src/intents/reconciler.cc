@@ -179,8 +179,9 @@ absl::StatusOr<ReconcileReport> Reconciler::RunOnce() {
   }
   // Wait, within the bound, for claims to run out, then try those intents.
   const TimePoint wait_end =
-      clock.Now() + std::min(options_.wait_for_claims,
-                             std::max(Duration::zero(), options_.time_limit - (clock.Now() - start)));
+      clock.Now() +
+      std::min(options_.wait_for_claims,
+               std::max(Duration::zero(), options_.time_limit - (clock.Now() - start)));
   while (!stop && report.journal_status.ok() && clock.Now() < wait_end) {
     const WallTime wall_now = clock.WallNow();
     const WallTime wall_end = wall_now + (wait_end - clock.Now());
@@ -208,8 +209,7 @@ absl::StatusOr<ReconcileReport> Reconciler::RunOnce() {
   }
 
   if (options_.prune_older_than.has_value() && report.journal_status.ok()) {
-    absl::StatusOr<PruneResult> pruned =
-        journal.Prune(clock.WallNow(), *options_.prune_older_than);
+    absl::StatusOr<PruneResult> pruned = journal.Prune(clock.WallNow(), *options_.prune_older_than);
     if (pruned.ok()) {
       report.pruned = *pruned;
     } else {

@@ -20,7 +20,7 @@ namespace {
 // The bucket bounds in nanoseconds, so an observation exactly on a bound falls
 // in that bound's bucket (le = "less or equal") without rounding doubts.
 constexpr std::array<std::int64_t, kLatencyBucketsSeconds.size()> kBoundsNanos = {
-    5000000,   10000000,   25000000,   50000000,   75000000,   100000000,  250000000,
+    5000000,   10000000,  25000000,   50000000,   75000000,   100000000,  250000000,
     500000000, 750000000, 1000000000, 2500000000, 5000000000, 7500000000, 10000000000};
 
 }  // namespace
@@ -90,7 +90,7 @@ struct Metrics::RouteSeries {
 namespace {
 
 // OpenTelemetry's known HTTP methods; anything else is "_OTHER" (the last).
-constexpr std::string_view kMethodNames[] = {"GET",     "HEAD",  "POST",  "PUT",   "DELETE",
+constexpr std::string_view kMethodNames[] = {"GET",     "HEAD",    "POST",  "PUT",   "DELETE",
                                              "CONNECT", "OPTIONS", "TRACE", "PATCH", "_OTHER"};
 constexpr int kOtherMethod = 9;
 
@@ -171,7 +171,7 @@ std::string Bound(double b) {
 }
 
 void WriteHistogram(std::ostringstream& out, const std::string& name, const std::string& labels,
-               const HistogramSnapshot& h) {
+                    const HistogramSnapshot& h) {
   const std::string sep = labels.empty() ? "" : ",";
   std::int64_t cumulative = 0;
   for (std::size_t i = 0; i < h.bounds.size(); ++i) {
@@ -185,8 +185,8 @@ void WriteHistogram(std::ostringstream& out, const std::string& name, const std:
   out << name << "_count" << braces << " " << h.count << "\n";
 }
 
-void WriteCountHistogram(std::ostringstream& out, const std::string& name, const std::string& labels,
-                         const CountHistogramSnapshot& h) {
+void WriteCountHistogram(std::ostringstream& out, const std::string& name,
+                         const std::string& labels, const CountHistogramSnapshot& h) {
   const std::string sep = labels.empty() ? "" : ",";
   std::int64_t cumulative = 0;
   for (std::size_t i = 0; i < h.bounds.size(); ++i) {
@@ -208,7 +208,8 @@ std::string EndpointLabels(const MetricsEndpoint& e) {
          Label(e.server_address) + "\",server_port=\"" + std::to_string(e.server_port) + "\"";
 }
 
-void MetricHeader(std::ostringstream& out, const std::string& name, const char* type, const char* help) {
+void MetricHeader(std::ostringstream& out, const std::string& name, const char* type,
+                  const char* help) {
   out << "# HELP " << name << " " << help << "\n";
   out << "# TYPE " << name << " " << type << "\n";
 }
@@ -259,7 +260,8 @@ MetricsRoute Metrics::Register(const MetricsEndpoint& endpoint) {
   std::lock_guard<std::mutex> lock(mu_);
   int server = -1;
   for (std::size_t i = 0; i < servers_.size(); ++i) {
-    if (servers_[i].first == endpoint.server_address && servers_[i].second == endpoint.server_port) {
+    if (servers_[i].first == endpoint.server_address &&
+        servers_[i].second == endpoint.server_port) {
       server = static_cast<int>(i);
       break;
     }
@@ -388,8 +390,9 @@ MetricsSnapshot Metrics::Snapshot() const {
     if (i == 0) s.calls_started = n;
   }
   s.retries = s.attempts - s.calls_started;
-  s.amplification =
-      s.calls_started == 0 ? 0 : static_cast<double>(s.attempts) / static_cast<double>(s.calls_started);
+  s.amplification = s.calls_started == 0
+                        ? 0
+                        : static_cast<double>(s.attempts) / static_cast<double>(s.calls_started);
   s.status_queries = status_queries_.load(std::memory_order_relaxed);
   s.waits_backoff = waits_backoff_.load(std::memory_order_relaxed);
   s.waits_server_hint = waits_hint_.load(std::memory_order_relaxed);
@@ -410,7 +413,8 @@ MetricsSnapshot Metrics::Snapshot() const {
   }
   std::int64_t hedges = 0;
   for (int index : order) {
-    const RouteSeries* route = routes_[static_cast<std::size_t>(index)].load(std::memory_order_acquire);
+    const RouteSeries* route =
+        routes_[static_cast<std::size_t>(index)].load(std::memory_order_acquire);
     if (route == nullptr) continue;
     MetricsEndpoint endpoint;
     if (index > 0) {
@@ -425,8 +429,8 @@ MetricsSnapshot Metrics::Snapshot() const {
     }
     std::vector<RequestDurationSeries> errors;
     for (int slot = 0; slot < kStatusSlots + kErrorSlots; ++slot) {
-      const Histogram* h = route->request_duration[static_cast<std::size_t>(slot)].load(
-          std::memory_order_acquire);
+      const Histogram* h =
+          route->request_duration[static_cast<std::size_t>(slot)].load(std::memory_order_acquire);
       if (h == nullptr) continue;
       RequestDurationSeries series;
       series.endpoint = endpoint;
@@ -444,7 +448,8 @@ MetricsSnapshot Metrics::Snapshot() const {
       if (total.bounds.empty()) {
         total = series.histogram;
       } else {
-        for (std::size_t i = 0; i < total.counts.size(); ++i) total.counts[i] += series.histogram.counts[i];
+        for (std::size_t i = 0; i < total.counts.size(); ++i)
+          total.counts[i] += series.histogram.counts[i];
         total.count += series.histogram.count;
         total.sum_nanos += series.histogram.sum_nanos;
       }
@@ -532,8 +537,9 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
   }
   if (!s.attempts_by_resend_count.empty()) {
     const std::string name = "saferetry_attempts_total";
-    MetricHeader(out, name, "counter",
-           "Sends of the request (status queries excluded), by resend count (0 = first send).");
+    MetricHeader(
+        out, name, "counter",
+        "Sends of the request (status queries excluded), by resend count (0 = first send).");
     for (const auto& [resend, n] : s.attempts_by_resend_count) {
       out << name << "{http_request_resend_count=\"" << resend << "\"} " << n << "\n";
     }
@@ -569,7 +575,8 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
           s.unknown_resolved_by_status_query);
   if (s.waits_backoff + s.waits_server_hint > 0) {
     const std::string name = "saferetry_waits_total";
-    MetricHeader(out, name, "counter", "Waits before a retry or status query, by source of the delay.");
+    MetricHeader(out, name, "counter",
+                 "Waits before a retry or status query, by source of the delay.");
     if (s.waits_backoff > 0) {
       out << name << "{saferetry_delay_source=\"backoff\"} " << s.waits_backoff << "\n";
     }
@@ -580,14 +587,15 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
   if (!s.request_duration.empty()) {
     const std::string name = "http_client_request_duration_seconds";
     MetricHeader(out, name, "histogram",
-           "Duration of HTTP client requests (every attempt and status query).");
+                 "Duration of HTTP client requests (every attempt and status query).");
     for (const RequestDurationSeries& r : s.request_duration) {
       std::string labels = EndpointLabels(r.endpoint);
       const auto add = [&labels](const char* key, const std::string& value) {
         if (!labels.empty()) labels += ",";
         labels += std::string(key) + "=\"" + Label(value) + "\"";
       };
-      if (r.status_code.has_value()) add("http_response_status_code", std::to_string(*r.status_code));
+      if (r.status_code.has_value())
+        add("http_response_status_code", std::to_string(*r.status_code));
       if (!r.error_type.empty()) add("error_type", r.error_type);
       WriteHistogram(out, name, labels, r.histogram);
     }
@@ -606,8 +614,9 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
     for (const EndpointCallSeries& c : s.call_series) {
       const std::string labels = EndpointLabels(c.endpoint);
       const std::string sep = labels.empty() ? "" : ",";
-      const std::pair<const char*, std::int64_t> types[] = {
-          {"original", c.attempts_original}, {"retry", c.attempts_retry}, {"hedge", c.attempts_hedge}};
+      const std::pair<const char*, std::int64_t> types[] = {{"original", c.attempts_original},
+                                                            {"retry", c.attempts_retry},
+                                                            {"hedge", c.attempts_hedge}};
       for (const auto& [type, n] : types) {
         if (n == 0) continue;
         out << started << "{" << labels << sep << "saferetry_attempt_type=\"" << type << "\"} " << n
@@ -645,8 +654,9 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
   }
   if (s.servers_folded > 0) {
     const std::string name = "saferetry_metrics_servers_folded_total";
-    MetricHeader(out, name, "counter",
-                 "Endpoint registrations past the server cap, recorded as server_address=\"_other\".");
+    MetricHeader(
+        out, name, "counter",
+        "Endpoint registrations past the server cap, recorded as server_address=\"_other\".");
     out << name << " " << s.servers_folded << "\n";
   }
   if (!s.circuit_breakers.empty()) {
@@ -678,8 +688,8 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
     const std::string name = "saferetry_journal_oldest_unresolved_age_seconds";
     MetricHeader(out, name, "gauge",
                  "Age of the oldest unresolved journaled intent (0 when none).");
-    out << name << " "
-        << static_cast<double>(s.journal_oldest_unresolved_age->count()) / 1000.0 << "\n";
+    out << name << " " << static_cast<double>(s.journal_oldest_unresolved_age->count()) / 1000.0
+        << "\n";
   }
   return out.str();
 }

@@ -47,7 +47,8 @@ json EventJson(const AttemptEvidence& ev, TimePoint origin, const Redactor& reda
   e["http_status"] = ev.http_status.has_value() ? json(*ev.http_status) : json(nullptr);
   e["classification"] = AttemptClassName(ev.classification);
   e["reason"] = std::string(ev.reason);
-  e["retry_after_ms"] = ev.hints.retry_after.has_value() ? Ms(*ev.hints.retry_after) : json(nullptr);
+  e["retry_after_ms"] =
+      ev.hints.retry_after.has_value() ? Ms(*ev.hints.retry_after) : json(nullptr);
   e["do_not_retry"] = ev.hints.do_not_retry;
   e["downstream_request_id"] =
       ev.downstream_request_id.empty() ? json(nullptr) : json(ev.downstream_request_id);
@@ -119,7 +120,8 @@ std::string TraceToJson(const CallResult& result, const TraceOptions& options) {
                                 : json(nullptr);
   }
   json events = json::array();
-  for (const AttemptEvidence& ev : result.evidence) events.push_back(EventJson(ev, origin, redactor));
+  for (const AttemptEvidence& ev : result.evidence)
+    events.push_back(EventJson(ev, origin, redactor));
   t["events"] = std::move(events);
   return t.dump(options.indent, ' ', false, json::error_handler_t::replace);
 }

@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "nlohmann/json.hpp"
 #include "saferetry/deadline.h"
-#include "common/sha256.h"
 
 namespace saferetry {
 namespace server {
@@ -66,8 +66,8 @@ absl::StatusOr<std::unique_ptr<IdempotentHandler>> IdempotentHandler::Create(
     return absl::InvalidArgumentError("operation: must be 1 to 255 bytes");
   }
   if (options.expected_work.count() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("expected_work: must be >= 0, got ",
-                                                   options.expected_work.count(), "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected_work: must be >= 0, got ", options.expected_work.count(), "ms"));
   }
   if (!options.clock) options.clock = SystemClock();
   return std::unique_ptr<IdempotentHandler>(
@@ -152,10 +152,10 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
     // caller gave up: refuse before recording the key.
     if (left.count() == 0 || left < options_.expected_work) {
       counters_.rejected_before_work++;
-      return RejectedBeforeWork(
-          "deadline_too_short",
-          absl::StrCat("X-Request-Timeout-Ms: ", left.count(), " ms for this attempt, the work needs ",
-                       options_.expected_work.count(), " ms"));
+      return RejectedBeforeWork("deadline_too_short",
+                                absl::StrCat("X-Request-Timeout-Ms: ", left.count(),
+                                             " ms for this attempt, the work needs ",
+                                             options_.expected_work.count(), " ms"));
     }
   }
   if (!work.effect) return StorageError(absl::InvalidArgumentError("work.effect: required"));
@@ -200,9 +200,10 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
     auto facts = options_.takeover_hook(scope, *begun->previous);
     if (!facts.ok()) {
       counters_.rejected_before_work++;
-      return RejectedBeforeWork("takeover_check_failed",
-                                absl::StrCat("the previous attempt's effect cannot be checked now: ",
-                                             facts.status().message()));
+      return RejectedBeforeWork(
+          "takeover_check_failed",
+          absl::StrCat("the previous attempt's effect cannot be checked now: ",
+                       facts.status().message()));
     }
     if (facts->has_value()) {
       from_facts = true;
@@ -243,9 +244,9 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
     if (now.state == RecordState::kFenced) return Fenced410();
   }
   counters_.in_progress++;
-  return WithState(Error(409, "request_in_progress",
-                         "Idempotency-Key: another worker took this request over"),
-                   "processing");
+  return WithState(
+      Error(409, "request_in_progress", "Idempotency-Key: another worker took this request over"),
+      "processing");
 }
 
 Answer IdempotentHandler::AnswerCompletedStatus(const KeyRecord& record) {
@@ -302,13 +303,13 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
   switch (fenced->outcome) {
     case FenceOutcome::kFenced:
       if (fenced->newly_fenced) counters_.fences++;
-      return WithState(Error(404, "no_effect",
-                             "the key is fenced: no request with it was or will be executed"),
-                       "fenced");
+      return WithState(
+          Error(404, "no_effect", "the key is fenced: no request with it was or will be executed"),
+          "fenced");
     case FenceOutcome::kProcessing:
-      return WithState(Error(409, "request_in_progress",
-                             "the request with this key is still being processed"),
-                       "processing");
+      return WithState(
+          Error(409, "request_in_progress", "the request with this key is still being processed"),
+          "processing");
     case FenceOutcome::kCompleted:
       return AnswerCompletedStatus(fenced->record);
     case FenceOutcome::kExpired:
@@ -334,8 +335,7 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
     counters_.rejected_bad_request++;
     return Error(400, "invalid_tenant", "X-Tenant-Id: must be 1 to 255 visible ASCII characters");
   }
-  const bool fence =
-      request.fence.has_value() && absl::AsciiStrToLower(*request.fence) == "true";
+  const bool fence = request.fence.has_value() && absl::AsciiStrToLower(*request.fence) == "true";
   const KeyScope scope{tenant, options_.operation, request.key};
 
   if (lookup) {
@@ -359,9 +359,9 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
     case RecordState::kCompleted:
       return AnswerCompletedStatus(r);
     case RecordState::kFenced:
-      return WithState(Error(404, "no_effect",
-                             "the key is fenced: no request with it was or will be executed"),
-                       "fenced");
+      return WithState(
+          Error(404, "no_effect", "the key is fenced: no request with it was or will be executed"),
+          "fenced");
     case RecordState::kExpired:
       return WithState(Json(404, {{"error", "no_effect"},
                                   {"message", "the key expired without a resource"},
@@ -371,9 +371,9 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
       break;
   }
   if (!r.lease_expired) {
-    return WithState(Error(409, "request_in_progress",
-                           "the request with this key is still being processed"),
-                     "processing");
+    return WithState(
+        Error(409, "request_in_progress", "the request with this key is still being processed"),
+        "processing");
   }
   if (fence) return FenceAndAnswer(scope, r);
   return WithState(Error(404, "no_effect",

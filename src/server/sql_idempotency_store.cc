@@ -163,8 +163,8 @@ class SqlIdempotencyStore final : public IdempotencyStore {
         auto locked = txn.Execute("SELECT pg_advisory_xact_lock(7305210001)");
         if (!locked.ok()) return locked.status();
       }
-      auto created =
-          txn.Execute("CREATE TABLE IF NOT EXISTS saferetry_schema_version (version INTEGER NOT NULL)");
+      auto created = txn.Execute(
+          "CREATE TABLE IF NOT EXISTS saferetry_schema_version (version INTEGER NOT NULL)");
       if (!created.ok()) return created.status();
       auto current = txn.Execute("SELECT MAX(version) FROM saferetry_schema_version");
       if (!current.ok()) return current.status();
@@ -205,37 +205,38 @@ class SqlIdempotencyStore final : public IdempotencyStore {
                                           const Effect& effect) override {
     if (auto s = ValidateScope(scope); !s.ok()) return s;
     CompleteResult result;
-    absl::Status s = db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn)
-                                                                        -> absl::Status {
-      const EpochMillis now = NowMillis();
-      auto current = LockRecord(txn, scope);
-      if (!current.ok()) return current.status();
-      // The fence: only the holder of the current version may complete.
-      if (!current->has_value() || (*current)->state != RecordState::kProcessing ||
-          (*current)->version != version) {
-        if (current->has_value()) {
-          result.current = **current;
-        } else {
-          auto tomb = ReadTombstone(txn, scope);
-          if (!tomb.ok()) return tomb.status();
-          result.current = *tomb;
-        }
-        return absl::OkStatus();
-      }
-      auto response = effect(txn);
-      if (!response.ok()) return response.status();
-      auto updated = txn.Execute(
-          absl::StrCat("UPDATE saferetry_idempotency_keys SET state = 'COMPLETED', "
-                       "response_status = $4, response_body = $5, updated_ms = $6, "
-                       "completed_ms = $6",
-                       kWhereScope, " AND fencing_version = $7 AND state = 'PROCESSING'"),
-          With(ScopeParams(scope), {response->status, response->body, now, version}));
-      if (!updated.ok()) return updated.status();
-      if (txn.rows_affected() != 1) return absl::InternalError("complete: the locked record changed");
-      result.committed = true;
-      result.response = *std::move(response);
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          auto current = LockRecord(txn, scope);
+          if (!current.ok()) return current.status();
+          // The fence: only the holder of the current version may complete.
+          if (!current->has_value() || (*current)->state != RecordState::kProcessing ||
+              (*current)->version != version) {
+            if (current->has_value()) {
+              result.current = **current;
+            } else {
+              auto tomb = ReadTombstone(txn, scope);
+              if (!tomb.ok()) return tomb.status();
+              result.current = *tomb;
+            }
+            return absl::OkStatus();
+          }
+          auto response = effect(txn);
+          if (!response.ok()) return response.status();
+          auto updated = txn.Execute(
+              absl::StrCat("UPDATE saferetry_idempotency_keys SET state = 'COMPLETED', "
+                           "response_status = $4, response_body = $5, updated_ms = $6, "
+                           "completed_ms = $6",
+                           kWhereScope, " AND fencing_version = $7 AND state = 'PROCESSING'"),
+              With(ScopeParams(scope), {response->status, response->body, now, version}));
+          if (!updated.ok()) return updated.status();
+          if (txn.rows_affected() != 1)
+            return absl::InternalError("complete: the locked record changed");
+          result.committed = true;
+          result.response = *std::move(response);
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     return result;
   }
@@ -243,23 +244,23 @@ class SqlIdempotencyStore final : public IdempotencyStore {
   absl::StatusOr<std::optional<KeyRecord>> Read(const KeyScope& scope) override {
     if (auto s = ValidateScope(scope); !s.ok()) return s;
     std::optional<KeyRecord> out;
-    absl::Status s = db_->RunInTransaction(TransactionMode::kRead, [&](Transaction& txn)
-                                                                       -> absl::Status {
-      auto rows = txn.Execute(
-          absl::StrCat("SELECT ", kRecordColumns, " FROM saferetry_idempotency_keys", kWhereScope),
-          ScopeParams(scope));
-      if (!rows.ok()) return rows.status();
-      if (!rows->empty()) {
-        out = RecordFromRow((*rows)[0]);
-        out->lease_expired =
-            out->state == RecordState::kProcessing && out->lease_expires_ms <= NowMillis();
-        return absl::OkStatus();
-      }
-      auto tomb = ReadTombstone(txn, scope);
-      if (!tomb.ok()) return tomb.status();
-      out = *tomb;
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kRead, [&](Transaction& txn) -> absl::Status {
+          auto rows = txn.Execute(absl::StrCat("SELECT ", kRecordColumns,
+                                               " FROM saferetry_idempotency_keys", kWhereScope),
+                                  ScopeParams(scope));
+          if (!rows.ok()) return rows.status();
+          if (!rows->empty()) {
+            out = RecordFromRow((*rows)[0]);
+            out->lease_expired =
+                out->state == RecordState::kProcessing && out->lease_expires_ms <= NowMillis();
+            return absl::OkStatus();
+          }
+          auto tomb = ReadTombstone(txn, scope);
+          if (!tomb.ok()) return tomb.status();
+          out = *tomb;
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     return out;
   }
@@ -268,20 +269,20 @@ class SqlIdempotencyStore final : public IdempotencyStore {
                                                        std::int64_t observed_version) override {
     if (auto s = ValidateScope(scope); !s.ok()) return s;
     std::optional<std::int64_t> out;
-    absl::Status s = db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn)
-                                                                        -> absl::Status {
-      const EpochMillis now = NowMillis();
-      auto updated = txn.Execute(
-          absl::StrCat("UPDATE saferetry_idempotency_keys SET fencing_version = $4 + 1, "
-                       "lease_expires_ms = $5, updated_ms = $6",
-                       kWhereScope,
-                       " AND fencing_version = $4 AND state = 'PROCESSING' AND "
-                       "lease_expires_ms <= $6"),
-          With(ScopeParams(scope), {observed_version, now + options_.lease.count(), now}));
-      if (!updated.ok()) return updated.status();
-      if (txn.rows_affected() == 1) out = observed_version + 1;
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          auto updated = txn.Execute(
+              absl::StrCat("UPDATE saferetry_idempotency_keys SET fencing_version = $4 + 1, "
+                           "lease_expires_ms = $5, updated_ms = $6",
+                           kWhereScope,
+                           " AND fencing_version = $4 AND state = 'PROCESSING' AND "
+                           "lease_expires_ms <= $6"),
+              With(ScopeParams(scope), {observed_version, now + options_.lease.count(), now}));
+          if (!updated.ok()) return updated.status();
+          if (txn.rows_affected() == 1) out = observed_version + 1;
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     return out;
   }
@@ -302,25 +303,27 @@ class SqlIdempotencyStore final : public IdempotencyStore {
 
   absl::StatusOr<int> Reap() override {
     int reaped = 0;
-    absl::Status s = db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn)
-                                                                        -> absl::Status {
-      const EpochMillis now = NowMillis();
-      const EpochMillis cutoff = now - options_.retention.count();
-      auto moved = txn.Execute(
-          "INSERT INTO saferetry_expired_keys (tenant, operation, idem_key, request_digest, "
-          "response_status, completed_ms, expired_ms) "
-          "SELECT tenant, operation, idem_key, request_digest, response_status, completed_ms, $1 "
-          "FROM saferetry_idempotency_keys WHERE state = 'COMPLETED' AND completed_ms <= $2 "
-          "ON CONFLICT DO NOTHING",
-          {now, cutoff});
-      if (!moved.ok()) return moved.status();
-      auto deleted = txn.Execute(
-          "DELETE FROM saferetry_idempotency_keys WHERE state = 'COMPLETED' AND completed_ms <= $1",
-          {cutoff});
-      if (!deleted.ok()) return deleted.status();
-      reaped = static_cast<int>(txn.rows_affected());
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          const EpochMillis cutoff = now - options_.retention.count();
+          auto moved = txn.Execute(
+              "INSERT INTO saferetry_expired_keys (tenant, operation, idem_key, request_digest, "
+              "response_status, completed_ms, expired_ms) "
+              "SELECT tenant, operation, idem_key, request_digest, response_status, completed_ms, "
+              "$1 "
+              "FROM saferetry_idempotency_keys WHERE state = 'COMPLETED' AND completed_ms <= $2 "
+              "ON CONFLICT DO NOTHING",
+              {now, cutoff});
+          if (!moved.ok()) return moved.status();
+          auto deleted = txn.Execute(
+              "DELETE FROM saferetry_idempotency_keys WHERE state = 'COMPLETED' AND completed_ms "
+              "<= $1",
+              {cutoff});
+          if (!deleted.ok()) return deleted.status();
+          reaped = static_cast<int>(txn.rows_affected());
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     return reaped;
   }
@@ -335,18 +338,18 @@ class SqlIdempotencyStore final : public IdempotencyStore {
       return absl::InvalidArgumentError("message_id: must be 1 to 255 bytes");
     }
     bool ran = false;
-    absl::Status s = db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn)
-                                                                        -> absl::Status {
-      auto inserted = txn.Execute(
-          "INSERT INTO saferetry_processed_events (consumer, message_id, processed_ms) "
-          "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-          {consumer, message_id, NowMillis()});
-      if (!inserted.ok()) return inserted.status();
-      if (txn.rows_affected() == 0) return absl::OkStatus();  // a redelivery
-      if (auto e = effect(txn); !e.ok()) return e;
-      ran = true;
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          auto inserted = txn.Execute(
+              "INSERT INTO saferetry_processed_events (consumer, message_id, processed_ms) "
+              "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+              {consumer, message_id, NowMillis()});
+          if (!inserted.ok()) return inserted.status();
+          if (txn.rows_affected() == 0) return absl::OkStatus();  // a redelivery
+          if (auto e = effect(txn); !e.ok()) return e;
+          ran = true;
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     return ran;
   }
@@ -362,10 +365,10 @@ class SqlIdempotencyStore final : public IdempotencyStore {
   }
 
   absl::StatusOr<std::optional<KeyRecord>> LockRecord(Transaction& txn, const KeyScope& scope) {
-    auto rows = txn.Execute(absl::StrCat("SELECT ", kRecordColumns,
-                                         " FROM saferetry_idempotency_keys", kWhereScope,
-                                         lock_suffix_),
-                            ScopeParams(scope));
+    auto rows =
+        txn.Execute(absl::StrCat("SELECT ", kRecordColumns, " FROM saferetry_idempotency_keys",
+                                 kWhereScope, lock_suffix_),
+                    ScopeParams(scope));
     if (!rows.ok()) return rows.status();
     if (rows->empty()) return std::optional<KeyRecord>();
     return std::optional<KeyRecord>(RecordFromRow((*rows)[0]));
@@ -373,11 +376,11 @@ class SqlIdempotencyStore final : public IdempotencyStore {
 
   static absl::StatusOr<std::optional<KeyRecord>> ReadTombstone(Transaction& txn,
                                                                 const KeyScope& scope) {
-    auto rows = txn.Execute(
-        absl::StrCat("SELECT request_digest, response_status, completed_ms, expired_ms "
-                     "FROM saferetry_expired_keys",
-                     kWhereScope),
-        ScopeParams(scope));
+    auto rows =
+        txn.Execute(absl::StrCat("SELECT request_digest, response_status, completed_ms, expired_ms "
+                                 "FROM saferetry_expired_keys",
+                                 kWhereScope),
+                    ScopeParams(scope));
     if (!rows.ok()) return rows.status();
     if (rows->empty()) return std::optional<KeyRecord>();
     const SqlRow& row = (*rows)[0];
@@ -445,11 +448,11 @@ class SqlIdempotencyStore final : public IdempotencyStore {
     }
     // The previous worker's lease ran out: take over with a higher version,
     // so that worker's Complete() can no longer match.
-    auto updated = txn.Execute(
-        absl::StrCat("UPDATE saferetry_idempotency_keys SET fencing_version = $4 + 1, "
-                     "lease_expires_ms = $5, updated_ms = $6",
-                     kWhereScope, " AND fencing_version = $4 AND state = 'PROCESSING'"),
-        With(ScopeParams(scope), {r.version, now + options_.lease.count(), now}));
+    auto updated =
+        txn.Execute(absl::StrCat("UPDATE saferetry_idempotency_keys SET fencing_version = $4 + 1, "
+                                 "lease_expires_ms = $5, updated_ms = $6",
+                                 kWhereScope, " AND fencing_version = $4 AND state = 'PROCESSING'"),
+                    With(ScopeParams(scope), {r.version, now + options_.lease.count(), now}));
     if (!updated.ok()) return updated.status();
     if (txn.rows_affected() != 1) return absl::InternalError("takeover: the locked record changed");
     result.outcome = BeginOutcome::kTakenOver;
@@ -512,11 +515,11 @@ class SqlIdempotencyStore final : public IdempotencyStore {
       result.record = r;
       return absl::OkStatus();
     }
-    auto updated = txn.Execute(
-        absl::StrCat("UPDATE saferetry_idempotency_keys SET state = 'FENCED', "
-                     "fencing_version = $4 + 1, updated_ms = $5",
-                     kWhereScope, " AND fencing_version = $4 AND state = 'PROCESSING'"),
-        With(ScopeParams(scope), {r.version, now}));
+    auto updated =
+        txn.Execute(absl::StrCat("UPDATE saferetry_idempotency_keys SET state = 'FENCED', "
+                                 "fencing_version = $4 + 1, updated_ms = $5",
+                                 kWhereScope, " AND fencing_version = $4 AND state = 'PROCESSING'"),
+                    With(ScopeParams(scope), {r.version, now}));
     if (!updated.ok()) return updated.status();
     if (txn.rows_affected() != 1) return absl::InternalError("fence: the locked record changed");
     r.state = RecordState::kFenced;
@@ -541,7 +544,8 @@ absl::StatusOr<std::unique_ptr<IdempotencyStore>> MakeIdempotencyStore(
   if (auto s = ValidateStoreOptions(options); !s.ok()) return s;
   if (!database) return absl::InvalidArgumentError("database: must not be null");
   if (!clock) clock = SystemClock();
-  auto store = std::make_unique<SqlIdempotencyStore>(std::move(database), options, std::move(clock));
+  auto store =
+      std::make_unique<SqlIdempotencyStore>(std::move(database), options, std::move(clock));
   if (auto s = store->Migrate(); !s.ok()) return s;
   return std::unique_ptr<IdempotencyStore>(std::move(store));
 }

@@ -16,8 +16,8 @@ namespace server {
 namespace {
 
 absl::Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
-  std::string message =
-      absl::StrCat(std::string(what), ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string message = absl::StrCat(std::string(what), ": ",
+                                     db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_CONSTRAINT: {
       const int extended = db != nullptr ? sqlite3_extended_errcode(db) : rc;
@@ -87,8 +87,9 @@ class SqliteTransaction final : public Transaction {
           continue;
         }
         const unsigned char* p = sqlite3_column_text(stmt, c);
-        row.columns.emplace_back(std::string(reinterpret_cast<const char*>(p),
-                                             static_cast<std::size_t>(sqlite3_column_bytes(stmt, c))));
+        row.columns.emplace_back(
+            std::string(reinterpret_cast<const char*>(p),
+                        static_cast<std::size_t>(sqlite3_column_bytes(stmt, c))));
       }
       rows.push_back(std::move(row));
     }
@@ -141,9 +142,9 @@ class SqliteDatabase final : public SqlDatabase {
     ++open_;
     lock.unlock();
     sqlite3* db = nullptr;
-    const int rc = sqlite3_open_v2(
-        options_.path.c_str(), &db,
-        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    const int rc =
+        sqlite3_open_v2(options_.path.c_str(), &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     absl::Status status = rc == SQLITE_OK ? Configure(db) : SqliteStatus(db, rc, "open");
     if (!status.ok()) {
       sqlite3_close(db);
@@ -176,8 +177,7 @@ class SqliteDatabase final : public SqlDatabase {
                               const std::function<absl::Status(Transaction&)>& body) {
     // IMMEDIATE takes the write lock at BEGIN, so a read-then-write inside
     // the transaction can never be refused half-way for a lock upgrade.
-    if (auto s = Exec(db, mode == TransactionMode::kWrite ? "BEGIN IMMEDIATE" : "BEGIN");
-        !s.ok()) {
+    if (auto s = Exec(db, mode == TransactionMode::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"); !s.ok()) {
       return s;
     }
     SqliteTransaction txn(db);
@@ -207,8 +207,8 @@ absl::StatusOr<std::shared_ptr<SqlDatabase>> OpenSqliteDatabase(const SqliteOpti
         absl::StrCat("max_connections: must be > 0, got ", options.max_connections));
   }
   if (options.busy_timeout.count() < 0 || options.busy_timeout > std::chrono::hours(24)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "busy_timeout: must be from 0 to 24h, got ", options.busy_timeout.count(), "ms"));
+    return absl::InvalidArgumentError(absl::StrCat("busy_timeout: must be from 0 to 24h, got ",
+                                                   options.busy_timeout.count(), "ms"));
   }
   auto database = std::make_shared<SqliteDatabase>(options);
   // Open one connection now so that a bad path fails here, not on first use.

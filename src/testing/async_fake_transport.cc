@@ -99,8 +99,7 @@ void AsyncFakeTransport::SetBackend(std::shared_ptr<Transport> backend) {
 }
 
 AsyncTransport::AttemptId AsyncFakeTransport::Start(const Request& request,
-                                                    const AttemptOptions& options,
-                                                    Callback done) {
+                                                    const AttemptOptions& options, Callback done) {
   std::optional<Step> step;
   Handler handler;
   std::shared_ptr<Transport> backend;

@@ -110,8 +110,7 @@ class MemoryJournal final : public IntentJournal {
     Intent* intent = Find(key);
     if (intent == nullptr) return NoIntent(key);
     if (IsResolved(intent->state)) return false;
-    if (!intent->claim_owner.empty() && intent->claim_owner != owner &&
-        intent->claim_until > now) {
+    if (!intent->claim_owner.empty() && intent->claim_owner != owner && intent->claim_until > now) {
       return false;
     }
     intent->claim_owner = std::string(owner);

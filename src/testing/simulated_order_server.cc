@@ -37,8 +37,7 @@ std::string PercentDecode(absl::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     int hex = 0;
-    if (s[i] == '%' && i + 2 < s.size() &&
-        absl::SimpleHexAtoi(s.substr(i + 1, 2), &hex)) {
+    if (s[i] == '%' && i + 2 < s.size() && absl::SimpleHexAtoi(s.substr(i + 1, 2), &hex)) {
       out.push_back(static_cast<char>(hex));
       i += 2;
     } else {

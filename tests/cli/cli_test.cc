@@ -66,8 +66,7 @@ using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
-constexpr char kUuidV4[] =
-    "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}";
+constexpr char kUuidV4[] = "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}";
 
 // ---------------------------------------------------------------------------
 // Running the binary.
@@ -118,8 +117,7 @@ class Child {
     sigaddset(&defaults, SIGPIPE);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
     std::vector<std::string> argv_storage = {SAFERETRY_CLI_PATH};
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -133,8 +131,8 @@ class Child {
     envp.push_back(nullptr);
 
     start_ = Clock::now();
-    const int rc = ::posix_spawn(&pid_, SAFERETRY_CLI_PATH, &actions, &attr,
-                                 argv.data(), envp.data());
+    const int rc =
+        ::posix_spawn(&pid_, SAFERETRY_CLI_PATH, &actions, &attr, argv.data(), envp.data());
     EXPECT_EQ(rc, 0) << std::strerror(rc);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
@@ -171,9 +169,7 @@ class Child {
     int open = 2;
     char buf[4096];
     while (open > 0) {
-      const auto left =
-          std::chrono::duration_cast<milliseconds>(give_up - Clock::now())
-              .count();
+      const auto left = std::chrono::duration_cast<milliseconds>(give_up - Clock::now()).count();
       if (left <= 0) {
         ADD_FAILURE() << "the tool did not finish within 20 s";
         ::kill(pid_, SIGKILL);
@@ -215,8 +211,7 @@ class Child {
   Clock::time_point start_;
 };
 
-CliRun RunCli(const std::vector<std::string>& args,
-              const std::string& stdin_data = "",
+CliRun RunCli(const std::vector<std::string>& args, const std::string& stdin_data = "",
               const std::vector<std::string>& extra_env = {}) {
   return Child(args, stdin_data, extra_env).Wait();
 }
@@ -234,9 +229,8 @@ bool WaitUntil(F done, milliseconds limit = milliseconds(5000)) {
 
 std::string TempFile(const std::string& name, const std::string& contents) {
   const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir != nullptr ? dir : "/tmp") +
-                     "/saferetry_cli_test_" + std::to_string(::getpid()) + "_" +
-                     name;
+  std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/saferetry_cli_test_" +
+                     std::to_string(::getpid()) + "_" + name;
   std::ofstream f(path, std::ios::binary);
   f << contents;
   return path;
@@ -246,8 +240,7 @@ std::string PercentDecode(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(static_cast<char>(
-          std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
       i += 2;
     } else {
       out.push_back(s[i]);
@@ -324,13 +317,9 @@ class OrderService {
   explicit OrderService(ServerOptions options)
       : options_(std::move(options)),
         script_(options_.script.begin(), options_.script.end()),
-        status_script_(options_.status_script.begin(),
-                       options_.status_script.end()),
-        server_([this](const ReceivedRequest& r,
-                       LoopbackConnection& c) { return Handle(r, c); },
-                [this](int index) {
-                  return options_.reset_connections.count(index) == 0;
-                }) {}
+        status_script_(options_.status_script.begin(), options_.status_script.end()),
+        server_([this](const ReceivedRequest& r, LoopbackConnection& c) { return Handle(r, c); },
+                [this](int index) { return options_.reset_connections.count(index) == 0; }) {}
 
   std::string OrdersUrl() const { return server_.Url("/orders"); }
   std::string StatusUrl() const { return server_.Url("/status/{key}"); }
@@ -349,9 +338,7 @@ class OrderService {
   }
 
  private:
-  static bool IsStatus(const ReceivedRequest& r) {
-    return r.target.rfind("/status/", 0) == 0;
-  }
+  static bool IsStatus(const ReceivedRequest& r) { return r.target.rfind("/status/", 0) == 0; }
 
   std::vector<ReceivedRequest> Filter(bool status) const {
     std::vector<ReceivedRequest> out;
@@ -373,9 +360,8 @@ class OrderService {
         return AfterRequest::kKeepAlive;
       }
       auto it = orders_.find(key);
-      const std::string reply =
-          it != orders_.end() ? LoopbackServer::Reply(200, {}, it->second)
-                              : LoopbackServer::Reply(404, {}, "no such key");
+      const std::string reply = it != orders_.end() ? LoopbackServer::Reply(200, {}, it->second)
+                                                    : LoopbackServer::Reply(404, {}, "no such key");
       lock.unlock();
       conn.Write(reply);
       return AfterRequest::kKeepAlive;
@@ -398,8 +384,7 @@ class OrderService {
       auto it = orders_.find(key);
       if (options_.dedup && !key.empty() && it != orders_.end()) {
         order = it->second;
-        if (step.fault == Fault::kNone && step.status == 201)
-          step.status = 200;  // a replay
+        if (step.fault == Fault::kNone && step.status == 201) step.status = 200;  // a replay
       } else {
         if (options_.processing > milliseconds(0) && !key.empty()) {
           in_progress_.insert(key);
@@ -409,17 +394,16 @@ class OrderService {
           in_progress_.erase(key);
         }
         ++effects_;
-        order =
-            json{{"order", effects_}, {"key", key}, {"body", req.body}}.dump(
-                -1, ' ', false, json::error_handler_t::replace);
+        order = json{{"order", effects_}, {"key", key}, {"body", req.body}}.dump(
+            -1, ' ', false, json::error_handler_t::replace);
         if (!key.empty()) orders_[key] = order;
       }
     }
     lock.unlock();
     switch (step.fault) {
       case Fault::kNone:
-        conn.Write(LoopbackServer::Reply(
-            step.status, step.headers, step.body.empty() ? order : step.body));
+        conn.Write(LoopbackServer::Reply(step.status, step.headers,
+                                         step.body.empty() ? order : step.body));
         return AfterRequest::kKeepAlive;
       case Fault::kDrop:
         return AfterRequest::kClose;
@@ -444,8 +428,7 @@ class OrderService {
 // The key header of every request, in order ("" when absent).
 std::vector<std::string> Keys(const std::vector<ReceivedRequest>& requests) {
   std::vector<std::string> keys;
-  for (const auto& r : requests)
-    keys.push_back(r.Header("Idempotency-Key").value_or(""));
+  for (const auto& r : requests) keys.push_back(r.Header("Idempotency-Key").value_or(""));
   return keys;
 }
 
@@ -454,10 +437,8 @@ void ExpectSummaryFields(const json& s) {
   std::vector<std::string> names;
   for (auto it = s.begin(); it != s.end(); ++it) names.push_back(it.key());
   // nlohmann::json sorts keys; the tool prints them in definition order.
-  EXPECT_THAT(names,
-              ElementsAre("attempts", "body", "elapsed_ms", "http_status",
-                          "idempotency_key", "outcome", "resolved_by",
-                          "status_queries", "stop_reason"));
+  EXPECT_THAT(names, ElementsAre("attempts", "body", "elapsed_ms", "http_status", "idempotency_key",
+                                 "outcome", "resolved_by", "status_queries", "stop_reason"));
 }
 
 // ---------------------------------------------------------------------------
@@ -465,8 +446,7 @@ void ExpectSummaryFields(const json& s) {
 
 class BadInputTest : public ::testing::Test {
  protected:
-  void ExpectUsageError(std::vector<std::string> args,
-                        const std::string& message) {
+  void ExpectUsageError(std::vector<std::string> args, const std::string& message) {
     CliRun run = RunCli(args);
     EXPECT_EQ(run.exit_code, 64) << run.err;
     EXPECT_EQ(run.out, "");
@@ -493,45 +473,36 @@ TEST_F(BadInputTest, ExtraPositional) {
 }
 
 TEST_F(BadInputTest, NotAUrl) {
-  ExpectUsageError(
-      {"orders"},
-      "URL: request.url: must be an absolute http:// or https:// URL");
+  ExpectUsageError({"orders"}, "URL: request.url: must be an absolute http:// or https:// URL");
 }
 
 TEST_F(BadInputTest, UnsupportedScheme) {
-  ExpectUsageError({"ftp://127.0.0.1/orders"},
-                   "URL: request.url: unsupported scheme \"ftp\"");
+  ExpectUsageError({"ftp://127.0.0.1/orders"}, "URL: request.url: unsupported scheme \"ftp\"");
 }
 
 TEST_F(BadInputTest, PortOutOfRange) {
-  ExpectUsageError({"http://127.0.0.1:65536/orders"},
-                   "port \"65536\" is out of range 1-65535");
-  ExpectUsageError({"http://127.0.0.1:0/orders"},
-                   "port \"0\" is out of range 1-65535");
+  ExpectUsageError({"http://127.0.0.1:65536/orders"}, "port \"65536\" is out of range 1-65535");
+  ExpectUsageError({"http://127.0.0.1:0/orders"}, "port \"0\" is out of range 1-65535");
 }
 
 TEST_F(BadInputTest, HeaderWithoutColon) {
-  ExpectUsageError(
-      {"-H", "X-Trace t1", server_.OrdersUrl()},
-      "--header: expected \"Name: value\", got \"X-Trace t1\" (no colon)");
+  ExpectUsageError({"-H", "X-Trace t1", server_.OrdersUrl()},
+                   "--header: expected \"Name: value\", got \"X-Trace t1\" (no colon)");
 }
 
 TEST_F(BadInputTest, HeaderNameNotAToken) {
-  ExpectUsageError(
-      {"-H", "X Trace: t1", server_.OrdersUrl()},
-      "--header: request.headers[0].name: \"X Trace\" is not a token");
+  ExpectUsageError({"-H", "X Trace: t1", server_.OrdersUrl()},
+                   "--header: request.headers[0].name: \"X Trace\" is not a token");
 }
 
 TEST_F(BadInputTest, MethodNotAToken) {
-  ExpectUsageError({"-X", "PO ST", server_.OrdersUrl()},
-                   "--request: request.method");
+  ExpectUsageError({"-X", "PO ST", server_.OrdersUrl()}, "--request: request.method");
 }
 
 TEST_F(BadInputTest, BadDurations) {
   for (const char* d : {"5", "0s", "-1s", "1.5s", "soon", "1us", ""}) {
     SCOPED_TRACE(d);
-    ExpectUsageError({"--deadline", d, server_.OrdersUrl()},
-                     "--deadline: invalid duration");
+    ExpectUsageError({"--deadline", d, server_.OrdersUrl()}, "--deadline: invalid duration");
     ExpectUsageError({"--attempt-timeout", d, server_.OrdersUrl()},
                      "--attempt-timeout: invalid duration");
   }
@@ -549,56 +520,47 @@ TEST_F(BadInputTest, BadNumbers) {
 }
 
 TEST_F(BadInputTest, UnreadableDataFile) {
-  ExpectUsageError(
-      {"-d", "@/nonexistent/order.json", server_.OrdersUrl()},
-      "--data: cannot read file \"/nonexistent/order.json\": No such file");
-  ExpectUsageError({"-d", "@", server_.OrdersUrl()},
-                   "--data: \"@\" must be followed by a file");
+  ExpectUsageError({"-d", "@/nonexistent/order.json", server_.OrdersUrl()},
+                   "--data: cannot read file \"/nonexistent/order.json\": No such file");
+  ExpectUsageError({"-d", "@", server_.OrdersUrl()}, "--data: \"@\" must be followed by a file");
 }
 
 TEST_F(BadInputTest, BadIdempotencyKey) {
-  ExpectUsageError(
-      {"--idempotency-key", "two words", "-d", "x", server_.OrdersUrl()},
-      "--idempotency-key: idempotency_key");
-  ExpectUsageError({"--idempotency-key", std::string(256, 'k'), "-d", "x",
-                    server_.OrdersUrl()},
+  ExpectUsageError({"--idempotency-key", "two words", "-d", "x", server_.OrdersUrl()},
+                   "--idempotency-key: idempotency_key");
+  ExpectUsageError({"--idempotency-key", std::string(256, 'k'), "-d", "x", server_.OrdersUrl()},
                    "--idempotency-key: idempotency_key");
 }
 
 TEST_F(BadInputTest, KeyAndNoKey) {
+  ExpectUsageError({"--idempotency-key", "k", "--no-idempotency-key", server_.OrdersUrl()},
+                   "excludes");
   ExpectUsageError(
-      {"--idempotency-key", "k", "--no-idempotency-key", server_.OrdersUrl()},
-      "excludes");
-  ExpectUsageError(
-      {"-H", "Idempotency-Key: k", "--no-idempotency-key", "-d", "x",
-       server_.OrdersUrl()},
+      {"-H", "Idempotency-Key: k", "--no-idempotency-key", "-d", "x", server_.OrdersUrl()},
       "--no-idempotency-key: conflicts with the Idempotency-Key header");
 }
 
 TEST_F(BadInputTest, KeyFlagDiffersFromKeyHeader) {
-  ExpectUsageError({"-H", "Idempotency-Key: a", "--idempotency-key", "b", "-d",
-                    "x", server_.OrdersUrl()},
-                   "call.idempotency_key: differs from the request's own "
-                   "idempotency header");
+  ExpectUsageError(
+      {"-H", "Idempotency-Key: a", "--idempotency-key", "b", "-d", "x", server_.OrdersUrl()},
+      "call.idempotency_key: differs from the request's own "
+      "idempotency header");
 }
 
 TEST_F(BadInputTest, StatusUrlWithoutKeyPlaceholderOrBad) {
-  ExpectUsageError(
-      {"--status-url", "http://127.0.0.1:1/status", server_.OrdersUrl()},
-      "--status-url: status_query.url_template: must contain {key}");
+  ExpectUsageError({"--status-url", "http://127.0.0.1:1/status", server_.OrdersUrl()},
+                   "--status-url: status_query.url_template: must contain {key}");
   ExpectUsageError({"--status-url", "gopher://h/{key}", server_.OrdersUrl()},
                    "--status-url: status_query.url_template: request.url: "
                    "unsupported scheme");
 }
 
 TEST_F(BadInputTest, PolicyFileMissingOrInvalid) {
-  ExpectUsageError(
-      {"--policy", "/nonexistent/policy.json", server_.OrdersUrl()},
-      "--policy: /nonexistent/policy.json: cannot open");
-  const std::string bad = TempFile(
-      "bad_policy.json", R"({"retryPolicy": {"maxAttempts": "three"}})");
-  ExpectUsageError({"--policy", bad, server_.OrdersUrl()},
-                   "$.retryPolicy.maxAttempts");
+  ExpectUsageError({"--policy", "/nonexistent/policy.json", server_.OrdersUrl()},
+                   "--policy: /nonexistent/policy.json: cannot open");
+  const std::string bad =
+      TempFile("bad_policy.json", R"({"retryPolicy": {"maxAttempts": "three"}})");
+  ExpectUsageError({"--policy", bad, server_.OrdersUrl()}, "$.retryPolicy.maxAttempts");
   std::remove(bad.c_str());
 }
 
@@ -606,11 +568,10 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
   CliRun run = RunCli({"--help"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("Usage: saferetry [OPTIONS] URL"));
-  for (const char* flag :
-       {"--request", "--data", "--header", "--idempotency-key",
-        "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
-        "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
-        "--summary-json", "--http1.1", "--http2", "--http2-prior-knowledge"}) {
+  for (const char* flag : {"--request", "--data", "--header", "--idempotency-key",
+                           "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
+                           "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
+                           "--summary-json", "--http1.1", "--http2", "--http2-prior-knowledge"}) {
     EXPECT_THAT(run.out, HasSubstr(flag));
   }
   EXPECT_EQ(run.err, "");
@@ -621,8 +582,7 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
 
 TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
   OrderService server(ServerOptions{});
-  CliRun run =
-      RunCli({"--summary-json", "-d", R"({"sku":"a"})", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "-d", R"({"sku":"a"})", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   ExpectSummaryFields(run.summary);
   const auto requests = server.orders_requests();
@@ -638,9 +598,8 @@ TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
   EXPECT_EQ(run.summary["http_status"], 201);
   EXPECT_EQ(run.summary["idempotency_key"], key);
   EXPECT_EQ(run.summary["resolved_by"], "response");
-  EXPECT_EQ(
-      run.summary["body"],
-      json({{"order", 1}, {"key", key}, {"body", R"({"sku":"a"})"}}).dump());
+  EXPECT_EQ(run.summary["body"],
+            json({{"order", 1}, {"key", key}, {"body", R"({"sku":"a"})"}}).dump());
   EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), AllOf(Ge(0), Lt(5000)));
   EXPECT_EQ(run.err, "");
   EXPECT_EQ(server.effects(), 1);
@@ -648,8 +607,7 @@ TEST(CliTest, PostSucceedsWithAFreshUuidKeySentBare) {
 
 TEST(CliTest, WithoutSummaryTheBodyGoesToStdoutAndTheOutcomeToStderr) {
   OrderService server(Scripted({Respond(201, "created\n", true)}));
-  CliRun run =
-      RunCli({"-d", "x", "--idempotency-key", "k-1", server.OrdersUrl()});
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-1", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_EQ(run.out, "created\n");
   EXPECT_EQ(run.err,
@@ -670,10 +628,8 @@ TEST(CliTest, EachInvocationMintsItsOwnKey) {
 
 TEST(CliTest, PatchGetsAKeyGetPutDeleteDoNot) {
   OrderService server(ServerOptions{});
-  CliRun patch =
-      RunCli({"--summary-json", "-X", "PATCH", "-d", "x", server.OrdersUrl()});
-  EXPECT_THAT(patch.summary["idempotency_key"].get<std::string>(),
-              MatchesRegex(kUuidV4));
+  CliRun patch = RunCli({"--summary-json", "-X", "PATCH", "-d", "x", server.OrdersUrl()});
+  EXPECT_THAT(patch.summary["idempotency_key"].get<std::string>(), MatchesRegex(kUuidV4));
   for (const char* method : {"GET", "PUT", "DELETE"}) {
     CliRun run = RunCli({"--summary-json", "-X", method, server.OrdersUrl()});
     EXPECT_EQ(run.exit_code, 0) << method;
@@ -684,8 +640,7 @@ TEST(CliTest, PatchGetsAKeyGetPutDeleteDoNot) {
   EXPECT_EQ(requests[0].method, "PATCH");
   EXPECT_EQ(requests[0].Header("Idempotency-Key"),
             patch.summary["idempotency_key"].get<std::string>());
-  for (int i = 1; i < 4; ++i)
-    EXPECT_EQ(requests[i].Header("Idempotency-Key"), std::nullopt);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(requests[i].Header("Idempotency-Key"), std::nullopt);
 }
 
 TEST(CliTest, MethodDefaultsToGetAndToPostWithABody) {
@@ -706,8 +661,7 @@ TEST(CliTest, DataFromFileAndFromStdinIsSentByteForByte) {
   const std::string contents("line 1\nline 2\r\n\x01\xff", 17);
   const std::string path = TempFile("body.bin", contents);
   EXPECT_EQ(RunCli({"-d", "@" + path, server.OrdersUrl()}).exit_code, 0);
-  EXPECT_EQ(RunCli({"-d", "@-", server.OrdersUrl()}, "from stdin").exit_code,
-            0);
+  EXPECT_EQ(RunCli({"-d", "@-", server.OrdersUrl()}, "from stdin").exit_code, 0);
   std::remove(path.c_str());
   const auto requests = server.orders_requests();
   ASSERT_EQ(requests.size(), 2u);
@@ -715,14 +669,12 @@ TEST(CliTest, DataFromFileAndFromStdinIsSentByteForByte) {
   EXPECT_EQ(requests[1].body, "from stdin");
 }
 
-TEST(CliTest,
-     ExplicitKeyIsSentBareOnEveryAttemptAndPercentEncodedInTheStatusUrl) {
+TEST(CliTest, ExplicitKeyIsSentBareOnEveryAttemptAndPercentEncodedInTheStatusUrl) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kDrop)};
   OrderService server(o);
-  CliRun run =
-      RunCli({"--summary-json", "--idempotency-key", "ord/1+x", "--status-url",
-              server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--idempotency-key", "ord/1+x", "--status-url",
+                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(Keys(server.orders_requests()), ElementsAre("ord/1+x"));
   const auto status = server.status_requests();
@@ -737,9 +689,8 @@ TEST(CliTest, HeadersGoOnEveryAttemptAndOnStatusQueriesExceptBodyHeaders) {
   ServerOptions o;
   o.script = {Respond(503), CommitThen(Fault::kDrop)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "-H", "X-Trace: t1", "-H",
-                       "Content-Type:application/json", "--status-url",
-                       server.StatusUrl(), "-d", "{}", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "-H", "X-Trace: t1", "-H", "Content-Type:application/json",
+                       "--status-url", server.StatusUrl(), "-d", "{}", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
   EXPECT_EQ(run.summary["status_queries"], 1);
@@ -762,8 +713,7 @@ TEST(CliTest, HeadersGoOnEveryAttemptAndOnStatusQueriesExceptBodyHeaders) {
 // Faults.
 
 TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
-  const std::string url =
-      "http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/orders";
+  const std::string url = "http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/orders";
   CliRun run = RunCli({"--summary-json", "-d", "x", url});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   ExpectSummaryFields(run.summary);
@@ -772,17 +722,14 @@ TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
   EXPECT_EQ(run.summary["attempts"], 3);
   EXPECT_EQ(run.summary["status_queries"], 0);
   EXPECT_TRUE(run.summary["http_status"].is_null());
-  EXPECT_THAT(run.summary["idempotency_key"].get<std::string>(),
-              MatchesRegex(kUuidV4));
+  EXPECT_THAT(run.summary["idempotency_key"].get<std::string>(), MatchesRegex(kUuidV4));
   EXPECT_TRUE(run.summary["resolved_by"].is_null());
   EXPECT_TRUE(run.summary["body"].is_null());
 
   CliRun plain = RunCli({"-d", "x", url});
   EXPECT_EQ(plain.exit_code, 1);
   EXPECT_EQ(plain.out, "");
-  EXPECT_THAT(
-      plain.err,
-      StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
+  EXPECT_THAT(plain.err, StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
 }
 
 // A policy file's response predicate, end to end: the server's 200 says
@@ -831,8 +778,7 @@ TEST(CliTest, CommitThenDropWithoutStatusUrlIsUnknown) {
   EXPECT_TRUE(run.summary["http_status"].is_null());
   EXPECT_TRUE(run.summary["resolved_by"].is_null());
   EXPECT_TRUE(run.summary["body"].is_null());
-  EXPECT_EQ(run.summary["idempotency_key"],
-            Keys(server.orders_requests()).at(0));
+  EXPECT_EQ(run.summary["idempotency_key"], Keys(server.orders_requests()).at(0));
   EXPECT_EQ(server.orders_requests().size(), 1u);
   EXPECT_EQ(server.effects(), 1);
 }
@@ -841,8 +787,7 @@ TEST(CliTest, UnknownPrintsNoBodyAndTheKeyOnStderr) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
   OrderService server(o);
-  CliRun run =
-      RunCli({"-d", "x", "--idempotency-key", "k-9", server.OrdersUrl()});
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-9", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err,
@@ -857,8 +802,8 @@ TEST(CliTest, CommitThenDropResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kDrop)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
-                       "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   ExpectSummaryFields(run.summary);
   const std::string key = Keys(server.orders_requests()).at(0);
@@ -868,8 +813,7 @@ TEST(CliTest, CommitThenDropResolvedByStatusQuery) {
   EXPECT_EQ(run.summary["status_queries"], 1);
   EXPECT_EQ(run.summary["http_status"], 200);
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
-  EXPECT_EQ(run.summary["body"],
-            json({{"order", 1}, {"key", key}, {"body", "x"}}).dump());
+  EXPECT_EQ(run.summary["body"], json({{"order", 1}, {"key", key}, {"body", "x"}}).dump());
   EXPECT_EQ(server.orders_requests().size(), 1u);
   EXPECT_EQ(server.effects(), 1);
 }
@@ -879,8 +823,7 @@ TEST(CliTest, CommitThenDropWithAssumeDedupResendsTheSameKey) {
   o.script = {CommitThen(Fault::kDrop)};
   o.dedup = true;
   OrderService server(o);
-  CliRun run = RunCli(
-      {"--summary-json", "--assume-dedup", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--assume-dedup", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
   EXPECT_EQ(run.summary["attempts"], 2);
@@ -898,9 +841,8 @@ TEST(CliTest, NoKeyMeansNoStatusQueryAndNoResend) {
   o.script = {CommitThen(Fault::kDrop)};
   o.dedup = true;
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--no-idempotency-key", "--status-url",
-                       server.StatusUrl(), "--assume-dedup", "-d", "x",
-                       server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--no-idempotency-key", "--status-url", server.StatusUrl(),
+                       "--assume-dedup", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
   EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
@@ -915,8 +857,7 @@ TEST(CliTest, HangAfterCommitEndsUnknownAtTheDeadline) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang)};
   OrderService server(o);
-  CliRun run = RunCli(
-      {"--summary-json", "--deadline", "700ms", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--deadline", "700ms", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
   EXPECT_EQ(run.summary["stop_reason"], "ambiguous_unresolved");
@@ -932,9 +873,8 @@ TEST(CliTest, HangAfterCommitWithAttemptTimeoutIsResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--deadline", "5s",
-                       "--attempt-timeout", "300ms", "--status-url",
-                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--deadline", "5s", "--attempt-timeout", "300ms",
+                       "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
   EXPECT_EQ(run.summary["attempts"], 1);
@@ -950,8 +890,8 @@ TEST(CliTest, HangAfterCommitWithDefaultsIsResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--deadline", "2s", "--status-url",
-                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--deadline", "2s", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
@@ -978,8 +918,7 @@ TEST(CliTest, GetThatHangsIsRetried) {
   ServerOptions o;
   o.script = {CommitThen(Fault::kHang), Respond(200, "fine")};
   OrderService server(o);
-  CliRun run = RunCli(
-      {"--summary-json", "--attempt-timeout", "200ms", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--attempt-timeout", "200ms", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
   EXPECT_EQ(run.summary["body"], "fine");
@@ -1001,8 +940,8 @@ TEST(CliTest, ResetBeforeCommitIsNotFoundByStatusQueryThenResent) {
   ServerOptions o;
   o.reset_connections = {0};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
-                       "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
   EXPECT_EQ(run.summary["attempts"], 2);
@@ -1019,8 +958,8 @@ TEST(CliTest, ResetBeforeCommitIsNotFoundByStatusQueryThenResent) {
 TEST(CliTest, ResetThenFirstTimeStoredErrorFails) {
   ServerOptions o;
   o.reset_connections = {0};
-  o.script = {WithHeaders(Respond(400, "sku out of stock"),
-                          {{"Idempotency-Key-State", "completed"}})};
+  o.script = {
+      WithHeaders(Respond(400, "sku out of stock"), {{"Idempotency-Key-State", "completed"}})};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "--deadline", "3s", "--status-url", server.StatusUrl(),
                        "-d", "x", server.OrdersUrl()});
@@ -1064,8 +1003,8 @@ TEST(CliTest, ExpiredKeyWithAStatusUrlSucceedsAndWithoutOneIsUnknown) {
               WithHeaders(Respond(410, "key expired"), {{"Idempotency-Key-State", "expired"}}),
               WithHeaders(Respond(410, "key expired"), {{"Idempotency-Key-State", "expired"}})};
   OrderService server(o);
-  const std::vector<std::string> base = {"--summary-json", "--idempotency-key", "order-0042",
-                                         "-d", "x"};
+  const std::vector<std::string> base = {"--summary-json", "--idempotency-key", "order-0042", "-d",
+                                         "x"};
   std::vector<std::string> first = base;
   first.push_back(server.OrdersUrl());
   ASSERT_EQ(RunCli(first).exit_code, 0);
@@ -1107,8 +1046,7 @@ TEST(CliTest, AlwaysUnavailableKeepsTryingUntilNoUsefulAttemptFits) {
     EXPECT_EQ(run.summary["outcome"], "FAILED");
     const auto at = server.arrivals();
     ASSERT_GE(at.size(), 2u);
-    const auto last_ms =
-        std::chrono::duration_cast<milliseconds>(at.back() - at.front()).count();
+    const auto last_ms = std::chrono::duration_cast<milliseconds>(at.back() - at.front()).count();
     EXPECT_GT(last_ms, 1000) << run.summary.dump();
     // It stopped right after that send (no wait it chose and then gave up
     // on): 1500 ms - 50 ms useful attempt - 10 ms margin is 1440 ms.
@@ -1171,7 +1109,8 @@ class PrivateCaServer {
                 "/srv.csr -subj '/CN=127.0.0.1'" + q) &&
           Shell("printf 'subjectAltName=IP:127.0.0.1\\n' > " + d + "/ext") &&
           Shell("openssl x509 -req -in " + d + "/srv.csr -CA " + d + "/ca.pem -CAkey " + d +
-                "/ca.key -CAcreateserial -out " + d + "/srv.pem -days 2 -extfile " + d + "/ext" + q) &&
+                "/ca.key -CAcreateserial -out " + d + "/srv.pem -days 2 -extfile " + d + "/ext" +
+                q) &&
           Shell("mkdir " + d + "/capath && cp " + d + "/ca.pem " + d +
                 "/capath/ && openssl rehash " + d + "/capath" + q);
     if (!ok_) return;
@@ -1293,8 +1232,8 @@ TEST(CliTest, NotFoundWithNoAttemptLeftIsUnknown) {
   ServerOptions o;
   o.reset_connections = {0};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "--status-url",
-                       server.StatusUrl(), "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
   EXPECT_EQ(run.summary["stop_reason"], "not_found_no_attempts_left");
@@ -1323,8 +1262,8 @@ TEST(CliTest, FiveHundredAfterCommitResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
-                       "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["resolved_by"], "status_query");
   EXPECT_EQ(run.summary["http_status"], 200);
@@ -1336,14 +1275,11 @@ TEST(CliTest, FiveHundredAfterCommitResolvedByStatusQuery) {
 TEST(CliTest, StatusQueryThatNeverAnswersLeavesItUnknown) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
-  o.status_script = {Respond(500, "status broken"),
-                     Respond(500, "status broken")};
+  o.status_script = {Respond(500, "status broken"), Respond(500, "status broken")};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "--policy",
-                       TempFile("two_queries.json",
-                                R"({"saferetry": {"maxStatusQueries": 2}})"),
-                       "--status-url", server.StatusUrl(), "-d", "x",
-                       server.OrdersUrl()});
+                       TempFile("two_queries.json", R"({"saferetry": {"maxStatusQueries": 2}})"),
+                       "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "status_queries_exhausted");
   EXPECT_EQ(run.summary["attempts"], 1);
@@ -1373,8 +1309,8 @@ TEST(CliTest, ConflictWithStatusUrlPollsInsteadOfResending) {
   ServerOptions o;
   o.script = {Respond(409, "in progress", true)};
   OrderService server(o);
-  CliRun run = RunCli({"--summary-json", "--status-url", server.StatusUrl(),
-                       "-d", "x", server.OrdersUrl()});
+  CliRun run =
+      RunCli({"--summary-json", "--status-url", server.StatusUrl(), "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 1);
   EXPECT_EQ(run.summary["status_queries"], 1);
@@ -1408,14 +1344,12 @@ TEST(CliTest, FailedPrintsTheBody) {
   CliRun run = RunCli({"-d", "x", "--no-idempotency-key", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.out, "sku unknown");
-  EXPECT_EQ(run.err,
-            "saferetry: FAILED (permanent_error) after 1 attempt, HTTP 422\n");
+  EXPECT_EQ(run.err, "saferetry: FAILED (permanent_error) after 1 attempt, HTTP 422\n");
 }
 
 TEST(CliTest, ServiceUnavailableUntilAttemptsRunOut) {
   ServerOptions o;
-  o.script = {Respond(503, "busy"), Respond(503, "busy"),
-              Respond(503, "still busy")};
+  o.script = {Respond(503, "busy"), Respond(503, "busy"), Respond(503, "still busy")};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -1431,8 +1365,7 @@ TEST(CliTest, RetryAfterSecondsIsHonoured) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503), {{"Retry-After", "1"}})};
   OrderService server(o);
-  CliRun run =
-      RunCli({"--summary-json", "--verbose", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--verbose", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
   const auto at = server.arrivals();
@@ -1440,17 +1373,12 @@ TEST(CliTest, RetryAfterSecondsIsHonoured) {
   EXPECT_THAT(std::chrono::duration_cast<milliseconds>(at[1] - at[0]).count(),
               AllOf(Ge(1000), Lt(1400)));
   EXPECT_THAT(run.summary["elapsed_ms"].get<int>(), Ge(1000));
-  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " +
-                                 server.OrdersUrl() + "\n"));
-  EXPECT_THAT(
-      run.err,
-      HasSubstr("saferetry: < attempt 1: delivery=response_received http=503 "
-                "class=retryable_transient"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " + server.OrdersUrl() + "\n"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: < attempt 1: delivery=response_received http=503 "
+                                 "class=retryable_transient"));
   EXPECT_THAT(run.err, HasSubstr("retry_after=1000.0ms"));
   EXPECT_THAT(run.err, HasSubstr("next_wait=1000.0ms (server hint)"));
-  EXPECT_THAT(
-      run.err,
-      HasSubstr("saferetry: < attempt 2: delivery=response_received http=201"));
+  EXPECT_THAT(run.err, HasSubstr("saferetry: < attempt 2: delivery=response_received http=201"));
 }
 
 TEST(CliTest, VerboseNeverPrintsUrlCredentialsOrSecretHeaders) {
@@ -1461,8 +1389,8 @@ TEST(CliTest, VerboseNeverPrintsUrlCredentialsOrSecretHeaders) {
   ASSERT_TRUE(clean.rfind("http://", 0) == 0);
   const std::string with_credentials = "http://bob:pa55word@" + clean.substr(7);
   CliRun run = RunCli({"--summary-json", "--verbose", "-d", "x", "-H",
-                       "Authorization: Bearer s3cr3t-token", "-H", "Cookie: session=abc123",
-                       "-H", "Proxy-Authorization: Basic pr0xy", with_credentials});
+                       "Authorization: Bearer s3cr3t-token", "-H", "Cookie: session=abc123", "-H",
+                       "Proxy-Authorization: Basic pr0xy", with_credentials});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 1: POST " + clean + "\n"));
   EXPECT_THAT(run.err, HasSubstr("saferetry: > attempt 2: POST " + clean + "\n"));
@@ -1473,8 +1401,8 @@ TEST(CliTest, VerboseNeverPrintsUrlCredentialsOrSecretHeaders) {
 }
 
 TEST(CliTest, TransportErrorsNeverPrintUrlCredentials) {
-  const std::string url = "http://bob:pa55word@127.0.0.1:" +
-                          std::to_string(UnusedLoopbackPort()) + "/orders";
+  const std::string url =
+      "http://bob:pa55word@127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/orders";
   CliRun verbose = RunCli({"--verbose", "--max-attempts", "1", "-d", "x", url});
   EXPECT_EQ(verbose.exit_code, 1) << verbose.err;
   EXPECT_THAT(verbose.err, HasSubstr("saferetry: > attempt 1: POST http://127.0.0.1:"));
@@ -1485,9 +1413,8 @@ TEST(CliTest, TransportErrorsNeverPrintUrlCredentials) {
 
 TEST(CliTest, RetryAfterDateIsMeasuredAgainstTheResponseDate) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503),
-                          {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
-                           {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
+  o.script = {WithHeaders(Respond(503), {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                                         {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
@@ -1501,8 +1428,7 @@ TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503, "later"), {{"Retry-After", "5"}})};
   OrderService server(o);
-  CliRun run = RunCli(
-      {"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["outcome"], "FAILED");
   EXPECT_EQ(run.summary["stop_reason"], "retry_after_beyond_deadline");
@@ -1515,8 +1441,7 @@ TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
 
 TEST(CliTest, DeadlineTooShortForAnyAttemptSendsNothing) {
   OrderService server(ServerOptions{});
-  CliRun run = RunCli(
-      {"--summary-json", "--deadline", "1ms", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--deadline", "1ms", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "deadline_exceeded");
   EXPECT_EQ(run.summary["attempts"], 0);
@@ -1530,12 +1455,12 @@ TEST(CliTest, DeadlineTooShortForAnyAttemptSendsNothing) {
 
 TEST(CliTest, MaxAttemptsAboveTheCapIsClampedWithAWarning) {
   OrderService server(Scripted(std::vector<Step>(12, Respond(503))));
-  const std::string fast = TempFile(
-      "fast.json",
-      R"({"retryPolicy": {"initialBackoff": "0.001s", "maxBackoff": "0.002s",
+  const std::string fast =
+      TempFile("fast.json",
+               R"({"retryPolicy": {"initialBackoff": "0.001s", "maxBackoff": "0.002s",
                       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}})");
-  CliRun run = RunCli({"--summary-json", "--policy", fast, "--max-attempts",
-                       "50", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli(
+      {"--summary-json", "--policy", fast, "--max-attempts", "50", "-d", "x", server.OrdersUrl()});
   std::remove(fast.c_str());
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
@@ -1548,8 +1473,7 @@ TEST(CliTest, MaxAttemptsAboveTheCapIsClampedWithAWarning) {
 
 TEST(CliTest, MaxAttemptsOne) {
   OrderService server(Scripted({Respond(503)}));
-  CliRun run = RunCli(
-      {"--summary-json", "--max-attempts", "1", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
   EXPECT_EQ(run.summary["attempts"], 1);
@@ -1559,10 +1483,9 @@ TEST(CliTest, PolicyDoNotRetryHeaderStopsTheCall) {
   ServerOptions o;
   o.script = {WithHeaders(Respond(503, "go away"), {{"X-Do-Not-Retry", "1"}})};
   OrderService server(o);
-  const std::string policy = TempFile(
-      "dnr.json", R"({"saferetry": {"doNotRetryHeader": "X-Do-Not-Retry"}})");
-  CliRun run = RunCli(
-      {"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  const std::string policy =
+      TempFile("dnr.json", R"({"saferetry": {"doNotRetryHeader": "X-Do-Not-Retry"}})");
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
   std::remove(policy.c_str());
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "server_do_not_retry");
@@ -1574,11 +1497,9 @@ TEST(CliTest, PolicyWithNoRetryBudgetStopsAtTheFirstRetry) {
   ServerOptions o;
   o.script = {Respond(503, "busy")};
   OrderService server(o);
-  const std::string policy =
-      TempFile("budget.json", R"({"saferetry": {"budget": "ratio",
+  const std::string policy = TempFile("budget.json", R"({"saferetry": {"budget": "ratio",
                                        "ratioBudget": {"percent": 0, "minPerSecond": 0}}})");
-  CliRun run = RunCli(
-      {"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "-d", "x", server.OrdersUrl()});
   std::remove(policy.c_str());
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["stop_reason"], "budget_exhausted");
@@ -1597,9 +1518,8 @@ TEST(CliTest, FlagsOverrideThePolicy) {
       R"({"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.002s",
                           "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
           "saferetry": {"idempotency": {"mode": "never"}, "serverDeduplicates": true}})");
-  CliRun run =
-      RunCli({"--summary-json", "--policy", policy, "--idempotency-key", "pk",
-              "--max-attempts", "2", "-d", "x", server.OrdersUrl()});
+  CliRun run = RunCli({"--summary-json", "--policy", policy, "--idempotency-key", "pk",
+                       "--max-attempts", "2", "-d", "x", server.OrdersUrl()});
   std::remove(policy.c_str());
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.summary["attempts"], 2);
@@ -1619,18 +1539,14 @@ TEST(CliTest, SigintWhileAnAttemptMayHaveBeenDeliveredIsUnknown) {
     ServerOptions o;
     o.script = {CommitThen(Fault::kHang)};
     OrderService server(o);
-    std::vector<std::string> args = {"--summary-json", "-d", "x",
-                                     server.OrdersUrl()};
-    if (with_status_url)
-      args.insert(args.begin(), {"--status-url", server.StatusUrl()});
+    std::vector<std::string> args = {"--summary-json", "-d", "x", server.OrdersUrl()};
+    if (with_status_url) args.insert(args.begin(), {"--status-url", server.StatusUrl()});
     Child child(args);
-    ASSERT_TRUE(
-        WaitUntil([&] { return server.orders_requests().size() == 1; }));
+    ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));
     const auto sent = Clock::now();
     ::kill(child.pid(), SIGINT);
     CliRun run = child.Wait();
-    const auto took =
-        std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
+    const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
     EXPECT_EQ(run.exit_code, 2) << run.err;
     EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
     EXPECT_EQ(run.summary["stop_reason"], "cancelled");
@@ -1648,13 +1564,11 @@ TEST(CliTest, SigintDuringAWaitAfterACleanRefusalFails) {
   OrderService server(o);
   Child child({"--summary-json", "-d", "x", server.OrdersUrl()});
   ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));
-  std::this_thread::sleep_for(
-      milliseconds(200));  // The answer arrives, the wait begins.
+  std::this_thread::sleep_for(milliseconds(200));  // The answer arrives, the wait begins.
   const auto sent = Clock::now();
   ::kill(child.pid(), SIGINT);
   CliRun run = child.Wait();
-  const auto took =
-      std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - sent);
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.summary["outcome"], "FAILED");
   EXPECT_EQ(run.summary["stop_reason"], "cancelled");
@@ -1675,9 +1589,8 @@ TEST(CliTest, TwentyConcurrentInvocationsWithOneKeyMakeOneEffect) {
   std::vector<std::unique_ptr<Child>> children;
   for (int i = 0; i < 20; ++i) {
     children.push_back(std::make_unique<Child>(std::vector<std::string>{
-        "--summary-json", "--idempotency-key", "order-42", "--max-attempts",
-        "10", "--deadline", "15s", "-d", R"({"sku":"a"})",
-        server.OrdersUrl()}));
+        "--summary-json", "--idempotency-key", "order-42", "--max-attempts", "10", "--deadline",
+        "15s", "-d", R"({"sku":"a"})", server.OrdersUrl()}));
   }
   std::set<std::string> bodies;
   for (auto& c : children) {
@@ -1728,8 +1641,7 @@ TEST(CliJournalTest, KillNineWhileTheAttemptHangsThenReconcileSucceedsByAStatusQ
   OrderService server(Scripted({CommitThen(Fault::kHang)}));
   const std::string journal = JournalPath("kill9");
   Child cli({"-d", R"({"sku":"a"})", "--idempotency-key", "order-kill-9", "--status-url",
-             server.StatusUrl(), "--deadline", "1500ms", "--journal", journal,
-             server.OrdersUrl()});
+             server.StatusUrl(), "--deadline", "1500ms", "--journal", journal, server.OrdersUrl()});
   // The order is committed and the attempt hangs: kill the tool there.
   ASSERT_TRUE(WaitUntil([&] { return server.effects() == 1; }));
   ASSERT_TRUE(cli.KillNine());
@@ -1748,8 +1660,9 @@ TEST(CliJournalTest, KillNineWhileTheAttemptHangsThenReconcileSucceedsByAStatusQ
   EXPECT_TRUE(skipped[0]["claim_owner"].is_string());
   EXPECT_THAT(skipped[0]["claim_until"].get<std::string>(),
               MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z"));
-  EXPECT_THAT(claimed.err, HasSubstr("0 tried (0 resolved: 0 succeeded, 0 failed; 0 still unknown), "
-                                     "1 claimed (the next claim ends "));
+  EXPECT_THAT(claimed.err,
+              HasSubstr("0 tried (0 resolved: 0 succeeded, 0 failed; 0 still unknown), "
+                        "1 claimed (the next claim ends "));
   EXPECT_EQ(server.status_requests().size(), 0u);
 
   CliRun run;
@@ -1793,13 +1706,13 @@ TEST(CliJournalTest, ReconcileWaitsForClaimsWithinItsBoundAndFailsOnlyOnUnresolv
   ASSERT_TRUE(WaitUntil([&] { return server.effects() == 1; }));
   ASSERT_TRUE(cli.KillNine());
   // Too short a wait: still claimed, exit 0.
-  CliRun short_wait = RunCli({"reconcile", "--journal", journal, "--older-than", "0s",
-                              "--wait-for-claims", "100ms"});
+  CliRun short_wait = RunCli(
+      {"reconcile", "--journal", journal, "--older-than", "0s", "--wait-for-claims", "100ms"});
   EXPECT_EQ(short_wait.exit_code, 0) << short_wait.err;
   EXPECT_THAT(short_wait.out, HasSubstr("\"skipped\":\"claimed\""));
   // Long enough (the claim ends 1 s + 2 s after the call's start).
-  CliRun waited = RunCli({"reconcile", "--journal", journal, "--older-than", "0s",
-                          "--wait-for-claims", "6s"});
+  CliRun waited =
+      RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--wait-for-claims", "6s"});
   EXPECT_EQ(waited.exit_code, 0) << waited.err;
   std::vector<json> lines = JsonLines(waited.out);
   ASSERT_EQ(lines.size(), 1u) << waited.out;
@@ -1817,7 +1730,8 @@ TEST(CliJournalTest, ReconcileWaitsForClaimsWithinItsBoundAndFailsOnlyOnUnresolv
   CliRun unresolved = RunCli({"reconcile", "--journal", journal2, "--older-than", "0s",
                               "--status-url", dropped.StatusUrl()});
   EXPECT_EQ(unresolved.exit_code, 2) << unresolved.err;
-  EXPECT_THAT(unresolved.err, HasSubstr("1 tried (0 resolved: 0 succeeded, 0 failed; 1 still unknown)"));
+  EXPECT_THAT(unresolved.err,
+              HasSubstr("1 tried (0 resolved: 0 succeeded, 0 failed; 1 still unknown)"));
 }
 
 TEST(CliJournalTest, JournaledCallThatSucceededLeavesNothingToReconcile) {
@@ -1875,8 +1789,8 @@ TEST(CliJournalTest, NotFoundStaysUnknownUnlessFenced) {
   CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-fence", "--max-attempts", "1",
                        "--journal", journal, server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
-  const std::vector<std::string> reconcile = {"reconcile", "--journal", journal, "--older-than",
-                                              "0s", "--status-url", server.StatusUrl()};
+  const std::vector<std::string> reconcile = {
+      "reconcile", "--journal", journal, "--older-than", "0s", "--status-url", server.StatusUrl()};
 
   CliRun unfenced = RunCli(reconcile);
   EXPECT_EQ(unfenced.exit_code, 2) << unfenced.err;
@@ -1905,28 +1819,27 @@ TEST(CliJournalTest, NotFoundStaysUnknownUnlessFenced) {
 TEST(CliJournalTest, PruneDeletesResolvedIntentsOnly) {
   OrderService server(ServerOptions{});
   const std::string journal = JournalPath("prune");
-  ASSERT_EQ(RunCli({"-d", "x", "--idempotency-key", "k-pruned", "--journal", journal,
-                    server.OrdersUrl()})
-                .exit_code,
-            0);
-  CliRun pruned =
-      RunCli({"reconcile", "--journal", journal, "--prune-older-than", "0s"});
+  ASSERT_EQ(
+      RunCli({"-d", "x", "--idempotency-key", "k-pruned", "--journal", journal, server.OrdersUrl()})
+          .exit_code,
+      0);
+  CliRun pruned = RunCli({"reconcile", "--journal", journal, "--prune-older-than", "0s"});
   EXPECT_EQ(pruned.exit_code, 0) << pruned.err;
   // Pruned: the key may now be recorded for another request.
-  CliRun reuse = RunCli({"-d", "other", "--idempotency-key", "k-pruned", "--journal", journal,
-                         server.OrdersUrl()});
+  CliRun reuse = RunCli(
+      {"-d", "other", "--idempotency-key", "k-pruned", "--journal", journal, server.OrdersUrl()});
   EXPECT_EQ(reuse.exit_code, 0) << reuse.err;
 }
 
 TEST(CliJournalTest, KeyReusedWithAnotherBodyIsRefusedAcrossInvocations) {
   OrderService server(ServerOptions{});
   const std::string journal = JournalPath("reuse");
-  ASSERT_EQ(RunCli({"-d", "a", "--idempotency-key", "k-reuse", "--journal", journal,
-                    server.OrdersUrl()})
-                .exit_code,
-            0);
-  CliRun reuse = RunCli({"-d", "b", "--idempotency-key", "k-reuse", "--journal", journal,
-                         server.OrdersUrl()});
+  ASSERT_EQ(
+      RunCli({"-d", "a", "--idempotency-key", "k-reuse", "--journal", journal, server.OrdersUrl()})
+          .exit_code,
+      0);
+  CliRun reuse =
+      RunCli({"-d", "b", "--idempotency-key", "k-reuse", "--journal", journal, server.OrdersUrl()});
   EXPECT_EQ(reuse.exit_code, 64) << reuse.err;
   EXPECT_THAT(reuse.err, HasSubstr("idempotency_key"));
   EXPECT_EQ(server.orders_requests().size(), 1u);
@@ -1964,12 +1877,12 @@ TEST(CliJournalTest, ReconcileQueriesAnH2cStatusServerWithPriorKnowledge) {
   std::ofstream(status.DocumentRoot() + "/k-h2") << R"({"order_id":7})";
   OrderService server(Scripted({CommitThen(Fault::kDrop)}));
   const std::string journal = JournalPath("h2");
-  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-h2", "--max-attempts", "1",
-                       "--journal", journal, server.OrdersUrl()});
+  CliRun run = RunCli({"-d", "x", "--idempotency-key", "k-h2", "--max-attempts", "1", "--journal",
+                       journal, server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   const std::string status_url = status.Url("/{key}");
-  CliRun h1 = RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--status-url",
-                      status_url});
+  CliRun h1 =
+      RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--status-url", status_url});
   EXPECT_EQ(h1.exit_code, 2) << h1.err;
   CliRun h2 = RunCli({"reconcile", "--journal", journal, "--older-than", "0s", "--status-url",
                       status_url, "--http2-prior-knowledge"});
@@ -2025,16 +1938,16 @@ TEST(CliPostgresJournalTest, KillNineWhileTheAttemptHangsThenReconcileElsewhereS
   const std::string journal = PostgresUri();
   OrderService server(Scripted({CommitThen(Fault::kHang)}));
   Child cli({"-d", R"({"sku":"a"})", "--idempotency-key", "order-pg-kill-9", "--status-url",
-             server.StatusUrl(), "--deadline", "1500ms", "--journal", journal,
-             "--journal-schema", schema, server.OrdersUrl()});
+             server.StatusUrl(), "--deadline", "1500ms", "--journal", journal, "--journal-schema",
+             schema, server.OrdersUrl()});
   ASSERT_TRUE(WaitUntil([&] { return server.effects() == 1; }));
   ASSERT_TRUE(cli.KillNine());
 
   CliRun run;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        run = RunCli({"reconcile", "--journal", journal, "--journal-schema", schema,
-                      "--older-than", "0s"});
+        run = RunCli(
+            {"reconcile", "--journal", journal, "--journal-schema", schema, "--older-than", "0s"});
         return run.out.find("\"outcome\"") != std::string::npos || run.exit_code != 0;
       },
       milliseconds(10000)));
@@ -2050,13 +1963,13 @@ TEST(CliPostgresJournalTest, KillNineWhileTheAttemptHangsThenReconcileElsewhereS
   EXPECT_EQ(server.status_requests().size(), 1u);
 
   // The journal is in the schema given, and the intent is resolved there.
-  CliRun again = RunCli({"reconcile", "--journal", journal, "--journal-schema", schema,
-                         "--older-than", "0s"});
+  CliRun again =
+      RunCli({"reconcile", "--journal", journal, "--journal-schema", schema, "--older-than", "0s"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out, "");
   // --journal-schema is for PostgreSQL only; a bad schema name is bad input to the journal.
-  CliRun sqlite_schema = RunCli({"reconcile", "--journal", JournalPath("pg-schema"),
-                                 "--journal-schema", schema});
+  CliRun sqlite_schema =
+      RunCli({"reconcile", "--journal", JournalPath("pg-schema"), "--journal-schema", schema});
   EXPECT_EQ(sqlite_schema.exit_code, 74);
   EXPECT_THAT(sqlite_schema.err, HasSubstr("--journal-schema: only for a PostgreSQL journal"));
   (void)PgAdmin("DROP SCHEMA " + schema + " CASCADE");

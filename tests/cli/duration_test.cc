@@ -12,12 +12,12 @@ namespace saferetry {
 namespace internal {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 Duration Parsed(std::string_view text) {
   absl::StatusOr<Duration> d = ParseDuration(text);
@@ -69,9 +69,11 @@ TEST(ParseDurationTest, RejectsEmptyZeroNegativeAndFractions) {
   EXPECT_THAT(ErrorOf("0s"), StartsWith("invalid duration \"0s\": must be > 0"));
   EXPECT_THAT(ErrorOf("0ms0s"), StartsWith("invalid duration \"0ms0s\": must be > 0"));
   EXPECT_THAT(ErrorOf("-1s"), StartsWith("invalid duration \"-1s\": must not be negative"));
-  EXPECT_THAT(ErrorOf("1.5s"), StartsWith("invalid duration \"1.5s\": fractions are not supported"));
+  EXPECT_THAT(ErrorOf("1.5s"),
+              StartsWith("invalid duration \"1.5s\": fractions are not supported"));
   EXPECT_THAT(ErrorOf(".5s"), StartsWith("invalid duration \".5s\": fractions are not supported"));
-  EXPECT_THAT(ErrorOf("+1s"), StartsWith("invalid duration \"+1s\": expected a digit at position 0"));
+  EXPECT_THAT(ErrorOf("+1s"),
+              StartsWith("invalid duration \"+1s\": expected a digit at position 0"));
 }
 
 TEST(ParseDurationTest, RejectsMissingAndUnknownUnits) {
@@ -82,7 +84,8 @@ TEST(ParseDurationTest, RejectsMissingAndUnknownUnits) {
   EXPECT_THAT(ErrorOf("1 s"), StartsWith("invalid duration \"1 s\": unknown unit \" s\""));
   EXPECT_THAT(ErrorOf("1d"), StartsWith("invalid duration \"1d\": unknown unit \"d\""));
   EXPECT_THAT(ErrorOf("s"), StartsWith("invalid duration \"s\": expected a digit at position 0"));
-  EXPECT_THAT(ErrorOf(" 1s"), StartsWith("invalid duration \" 1s\": expected a digit at position 0"));
+  EXPECT_THAT(ErrorOf(" 1s"),
+              StartsWith("invalid duration \" 1s\": expected a digit at position 0"));
   EXPECT_THAT(ErrorOf("1s "), StartsWith("invalid duration \"1s \": unknown unit \"s \""));
 }
 

@@ -153,18 +153,25 @@ TEST(SummaryTest, EveryStopReasonByName) {
 
 TEST(SummaryTest, BodyBytesThatAreNotUtf8AreReplaced) {
   CallResult r = Result(Outcome::kSucceeded, StopReason::kSuccess, 1, 0);
-  r.last_response = MakeResponse(200, std::string("a\xff" "b\n\"", 5));
+  r.last_response = MakeResponse(200, std::string("a\xff"
+                                                  "b\n\"",
+                                                  5));
   const std::string text = SummaryText(r, milliseconds(0));
-  EXPECT_THAT(text, ::testing::HasSubstr(R"("body":"a)" "\xEF\xBF\xBD" R"(b\n\""})"));
-  EXPECT_EQ(nlohmann::json::parse(text)["body"], "a\xEF\xBF\xBD" "b\n\"");
+  EXPECT_THAT(text, ::testing::HasSubstr(R"("body":"a)"
+                                         "\xEF\xBF\xBD"
+                                         R"(b\n\""})"));
+  EXPECT_EQ(nlohmann::json::parse(text)["body"],
+            "a\xEF\xBF\xBD"
+            "b\n\"");
 }
 
 TEST(OutcomeLineTest, Succeeded) {
   CallResult r = Result(Outcome::kSucceeded, StopReason::kSuccess, 1, 0);
   r.last_response = MakeResponse(201, "");
   r.idempotency_key = "k-1";
-  EXPECT_EQ(OutcomeLine(r), "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201; "
-                            "idempotency key k-1");
+  EXPECT_EQ(OutcomeLine(r),
+            "saferetry: SUCCEEDED (success) after 1 attempt, HTTP 201; "
+            "idempotency key k-1");
 }
 
 TEST(OutcomeLineTest, SucceededByStatusQuery) {
@@ -172,8 +179,9 @@ TEST(OutcomeLineTest, SucceededByStatusQuery) {
   r.last_response = MakeResponse(200, "");
   r.resolved_by_status_query = true;
   r.idempotency_key = "k";
-  EXPECT_EQ(OutcomeLine(r), "saferetry: SUCCEEDED (success) after 1 attempt and 1 status query, "
-                            "HTTP 200 from the status query; idempotency key k");
+  EXPECT_EQ(OutcomeLine(r),
+            "saferetry: SUCCEEDED (success) after 1 attempt and 1 status query, "
+            "HTTP 200 from the status query; idempotency key k");
 }
 
 TEST(OutcomeLineTest, FailedWithTransportError) {
@@ -221,7 +229,8 @@ TEST(DescribeEvidenceTest, RedirectsAndTheTraceparentSent) {
   ev.classification = AttemptClass::kSuccess;
   ev.reason = "2xx";
   ev.redirects = 2;
-  ev.trace_id = ParseTraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")->trace_id;
+  ev.trace_id =
+      ParseTraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")->trace_id;
   ev.span_id = SpanId{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
   EXPECT_EQ(DescribeEvidence(ev),
             "attempt 1: delivery=response_received http=200 class=success (2xx) took=0.0ms "

@@ -33,8 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::optional<saferetry::WallTime> when = saferetry::ParseHttpDate(value);
   if (when.has_value()) {
     const absl::Time t = absl::FromChrono(*when);
-    const std::string again =
-        absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", t, absl::UTCTimeZone());
+    const std::string again = absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", t, absl::UTCTimeZone());
     const absl::CivilSecond cs = absl::ToCivilSecond(t, absl::UTCTimeZone());
     // Far dates saturate at the ends of the clock's range; only dates well inside it
     // must round-trip.
@@ -48,9 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (date.has_value()) headers.emplace_back("Date", std::string(*date));
   saferetry::HintOptions options;
   const saferetry::ServerHints hints = saferetry::ExtractServerHints(headers, now, options);
-  if (hints.retry_after.has_value() &&
-      (*hints.retry_after < saferetry::Duration::zero() ||
-       *hints.retry_after > options.max_retry_after)) {
+  if (hints.retry_after.has_value() && (*hints.retry_after < saferetry::Duration::zero() ||
+                                        *hints.retry_after > options.max_retry_after)) {
     std::abort();
   }
   // A hint above the maximum is reported at the maximum, and flagged.

@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (policy.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     return 0;
   }
-  const absl::StatusOr<saferetry::Policy> again = saferetry::LoadPolicy(saferetry::DumpPolicy(*policy));
+  const absl::StatusOr<saferetry::Policy> again =
+      saferetry::LoadPolicy(saferetry::DumpPolicy(*policy));
   if (!again.ok() || *again != *policy) std::abort();
   // A policy the reader accepted builds.
   if (!saferetry::ToRetryPolicy(*policy).ok()) std::abort();

@@ -30,10 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view line = next_line();
     if (line == "--") break;
     const std::size_t colon = line.find(':');
-    request.headers.emplace_back(std::string(line.substr(0, colon)),
-                                 colon == std::string_view::npos
-                                     ? std::string()
-                                     : std::string(line.substr(colon + 1)));
+    request.headers.emplace_back(
+        std::string(line.substr(0, colon)),
+        colon == std::string_view::npos ? std::string() : std::string(line.substr(colon + 1)));
   }
   request.body = std::string(in);
 

@@ -51,9 +51,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   saferetry::StatusQuery query;
   query.url_template = std::string(url_template);
   if (saferetry::ValidateStatusQuery(query).ok()) {
-    saferetry::Request original{"POST", "http://127.0.0.1:8080/orders",
+    saferetry::Request original{"POST",
+                                "http://127.0.0.1:8080/orders",
                                 {{"Content-Type", "application/json"}, {"Accept", "*/*"}},
-                                "{}", saferetry::Idempotency::kFromMethod};
+                                "{}",
+                                saferetry::Idempotency::kFromMethod};
     const saferetry::Request get = saferetry::BuildStatusQueryRequest(query, original, key);
     if (get.method != "GET" || !get.body.empty()) std::abort();
     for (const saferetry::Header& h : get.headers) {

@@ -23,7 +23,8 @@ int main() {
   if (!client.ok()) return 1;
   saferetry::CallOptions call;
   call.status_url = "http://orders.test/orders/by-key/{key}";
-  saferetry::CallResult r = (*client)->Execute({"POST", "http://orders.test/orders", {}, "{}"}, call);
+  saferetry::CallResult r =
+      (*client)->Execute({"POST", "http://orders.test/orders", {}, "{}"}, call);
   std::printf("%s %d\n", std::string(saferetry::OutcomeName(r.outcome)).c_str(),
               server->total_effects());
   return r.outcome == saferetry::Outcome::kSucceeded && server->total_effects() == 1 ? 0 : 1;

@@ -29,14 +29,15 @@ int main() {
   w.body = "{}";
   w.idempotency_key = "k-1";
   saferetry::server::Work work;
-  work.effect = [](saferetry::server::Transaction&)
-      -> absl::StatusOr<saferetry::server::StoredResponse> {
+  work.effect =
+      [](saferetry::server::Transaction&) -> absl::StatusOr<saferetry::server::StoredResponse> {
     return saferetry::server::StoredResponse{201, R"({"thing":1})"};
   };
   auto first = (*handler)->HandleWrite(w, work);
   auto again = (*handler)->HandleWrite(w, work);
   auto pg = saferetry::server::OpenPostgresStore({}, {});
-  std::printf("%d %d %s\n", first.status, again.status, again.Header("Idempotent-Replayed").c_str());
+  std::printf("%d %d %s\n", first.status, again.status,
+              again.Header("Idempotent-Replayed").c_str());
   std::system((std::string("rm -rf ") + dir).c_str());
   return first.status == 201 && again.status == 201 &&
                  again.Header("Idempotent-Replayed") == "true" &&

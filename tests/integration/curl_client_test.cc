@@ -85,9 +85,7 @@ std::vector<std::string> Paths(const std::vector<ReceivedRequest>& rs) {
 TEST(CurlClientTest, ConnectionRefusedIsRetriedAndFails) {
   auto client = MakeClient();
   CallResult r = client->Execute(
-      Post("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) +
-               "/orders",
-           "{}"),
+      Post("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/orders", "{}"),
       FastCall());
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -100,13 +98,10 @@ TEST(CurlClientTest, ConnectionRefusedIsRetriedAndFails) {
 
 TEST(CurlClientTest, AcceptedThenClosedUnreadIsUnknown) {
   LoopbackServer server(
-      [](const ReceivedRequest&, LoopbackConnection&) {
-        return AfterRequest::kClose;
-      },
+      [](const ReceivedRequest&, LoopbackConnection&) { return AfterRequest::kClose; },
       [](int) { return false; });
   auto client = MakeClient();
-  CallResult r =
-      client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
+  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(r.attempts, 1);
@@ -117,12 +112,10 @@ TEST(CurlClientTest, AcceptedThenClosedUnreadIsUnknown) {
 }
 
 TEST(CurlClientTest, RequestReadThenClosedIsUnknownWithOneCopy) {
-  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection&) {
-    return AfterRequest::kClose;
-  });
+  LoopbackServer server(
+      [](const ReceivedRequest&, LoopbackConnection&) { return AfterRequest::kClose; });
   auto client = MakeClient();
-  CallResult r =
-      client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
+  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), FastCall());
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(r.attempts, 1);
@@ -135,21 +128,19 @@ TEST(CurlClientTest, RequestReadThenClosedIsUnknownWithOneCopy) {
 
 TEST(CurlClientTest, CommittedThenResponseLostIsResolvedByStatusQuery) {
   std::atomic<int> orders{0};
-  LoopbackServer server(
-      [&](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.method == "POST") {
-          orders.fetch_add(1);
-          conn.Write("HTTP/1.1 201 Cre");  // Committed; the answer is lost.
-          return AfterRequest::kClose;
-        }
-        conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":1}"));
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([&](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.method == "POST") {
+      orders.fetch_add(1);
+      conn.Write("HTTP/1.1 201 Cre");  // Committed; the answer is lost.
+      return AfterRequest::kClose;
+    }
+    conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":1}"));
+    return AfterRequest::kKeepAlive;
+  });
   auto client = MakeClient();
   CallOptions call = FastCall();
   call.status_url = server.Url("/orders/by-key/{key}");
-  CallResult r =
-      client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), call);
+  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"sku\":1}"), call);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
   EXPECT_TRUE(r.resolved_by_status_query);
@@ -186,8 +177,7 @@ TEST(CurlClientTest, HeadersDelayedPastAttemptTimeoutThenRetriedGet) {
   EXPECT_EQ(r.stop_reason, StopReason::kSuccess);
   EXPECT_EQ(r.attempts, 2);
   ASSERT_EQ(r.evidence.size(), 2u);
-  EXPECT_EQ(r.evidence[0].transport_status.code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.evidence[0].transport_status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(r.evidence[0].delivery, Delivery::kMaybeDelivered);
   EXPECT_EQ(r.last_response->body, "fresh");
   EXPECT_EQ(server.requests().size(), 2u);
@@ -231,8 +221,7 @@ TEST(CurlClientTest, BodyStalledMidwayThenRetriedGet) {
   EXPECT_EQ(r.attempts, 2);
   ASSERT_EQ(r.evidence.size(), 2u);
   EXPECT_EQ(r.evidence[0].delivery, Delivery::kResponseReceived);
-  EXPECT_EQ(r.evidence[0].transport_status.code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.evidence[0].transport_status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(r.last_response->body, "helloworld");
   EXPECT_EQ(server.requests().size(), 2u);
 }
@@ -270,11 +259,8 @@ TEST(CurlClientTest, RetryAfterDateIsMeasuredAgainstTheDateHeader) {
   const std::time_t server_now = std::time(nullptr) - 3600;
   LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
     if (seen.fetch_add(1) == 0) {
-      conn.Write(
-          LoopbackServer::Reply(503,
-                                {{"Date", HttpDate(server_now)},
-                                 {"Retry-After", HttpDate(server_now + 1)}},
-                                ""));
+      conn.Write(LoopbackServer::Reply(
+          503, {{"Date", HttpDate(server_now)}, {"Retry-After", HttpDate(server_now + 1)}}, ""));
     } else {
       conn.Write(LoopbackServer::Reply(200, {}, "ok"));
     }
@@ -305,15 +291,14 @@ TEST(CurlClientTest, UnprocessableOnKeyedPostIsPermanent) {
 }
 
 TEST(CurlClientTest, ConflictOnKeyedPostPollsTheStatus) {
-  LoopbackServer server(
-      [](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.method == "POST") {
-          conn.Write(LoopbackServer::Reply(409, {}, "in progress"));
-        } else {
-          conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":7}"));
-        }
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.method == "POST") {
+      conn.Write(LoopbackServer::Reply(409, {}, "in progress"));
+    } else {
+      conn.Write(LoopbackServer::Reply(200, {}, "{\"order\":7}"));
+    }
+    return AfterRequest::kKeepAlive;
+  });
   auto client = MakeClient();
   CallOptions call = FastCall();
   call.status_url = server.Url("/orders/by-key/{key}");
@@ -324,8 +309,7 @@ TEST(CurlClientTest, ConflictOnKeyedPostPollsTheStatus) {
   EXPECT_EQ(r.status_queries, 1);
   EXPECT_EQ(r.evidence[0].classification, AttemptClass::kInProgress);
   EXPECT_THAT(Paths(server.requests()),
-              ::testing::ElementsAre(
-                  "POST /orders", "GET /orders/by-key/" + *r.idempotency_key));
+              ::testing::ElementsAre("POST /orders", "GET /orders/by-key/" + *r.idempotency_key));
 }
 
 TEST(CurlClientTest, BodyOverTheCapIsASucceededTruncatedCall) {
@@ -349,8 +333,7 @@ TEST(CurlClientTest, BodyOverTheCapIsASucceededTruncatedCall) {
 
 TEST(CurlClientTest, ChunkedResponseSucceeds) {
   LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
-    conn.Write(
-        LoopbackServer::ChunkedReply(201, {}, {"{\"or", "der\":", "3}"}));
+    conn.Write(LoopbackServer::ChunkedReply(201, {}, {"{\"or", "der\":", "3}"}));
     return AfterRequest::kKeepAlive;
   });
   auto client = MakeClient();
@@ -396,19 +379,15 @@ TEST(CurlClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
 }
 
 TEST(CurlClientTest, HiddenResendOnKeptAliveConnectionLeavesOneCopy) {
-  LoopbackServer server(
-      [](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.body == "{\"n\":2}")
-          return AfterRequest::kClose;  // Committed; answer lost.
-        conn.Write(LoopbackServer::Reply(201, {}, "ok"));
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.body == "{\"n\":2}") return AfterRequest::kClose;  // Committed; answer lost.
+    conn.Write(LoopbackServer::Reply(201, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
   auto client = MakeClient();
-  CallResult first =
-      client->Execute(Post(server.Url("/orders"), "{\"n\":1}"), FastCall());
+  CallResult first = client->Execute(Post(server.Url("/orders"), "{\"n\":1}"), FastCall());
   ASSERT_EQ(first.outcome, Outcome::kSucceeded);
-  CallResult r =
-      client->Execute(Post(server.Url("/orders"), "{\"n\":2}"), FastCall());
+  CallResult r = client->Execute(Post(server.Url("/orders"), "{\"n\":2}"), FastCall());
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(r.attempts, 1);
@@ -426,8 +405,7 @@ TEST(CurlClientTest, BadUrlSendsNothing) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
   EXPECT_EQ(r.attempts, 0);
-  EXPECT_THAT(std::string(r.status.message()),
-              ::testing::StartsWith("request.url"));
+  EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("request.url"));
 }
 
 }  // namespace

@@ -67,8 +67,12 @@ TEST(CurlConcurrencyTest, EightThreadsShareOneClient) {
             ++succeeded;
             if (r.last_response->body != req.body) ++wrong;
             break;
-          case Outcome::kFailed: ++failed; break;
-          case Outcome::kUnknown: ++unknown; break;
+          case Outcome::kFailed:
+            ++failed;
+            break;
+          case Outcome::kUnknown:
+            ++unknown;
+            break;
         }
       }
     });

@@ -37,9 +37,9 @@ using ::testing::Pair;
 using ::testing::StartsWith;
 using testkit::NghttpdServer;
 
-#define SKIP_WITHOUT_NGHTTPD()                                                     \
-  if (NghttpdServer::Executable().empty()) {                                       \
-    GTEST_SKIP() << "nghttpd is not installed (Debian package nghttp2-server)";    \
+#define SKIP_WITHOUT_NGHTTPD()                                                  \
+  if (NghttpdServer::Executable().empty()) {                                    \
+    GTEST_SKIP() << "nghttpd is not installed (Debian package nghttp2-server)"; \
   }
 
 AttemptOptions Bounded() {
@@ -202,9 +202,10 @@ TEST(CurlHttp2Test, Http11OverTlsOffersOnlyHttp11) {
 class RawH2Server {
  public:
   enum class Ending {
-    kAnswer200,       ///< HEADERS ":status 200", END_STREAM.
-    kRefuseStream,    ///< RST_STREAM REFUSED_STREAM: "not processed" (RFC 9113 §8.7).
-    kGoawayAfterRead, ///< GOAWAY last-stream-id 1, NO_ERROR, then close: "may have been processed".
+    kAnswer200,        ///< HEADERS ":status 200", END_STREAM.
+    kRefuseStream,     ///< RST_STREAM REFUSED_STREAM: "not processed" (RFC 9113 §8.7).
+    kGoawayAfterRead,  ///< GOAWAY last-stream-id 1, NO_ERROR, then close: "may have been
+                       ///< processed".
   };
 
   /// Connection i ends its stream with endings[i] (the last one after).
@@ -373,8 +374,8 @@ TEST(CurlHttp2Test, GoawayAfterTheStreamWasProcessedIsMaybeDelivered) {
     RawH2Server server({RawH2Server::Ending::kGoawayAfterRead});
     ASSERT_TRUE(server.ok());
     const Request post = PostTo(server.Url("/o"));
-    TransportResult r = multi ? SendMulti(PriorKnowledge(), post)
-                              : SendBlocking(PriorKnowledge(), post);
+    TransportResult r =
+        multi ? SendMulti(PriorKnowledge(), post) : SendBlocking(PriorKnowledge(), post);
     EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
     EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered) << r.status;
     EXPECT_FALSE(r.response.has_value());

@@ -28,8 +28,8 @@ using ::saferetry::testkit::AfterRequest;
 using ::saferetry::testkit::LoopbackConnection;
 using ::saferetry::testkit::LoopbackServer;
 using ::saferetry::testkit::ReceivedRequest;
-using ::testing::ElementsAre;
 using std::chrono::milliseconds;
+using ::testing::ElementsAre;
 
 constexpr char kParent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 constexpr char kTraceId[] = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -221,8 +221,8 @@ TEST(CurlTraceContextTest, AMalformedContextIsDroppedAndTheCallGoesOn) {
   RetriedCallServer s;
   auto client = MakeClient();
   CallOptions call = FastCall(s.server().Url("/orders/by-key/{key}"));
-  call.trace_context = TraceContext{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-                                    kState};
+  call.trace_context =
+      TraceContext{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", kState};
   CallResult r = client->Execute(PostWithItsOwnTraceparent(s.server().Url("/orders")), call);
   ASSERT_EQ(r.outcome, Outcome::kSucceeded) << r.status;
   const std::vector<ReceivedRequest> seen = s.server().requests();

@@ -17,8 +17,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -66,8 +66,7 @@ AttemptOptions WithTimeout(Duration timeout) {
   return o;
 }
 
-LoopbackServer::Handler AlwaysReply(int status, Headers headers,
-                                    std::string body) {
+LoopbackServer::Handler AlwaysReply(int status, Headers headers, std::string body) {
   return [=](const ReceivedRequest&, LoopbackConnection& conn) {
     conn.Write(LoopbackServer::Reply(status, headers, body));
     return AfterRequest::kKeepAlive;
@@ -75,8 +74,7 @@ LoopbackServer::Handler AlwaysReply(int status, Headers headers,
 }
 
 TEST(CurlTransportTest, GetReturnsResponseHeadersBodyAndTimings) {
-  LoopbackServer server(
-      AlwaysReply(200, {{"X-Trace", "abc"}, {"Retry-After", "7"}}, "hello"));
+  LoopbackServer server(AlwaysReply(200, {{"X-Trace", "abc"}, {"Retry-After", "7"}}, "hello"));
   auto transport = MakeTransport();
   TransportResult r = transport->Send(Get(server.Url("/items?id=1")), {});
   ASSERT_TRUE(r.status.ok()) << r.status;
@@ -85,9 +83,8 @@ TEST(CurlTransportTest, GetReturnsResponseHeadersBodyAndTimings) {
   EXPECT_EQ(r.response->status_code, 200);
   EXPECT_EQ(r.response->body, "hello");
   EXPECT_FALSE(r.response->body_truncated);
-  EXPECT_THAT(r.response->headers,
-              ElementsAre(Pair("X-Trace", "abc"), Pair("Retry-After", "7"),
-                          Pair("Content-Length", "5")));
+  EXPECT_THAT(r.response->headers, ElementsAre(Pair("X-Trace", "abc"), Pair("Retry-After", "7"),
+                                               Pair("Content-Length", "5")));
   // A fresh connection: connect happened, then the first byte, then the end.
   EXPECT_GT(r.timings.connect, Duration(0));
   EXPECT_GE(r.timings.first_byte, r.timings.connect);
@@ -107,8 +104,7 @@ TEST(CurlTransportTest, KeepAliveReusesOneConnection) {
   LoopbackServer server(AlwaysReply(200, {}, "ok"));
   auto transport = MakeTransport();
   for (int i = 0; i < 3; ++i) {
-    TransportResult r =
-        transport->Send(Post(server.Url("/o"), "b" + std::to_string(i)), {});
+    TransportResult r = transport->Send(Post(server.Url("/o"), "b" + std::to_string(i)), {});
     ASSERT_TRUE(r.status.ok()) << r.status;
   }
   auto got = server.requests();
@@ -143,9 +139,8 @@ TEST(CurlTransportTest, PostSendsContentLengthWithoutExpectOrFormType) {
   // Request headers first, then the extra ones, in order.
   std::vector<std::string> names;
   for (const auto& h : got[0].headers) names.push_back(h.first);
-  EXPECT_THAT(names,
-              ::testing::IsSupersetOf({"X-A", "X-Empty", "Idempotency-Key",
-                                       "X-Request-Timeout-Ms"}));
+  EXPECT_THAT(names, ::testing::IsSupersetOf(
+                         {"X-A", "X-Empty", "Idempotency-Key", "X-Request-Timeout-Ms"}));
   auto pos = [&](const std::string& n) {
     return std::find(names.begin(), names.end(), n) - names.begin();
   };
@@ -185,20 +180,16 @@ TEST(CurlTransportTest, OtherMethodsHeadPutDelete) {
 TEST(CurlTransportTest, ConnectionRefusedIsNotSent) {
   auto transport = MakeTransport();
   TransportResult r = transport->Send(
-      Post("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/o",
-           "x"),
-      {});
+      Post("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()) + "/o", "x"), {});
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_EQ(r.delivery, Delivery::kNotSent);
   EXPECT_FALSE(r.response.has_value());
 }
 
 TEST(CurlTransportTest, AcceptedThenClosedUnreadMayHaveBeenDelivered) {
-  LoopbackServer server(AlwaysReply(200, {}, "never"),
-                        [](int) { return false; });
+  LoopbackServer server(AlwaysReply(200, {}, "never"), [](int) { return false; });
   auto transport = MakeTransport();
-  TransportResult r = transport->Send(Post(server.Url("/o"), "x"),
-                                      WithTimeout(milliseconds(2000)));
+  TransportResult r = transport->Send(Post(server.Url("/o"), "x"), WithTimeout(milliseconds(2000)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   // The client cannot tell "closed unread" from "read, acted, then closed".
   EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
@@ -207,12 +198,11 @@ TEST(CurlTransportTest, AcceptedThenClosedUnreadMayHaveBeenDelivered) {
 }
 
 TEST(CurlTransportTest, RequestReadThenClosedMayHaveBeenDelivered) {
-  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection&) {
-    return AfterRequest::kClose;
-  });
+  LoopbackServer server(
+      [](const ReceivedRequest&, LoopbackConnection&) { return AfterRequest::kClose; });
   auto transport = MakeTransport();
-  TransportResult r = transport->Send(Post(server.Url("/o"), "pay"),
-                                      WithTimeout(milliseconds(2000)));
+  TransportResult r =
+      transport->Send(Post(server.Url("/o"), "pay"), WithTimeout(milliseconds(2000)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_THAT(r.status.message(), HasSubstr("Server returned nothing"));
   EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
@@ -226,8 +216,8 @@ TEST(CurlTransportTest, HalfAStatusLineThenCloseMayHaveBeenDelivered) {
     return AfterRequest::kClose;
   });
   auto transport = MakeTransport();
-  TransportResult r = transport->Send(Post(server.Url("/o"), "pay"),
-                                      WithTimeout(milliseconds(2000)));
+  TransportResult r =
+      transport->Send(Post(server.Url("/o"), "pay"), WithTimeout(milliseconds(2000)));
   EXPECT_FALSE(r.status.ok());
   EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
   EXPECT_FALSE(r.response.has_value());
@@ -241,8 +231,8 @@ TEST(CurlTransportTest, HeadersDelayedPastTimeout) {
   });
   auto transport = MakeTransport();
   const auto start = std::chrono::steady_clock::now();
-  TransportResult r = transport->Send(Post(server.Url("/slow"), "x"),
-                                      WithTimeout(milliseconds(150)));
+  TransportResult r =
+      transport->Send(Post(server.Url("/slow"), "x"), WithTimeout(milliseconds(150)));
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
   EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
@@ -258,8 +248,7 @@ TEST(CurlTransportTest, BodyStalledMidwayKeepsPartialResponse) {
     return AfterRequest::kClose;
   });
   auto transport = MakeTransport();
-  TransportResult r = transport->Send(Get(server.Url("/stall")),
-                                      WithTimeout(milliseconds(150)));
+  TransportResult r = transport->Send(Get(server.Url("/stall")), WithTimeout(milliseconds(150)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
   EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
   ASSERT_TRUE(r.response.has_value());
@@ -273,8 +262,7 @@ TEST(CurlTransportTest, BodyCutShortByCloseIsAnErrorWithResponse) {
     return AfterRequest::kClose;
   });
   auto transport = MakeTransport();
-  TransportResult r =
-      transport->Send(Get(server.Url("/cut")), WithTimeout(milliseconds(2000)));
+  TransportResult r = transport->Send(Get(server.Url("/cut")), WithTimeout(milliseconds(2000)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
   EXPECT_EQ(r.response->body, "hel");
@@ -282,8 +270,7 @@ TEST(CurlTransportTest, BodyCutShortByCloseIsAnErrorWithResponse) {
 
 TEST(CurlTransportTest, ChunkedResponseIsReassembled) {
   LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
-    conn.Write(LoopbackServer::ChunkedReply(200, {{"X-Kind", "chunked"}},
-                                            {"ab", "cde", "f"}));
+    conn.Write(LoopbackServer::ChunkedReply(200, {{"X-Kind", "chunked"}}, {"ab", "cde", "f"}));
     return AfterRequest::kKeepAlive;
   });
   auto transport = MakeTransport();
@@ -297,17 +284,15 @@ TEST(CurlTransportTest, ChunkedResponseIsReassembled) {
 }
 
 TEST(CurlTransportTest, BodyOverTheCapIsCutAndStillASuccess) {
-  LoopbackServer server(
-      [](const ReceivedRequest& req, LoopbackConnection& conn) {
-        const std::string big(100, 'z');
-        if (req.target == "/chunked") {
-          conn.Write(LoopbackServer::ChunkedReply(
-              200, {}, {big.substr(0, 7), big.substr(7)}));
-        } else {
-          conn.Write(LoopbackServer::Reply(200, {}, big));
-        }
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    const std::string big(100, 'z');
+    if (req.target == "/chunked") {
+      conn.Write(LoopbackServer::ChunkedReply(200, {}, {big.substr(0, 7), big.substr(7)}));
+    } else {
+      conn.Write(LoopbackServer::Reply(200, {}, big));
+    }
+    return AfterRequest::kKeepAlive;
+  });
   CurlTransportOptions options;
   options.max_response_body = 10;
   auto transport = MakeTransport(options);
@@ -320,8 +305,7 @@ TEST(CurlTransportTest, BodyOverTheCapIsCutAndStillASuccess) {
   }
   // Exactly at the cap is not truncated.
   options.max_response_body = 100;
-  TransportResult exact =
-      MakeTransport(options)->Send(Get(server.Url("/fixed")), {});
+  TransportResult exact = MakeTransport(options)->Send(Get(server.Url("/fixed")), {});
   ASSERT_TRUE(exact.status.ok());
   EXPECT_EQ(exact.response->body.size(), 100u);
   EXPECT_FALSE(exact.response->body_truncated);
@@ -343,30 +327,26 @@ TEST(CurlTransportTest, HeadersOfTheFinalResponseOnlyWithFoldingAndRepeats) {
   EXPECT_EQ(r.response->status_code, 503);
   EXPECT_THAT(
       r.response->headers,
-      ElementsAre(Pair("Retry-After", "2"), Pair("Set-Cookie", "a=1"),
-                  Pair("Set-Cookie", "b=2"), Pair("X-Folded", "one two"),
-                  Pair("Content-Length", "0")));
+      ElementsAre(Pair("Retry-After", "2"), Pair("Set-Cookie", "a=1"), Pair("Set-Cookie", "b=2"),
+                  Pair("X-Folded", "one two"), Pair("Content-Length", "0")));
 }
 
 // The premise of the resend guard: plain libcurl 7.88 sends a POST body a
 // second time, on a new connection, when the kept-alive connection closes
 // after reading the request and before any response byte.
 TEST(CurlTransportTest, PlainLibcurlResendsAPostOnADeadReusedConnection) {
-  LoopbackServer server(
-      [](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.body == "second" && req.connection == 0)
-          return AfterRequest::kClose;
-        conn.Write(LoopbackServer::Reply(200, {}, "ok"));
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.body == "second" && req.connection == 0) return AfterRequest::kClose;
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
   curl_global_init(CURL_GLOBAL_DEFAULT);
   CURL* c = curl_easy_init();
   const std::string url = server.Url("/o");
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION,
-      +[](char*, size_t s, size_t n, void*) -> size_t { return s * n; });
+      c, CURLOPT_WRITEFUNCTION, +[](char*, size_t s, size_t n, void*) -> size_t { return s * n; });
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, "first");
   EXPECT_EQ(curl_easy_perform(c), CURLE_OK);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, "second");
@@ -385,21 +365,17 @@ class HiddenResendTest : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(HiddenResendTest, SecondPostOnKeptAliveConnectionIsSentOnce) {
   const std::string second_body(GetParam(), 'b');
-  LoopbackServer server(
-      [](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.target == "/second")
-          return AfterRequest::kClose;  // Committed; answer lost.
-        conn.Write(LoopbackServer::Reply(200, {}, "ok"));
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.target == "/second") return AfterRequest::kClose;  // Committed; answer lost.
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
   auto transport = MakeTransport();
-  ASSERT_TRUE(
-      transport->Send(Post(server.Url("/first"), "one"), {}).status.ok());
-  TransportResult r = transport->Send(Post(server.Url("/second"), second_body),
-                                      WithTimeout(milliseconds(2000)));
+  ASSERT_TRUE(transport->Send(Post(server.Url("/first"), "one"), {}).status.ok());
+  TransportResult r =
+      transport->Send(Post(server.Url("/second"), second_body), WithTimeout(milliseconds(2000)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
-  EXPECT_THAT(r.status.message(),
-              HasSubstr("resend of an unsafe request was refused"));
+  EXPECT_THAT(r.status.message(), HasSubstr("resend of an unsafe request was refused"));
   EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
   auto got = server.requests();
   ASSERT_EQ(got.size(), 2u);
@@ -411,24 +387,20 @@ TEST_P(HiddenResendTest, SecondPostOnKeptAliveConnectionIsSentOnce) {
 INSTANTIATE_TEST_SUITE_P(WithAndWithoutBody, HiddenResendTest,
                          // Small (sent with the headers), none, and large
                          // (streamed through the read callback).
-                         ::testing::Values(std::size_t{3}, std::size_t{0},
-                                           std::size_t{100 * 1024}),
+                         ::testing::Values(std::size_t{3}, std::size_t{0}, std::size_t{100 * 1024}),
                          [](const ::testing::TestParamInfo<std::size_t>& p) {
-                           return p.param == 0
-                                      ? std::string("NoBody")
-                                      : "Body" + std::to_string(p.param);
+                           return p.param == 0 ? std::string("NoBody")
+                                               : "Body" + std::to_string(p.param);
                          });
 
 TEST(CurlTransportTest, IdempotentRequestMayBeResentByLibcurl) {
   // Harmless by definition, and documented: a GET on a dead reused
   // connection is sent again once by libcurl.
-  LoopbackServer server(
-      [](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.target == "/second" && req.connection == 0)
-          return AfterRequest::kClose;
-        conn.Write(LoopbackServer::Reply(200, {}, "ok"));
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.target == "/second" && req.connection == 0) return AfterRequest::kClose;
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
   auto transport = MakeTransport();
   ASSERT_TRUE(transport->Send(Get(server.Url("/first")), {}).status.ok());
   TransportResult r = transport->Send(Get(server.Url("/second")), {});
@@ -454,10 +426,8 @@ TEST(CurlTransportTest, BadInputIsRefusedBeforeSending) {
   };
   for (const auto& c : cases) {
     TransportResult r = transport->Send(c.request, {});
-    EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument)
-        << c.request.url;
-    EXPECT_THAT(std::string(r.status.message()), StartsWith(c.field))
-        << r.status;
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << c.request.url;
+    EXPECT_THAT(std::string(r.status.message()), StartsWith(c.field)) << r.status;
     EXPECT_EQ(r.delivery, Delivery::kNotSent);
   }
   Headers extra = {{"X-Key", "v\n"}};
@@ -468,8 +438,7 @@ TEST(CurlTransportTest, BadInputIsRefusedBeforeSending) {
   EXPECT_THAT(std::string(r.status.message()), StartsWith("extra_headers[0]"));
   r = transport->Send(Get(server.Url("/")), WithTimeout(milliseconds(-5)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status.message()),
-              StartsWith("timeout: must be >= 0"));
+  EXPECT_THAT(std::string(r.status.message()), StartsWith("timeout: must be >= 0"));
   r = transport->Send(Get(server.Url("/")), WithTimeout(Duration(0)));
   EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(r.delivery, Delivery::kNotSent);
@@ -480,20 +449,16 @@ TEST(CurlTransportTest, BadInputIsRefusedBeforeSending) {
 TEST(CurlTransportTest, FactoryRejectsBadOptionsNamingTheField) {
   CurlTransportOptions o;
   o.max_idle_handles = 0;
-  EXPECT_EQ(MakeCurlTransport(o).status().message(),
-            "max_idle_handles: must be >= 1, got 0");
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "max_idle_handles: must be >= 1, got 0");
   o = {};
   o.max_redirects = -1;
-  EXPECT_EQ(MakeCurlTransport(o).status().message(),
-            "max_redirects: must be >= 0, got -1");
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "max_redirects: must be >= 0, got -1");
   o = {};
   o.max_response_body = 0;
-  EXPECT_EQ(MakeCurlTransport(o).status().message(),
-            "max_response_body: must be > 0, got 0");
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "max_response_body: must be > 0, got 0");
   o = {};
   o.user_agent = "a\r\nX: y";
-  EXPECT_EQ(MakeCurlTransport(o).status().message(),
-            "user_agent: must not contain CR, LF or NUL");
+  EXPECT_EQ(MakeCurlTransport(o).status().message(), "user_agent: must not contain CR, LF or NUL");
 }
 
 TEST(CurlTransportTest, CancelledTokenSendsNothing) {
@@ -543,22 +508,18 @@ TEST(CurlTransportTest, RedirectsAreNotFollowedByDefault) {
 
 TEST(CurlTransportTest, RedirectsKeepCredentialsOnTheSameHostOnly) {
   LoopbackServer other(AlwaysReply(200, {}, "other"));
-  LoopbackServer server(
-      [&](const ReceivedRequest& req, LoopbackConnection& conn) {
-        if (req.target == "/start") {
-          conn.Write(LoopbackServer::Reply(307, {{"Location", "/same"}}, ""));
-        } else if (req.target == "/same") {
-          conn.Write(LoopbackServer::Reply(
-              308, {{"Location", other.Url("/away")}}, ""));
-        }
-        return AfterRequest::kKeepAlive;
-      });
+  LoopbackServer server([&](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.target == "/start") {
+      conn.Write(LoopbackServer::Reply(307, {{"Location", "/same"}}, ""));
+    } else if (req.target == "/same") {
+      conn.Write(LoopbackServer::Reply(308, {{"Location", other.Url("/away")}}, ""));
+    }
+    return AfterRequest::kKeepAlive;
+  });
   CurlTransportOptions options;
   options.follow_redirects = true;
   Request req = Post(server.Url("/start"), "body");
-  req.headers = {{"Authorization", "Bearer s3cret"},
-                 {"Cookie", "sid=1"},
-                 {"X-Keep", "yes"}};
+  req.headers = {{"Authorization", "Bearer s3cret"}, {"Cookie", "sid=1"}, {"X-Keep", "yes"}};
   TransportResult r = MakeTransport(options)->Send(req, {});
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.response->body, "other");
@@ -612,8 +573,8 @@ class ScopedProxyEnvironment {
   }
 
  private:
-  static constexpr const char* kNames[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
-                                           "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+  static constexpr const char* kNames[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                           "HTTPS_PROXY", "all_proxy",  "ALL_PROXY"};
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 

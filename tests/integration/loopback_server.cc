@@ -34,23 +34,35 @@ bool SameName(std::string_view a, std::string_view b) {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 302: return "Found";
-    case 307: return "Temporary Redirect";
-    case 404: return "Not Found";
-    case 409: return "Conflict";
-    case 422: return "Unprocessable Content";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 204:
+      return "No Content";
+    case 302:
+      return "Found";
+    case 307:
+      return "Temporary Redirect";
+    case 404:
+      return "Not Found";
+    case 409:
+      return "Conflict";
+    case 422:
+      return "Unprocessable Content";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
   }
 }
 
@@ -243,7 +255,8 @@ void LoopbackServer::Serve(int fd, int index) {
       if (sp1 == std::string_view::npos || sp2 == sp1) goto done;
       req.method = std::string(line.substr(0, sp1));
       req.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
-      std::string_view rest = eol == std::string_view::npos ? std::string_view() : head.substr(eol + 2);
+      std::string_view rest =
+          eol == std::string_view::npos ? std::string_view() : head.substr(eol + 2);
       while (!rest.empty()) {
         std::size_t e = rest.find("\r\n");
         std::string_view h = rest.substr(0, e);
@@ -270,11 +283,10 @@ void LoopbackServer::Serve(int fd, int index) {
     if (after != AfterRequest::kKeepAlive) break;
     if (stopping_.load()) break;
   }
-done:
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
-  }
+done : {
+  std::lock_guard<std::mutex> lock(mu_);
+  open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
+}
   if (after == AfterRequest::kReset) SetAbortiveClose(fd);
   ::close(fd);
   closed_.fetch_add(1);

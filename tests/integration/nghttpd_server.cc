@@ -148,8 +148,8 @@ NghttpdServer::~NghttpdServer() {
 }
 
 std::string NghttpdServer::Url(std::string_view path) const {
-  return std::string(mode_ == Mode::kTls ? "https" : "http") + "://127.0.0.1:" +
-         std::to_string(port_) + std::string(path);
+  return std::string(mode_ == Mode::kTls ? "https" : "http") +
+         "://127.0.0.1:" + std::to_string(port_) + std::string(path);
 }
 
 }  // namespace testkit

@@ -24,19 +24,32 @@ using ::testing::IsEmpty;
 
 std::string_view ScenarioName(Scenario s) {
   switch (s) {
-    case Scenario::kAnswer: return "answer";
-    case Scenario::kRefused: return "refused";
-    case Scenario::kResetBeforeRead: return "reset before read";
-    case Scenario::kResetAfterRead: return "reset after read";
-    case Scenario::kHang: return "hang";
-    case Scenario::kPartialStatusLine: return "partial status line";
-    case Scenario::kPartialHeaders: return "partial headers";
-    case Scenario::kPartialBody: return "partial body";
-    case Scenario::kSlowBody: return "slow body";
-    case Scenario::kStalledBody: return "stalled body";
-    case Scenario::kOverCap: return "over the body cap";
-    case Scenario::kIdleCloseAfterAnswer: return "idle close after the answer";
-    case Scenario::kCloseAfterReadingNext: return "close after reading the next request";
+    case Scenario::kAnswer:
+      return "answer";
+    case Scenario::kRefused:
+      return "refused";
+    case Scenario::kResetBeforeRead:
+      return "reset before read";
+    case Scenario::kResetAfterRead:
+      return "reset after read";
+    case Scenario::kHang:
+      return "hang";
+    case Scenario::kPartialStatusLine:
+      return "partial status line";
+    case Scenario::kPartialHeaders:
+      return "partial headers";
+    case Scenario::kPartialBody:
+      return "partial body";
+    case Scenario::kSlowBody:
+      return "slow body";
+    case Scenario::kStalledBody:
+      return "stalled body";
+    case Scenario::kOverCap:
+      return "over the body cap";
+    case Scenario::kIdleCloseAfterAnswer:
+      return "idle close after the answer";
+    case Scenario::kCloseAfterReadingNext:
+      return "close after reading the next request";
   }
   return "?";
 }
@@ -63,8 +76,8 @@ std::vector<std::string> DeliveryViolations(const Request& request, const Transp
   std::vector<std::string> out;
   const std::size_t bytes = after.bytes - before.bytes;
   if (result.delivery == Delivery::kNotSent && bytes > 0) {
-    out.push_back(absl::StrCat("delivery kNotSent, but ", bytes,
-                               " bytes of the request reached the server"));
+    out.push_back(
+        absl::StrCat("delivery kNotSent, but ", bytes, " bytes of the request reached the server"));
   }
   if (result.response.has_value() != (result.delivery == Delivery::kResponseReceived)) {
     out.push_back(result.response.has_value() ? "a response without kResponseReceived"
@@ -97,8 +110,8 @@ std::vector<std::string> TimingViolations(const PhaseTimings& t) {
     if (d < Duration::zero()) out.push_back(absl::StrCat(name, " is negative"));
     if (d <= Duration::zero()) continue;
     if (last_name != nullptr && d < last) {
-      out.push_back(absl::StrCat(name, " (", d.count(), "ns) before ", last_name, " (",
-                                 last.count(), "ns)"));
+      out.push_back(
+          absl::StrCat(name, " (", d.count(), "ns) before ", last_name, " (", last.count(), "ns)"));
     }
     if (d > t.total) out.push_back(absl::StrCat(name, " after total"));
     last_name = name;
@@ -184,7 +197,8 @@ LoopbackHarness::LoopbackHarness(Scenario scenario) : scenario_(scenario) {
 }
 
 std::string LoopbackHarness::Url(std::string_view path) {
-  if (server_ == nullptr) return absl::StrCat("http://127.0.0.1:", refused_port_, std::string(path));
+  if (server_ == nullptr)
+    return absl::StrCat("http://127.0.0.1:", refused_port_, std::string(path));
   return server_->Url(path);
 }
 

@@ -7,6 +7,8 @@
 // Then the suite's own check, shown to catch transports that break the
 // delivery rule.
 
+#include "transport_conformance.h"
+
 #include <chrono>
 #include <future>
 #include <memory>
@@ -25,7 +27,6 @@
 #include "saferetry/testing/async_fake_transport.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_transport.h"
-#include "transport_conformance.h"
 
 namespace saferetry {
 namespace testkit {
@@ -148,9 +149,8 @@ class MultiHarness final : public LoopbackHarness {
         state->cancelled.set_value(transport_->Cancel(id));
         return;
       }
-      loop_->AddTimer(*after, [this, state, id] {
-        state->cancelled.set_value(transport_->Cancel(id));
-      });
+      loop_->AddTimer(*after,
+                      [this, state, id] { state->cancelled.set_value(transport_->Cancel(id)); });
     });
     CancelledAttempt c;
     if (cancelled.wait_for(seconds(20)) != std::future_status::ready) {
@@ -272,9 +272,7 @@ class FakeHarness final : public TransportHarness {
         clock_(std::make_shared<FakeClock>()),
         transport_(std::make_shared<FakeTransport>(clock_)) {}
 
-  std::string Url(std::string_view path) override {
-    return "http://fake.test" + std::string(path);
-  }
+  std::string Url(std::string_view path) override { return "http://fake.test" + std::string(path); }
   ServerView Server() override { return server_.view(); }
   void AwaitServerClosed(int) override {}
   TimePoint Now() override { return clock_->Now(); }
@@ -311,9 +309,7 @@ class AsyncFakeHarness final : public TransportHarness {
         loop_(std::make_shared<FakeEventLoop>(clock_)),
         transport_(std::make_shared<AsyncFakeTransport>(loop_, clock_)) {}
 
-  std::string Url(std::string_view path) override {
-    return "http://fake.test" + std::string(path);
-  }
+  std::string Url(std::string_view path) override { return "http://fake.test" + std::string(path); }
   ServerView Server() override { return server_.view(); }
   void AwaitServerClosed(int) override {}
   TimePoint Now() override { return clock_->Now(); }
@@ -334,8 +330,8 @@ class AsyncFakeHarness final : public TransportHarness {
                                  std::optional<Duration> after) override {
     CancelledAttempt c;
     // Cancelled before its step ran, the attempt never reached the server.
-    Step step = after.has_value() ? server_.Take(request, options.extra_headers)
-                                  : Step::TimeoutAfterSend();
+    Step step =
+        after.has_value() ? server_.Take(request, options.extra_headers) : Step::TimeoutAfterSend();
     transport_->Push(std::move(step));
     const AsyncTransport::AttemptId id =
         transport_->Start(request, options, [&](TransportResult) { c.callback_ran = true; });
@@ -379,27 +375,27 @@ TransportTraits AsyncFakeTraits() {
 
 INSTANTIATE_TEST_SUITE_P(
     Transports, TransportConformance,
-    ::testing::Values(
-        TransportFactory{"BlockingCurl",
-                         [](Scenario s) -> std::unique_ptr<TransportHarness> {
-                           return std::make_unique<BlockingHarness>(s, CurlTransport());
-                         },
-                         LibcurlTraits()},
-        TransportFactory{"MultiCurl",
-                         [](Scenario s) -> std::unique_ptr<TransportHarness> {
-                           return std::make_unique<MultiHarness>(s);
-                         },
-                         LibcurlTraits()},
-        TransportFactory{"Fake",
-                         [](Scenario s) -> std::unique_ptr<TransportHarness> {
-                           return std::make_unique<FakeHarness>(s);
-                         },
-                         FakeTraits()},
-        TransportFactory{"AsyncFake",
-                         [](Scenario s) -> std::unique_ptr<TransportHarness> {
-                           return std::make_unique<AsyncFakeHarness>(s);
-                         },
-                         AsyncFakeTraits()}),
+    ::testing::Values(TransportFactory{"BlockingCurl",
+                                       [](Scenario s) -> std::unique_ptr<TransportHarness> {
+                                         return std::make_unique<BlockingHarness>(s,
+                                                                                  CurlTransport());
+                                       },
+                                       LibcurlTraits()},
+                      TransportFactory{"MultiCurl",
+                                       [](Scenario s) -> std::unique_ptr<TransportHarness> {
+                                         return std::make_unique<MultiHarness>(s);
+                                       },
+                                       LibcurlTraits()},
+                      TransportFactory{"Fake",
+                                       [](Scenario s) -> std::unique_ptr<TransportHarness> {
+                                         return std::make_unique<FakeHarness>(s);
+                                       },
+                                       FakeTraits()},
+                      TransportFactory{"AsyncFake",
+                                       [](Scenario s) -> std::unique_ptr<TransportHarness> {
+                                         return std::make_unique<AsyncFakeHarness>(s);
+                                       },
+                                       AsyncFakeTraits()}),
     TransportFactoryName);
 
 // ---------------------------------------------------------------------------

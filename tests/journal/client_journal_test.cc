@@ -11,8 +11,8 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -111,7 +111,8 @@ class ClientJournalTest : public ::testing::Test {
   }
 
   static Request Order(std::string body = R"({"sku":"a"})") {
-    return Request{"POST", "http://user:pw@orders.test/orders",
+    return Request{"POST",
+                   "http://user:pw@orders.test/orders",
                    {{"Authorization", "Bearer secret"}, {"Content-Type", "application/json"}},
                    std::move(body)};
   }
@@ -671,8 +672,8 @@ TEST_F(ResolveTest, ARetryAfterBeyondTheTimeoutEndsTheResolveUnknown) {
 
 TEST_F(ResolveTest, ClaimedByAnotherOwnerIsLeftAlone) {
   LeaveUnknown();
-  ASSERT_TRUE(memory_->Claim("k-1", "someone-else", clock_->WallNow() + std::chrono::minutes(1))
-                  .value());
+  ASSERT_TRUE(
+      memory_->Claim("k-1", "someone-else", clock_->WallNow() + std::chrono::minutes(1)).value());
   const int sent_before = transport_->send_count();
   CallResult r = MakeClient()->Resolve("k-1", ResolveOptions{});
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
@@ -854,8 +855,7 @@ TEST_F(ReconcilerTest, InFlightAndTooRecentIntentsAreReported) {
 TEST_F(ReconcilerTest, WaitsForAClaimThatRunsOutWithinTheBound) {
   LeaveUnknown("k-1");
   ASSERT_TRUE(
-      memory_->Claim("k-1", "killed-process", clock_->WallNow() + std::chrono::seconds(3))
-          .value());
+      memory_->Claim("k-1", "killed-process", clock_->WallNow() + std::chrono::seconds(3)).value());
   transport_->Push(Step::Respond(200, {}, R"({"id":1})"));
   ReconcilerOptions options;
   options.older_than = std::chrono::milliseconds(0);

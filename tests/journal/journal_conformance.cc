@@ -59,8 +59,7 @@ std::shared_ptr<IntentJournal> JournalConformance::Open(const JournalOptions& op
 
 Intent JournalConformance::NewIntent(const std::string& key, const std::string& body,
                                      milliseconds deadline) {
-  Request r{"POST", "https://orders.internal/orders", {{"Content-Type", "application/json"}},
-            body};
+  Request r{"POST", "https://orders.internal/orders", {{"Content-Type", "application/json"}}, body};
   const WallTime now = clock_->WallNow();
   return MakeIntent(r, key, "https://orders.internal/orders/by-key/{key}", now, now + deadline);
 }
@@ -118,8 +117,8 @@ TEST_P(JournalConformance, RecordSameIntentReturnsTheStoredOneInAnyState) {
   EXPECT_EQ(again->intent.attempt, 1);
   EXPECT_EQ(again->intent.created, clock_->WallNow() - seconds(1));  // the first record's
 
-  ASSERT_TRUE(journal_->Finish("k-1", IntentState::kSucceeded, {201, "succeeded", "response", ""})
-                  .ok());
+  ASSERT_TRUE(
+      journal_->Finish("k-1", IntentState::kSucceeded, {201, "succeeded", "response", ""}).ok());
   again = journal_->Record(NewIntent("k-1"));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(again->created);
@@ -163,8 +162,14 @@ TEST_P(JournalConformance, RecordRejectsBadInputNamingTheField) {
       {[](Intent& i) { i.deadline = WallTime{}; }, "deadline"},
       {[](Intent& i) { i.deadline = i.created - milliseconds(1); }, "deadline"},
       {[](Intent& i) { i.deadline = WallTime::max(); }, "deadline"},
-      {[](Intent& i) { i.headers.push_back({"X-Evil", "a\r\nHost: b"}); }, "headers"},
-      {[](Intent& i) { i.headers.push_back({"Bad Name", "v"}); }, "headers"},
+      {[](Intent& i) {
+         i.headers.push_back({"X-Evil", "a\r\nHost: b"});
+       },
+       "headers"},
+      {[](Intent& i) {
+         i.headers.push_back({"Bad Name", "v"});
+       },
+       "headers"},
   };
   for (const Case& c : cases) {
     Intent intent = NewIntent("k-1");
@@ -186,8 +191,8 @@ TEST_P(JournalConformance, SecretsAreNeverStored) {
              {"Content-Type", "application/json"}},
             "{}"};
   const WallTime now = clock_->WallNow();
-  Intent intent = MakeIntent(r, "k-1", "https://tok@orders.internal/by-key/{key}", now,
-                             now + seconds(5));
+  Intent intent =
+      MakeIntent(r, "k-1", "https://tok@orders.internal/by-key/{key}", now, now + seconds(5));
   // What a careless caller could pass: the journal filters again by its own list.
   intent.headers = r.headers;
   ASSERT_TRUE(journal_->Record(intent).ok());
@@ -225,8 +230,8 @@ TEST_P(JournalConformance, StateMovesThroughSentUnknownAndResolves) {
       journal_->Finish("k-1", IntentState::kUnknown, {0, "deadline_exceeded", "", "timeout"}).ok());
   EXPECT_EQ(MustGet("k-1").state, IntentState::kUnknown);
   // UNKNOWN again (a reconciliation that learned nothing), then a same-key resend.
-  ASSERT_TRUE(journal_->Finish("k-1", IntentState::kUnknown, {503, "status_query_limit", "", "x"})
-                  .ok());
+  ASSERT_TRUE(
+      journal_->Finish("k-1", IntentState::kUnknown, {503, "status_query_limit", "", "x"}).ok());
   ASSERT_TRUE(journal_->MarkSent("k-1", 3).ok());
   ASSERT_TRUE(
       journal_->Finish("k-1", IntentState::kSucceeded, {200, "succeeded", "status_query", ""})
@@ -262,8 +267,8 @@ TEST_P(JournalConformance, IllegalTransitionsAreRefusedNamingTheField) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("outcome"));
   }
-  ASSERT_TRUE(journal_->Finish("k-1", IntentState::kSucceeded, {201, "succeeded", "response", ""})
-                  .ok());
+  ASSERT_TRUE(
+      journal_->Finish("k-1", IntentState::kSucceeded, {201, "succeeded", "response", ""}).ok());
   s = journal_->MarkSent("k-1", 3);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("state"));
@@ -336,9 +341,9 @@ TEST_P(JournalConformance, ConcurrentClaimsFromThreadsExactlyOneWins) {
       ready.fetch_add(1);
       while (ready.load() < kThreads) std::this_thread::yield();
       for (int k = 0; k < kKeys; ++k) {
-        absl::StatusOr<bool> won = journal_->Claim("k-" + std::to_string(k),
-                                                   "thread-" + std::to_string(t),
-                                                   clock_->WallNow() + seconds(60));
+        absl::StatusOr<bool> won =
+            journal_->Claim("k-" + std::to_string(k), "thread-" + std::to_string(t),
+                            clock_->WallNow() + seconds(60));
         if (!won.ok()) errors.fetch_add(1);
         if (won.ok() && *won) wins[static_cast<std::size_t>(k)].fetch_add(1);
       }
@@ -362,8 +367,9 @@ TEST_P(JournalConformance, ConcurrentWritersFromThreadsLoseNothing) {
         const std::string key = "t" + std::to_string(t) + "-" + std::to_string(n);
         const bool ok =
             journal_->Record(NewIntent(key)).ok() && journal_->MarkSent(key, 1).ok() &&
-            journal_->Finish(key, n % 2 == 0 ? IntentState::kSucceeded : IntentState::kUnknown,
-                             {n % 2 == 0 ? 201 : 0, "x", "", ""})
+            journal_
+                ->Finish(key, n % 2 == 0 ? IntentState::kSucceeded : IntentState::kUnknown,
+                         {n % 2 == 0 ? 201 : 0, "x", "", ""})
                 .ok();
         if (!ok) errors.fetch_add(1);
       }

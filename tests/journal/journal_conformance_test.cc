@@ -3,11 +3,12 @@
 // The journal conformance suite (journal_conformance.cc) on the SQLite
 // journal (a fresh file per test) and the in-memory one, and the pure helpers.
 
+#include "journal_conformance.h"
+
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "journal_conformance.h"
 #include "saferetry/journal.h"
 #include "saferetry/sqlite_journal.h"
 #include "saferetry/testing/memory_journal.h"
@@ -20,22 +21,21 @@ using journal_test::JournalFactory;
 
 INSTANTIATE_TEST_SUITE_P(
     Journals, JournalConformance,
-    ::testing::Values(
-        JournalFactory{"Sqlite",
-                       [](const JournalOptions& options, const std::string& dir)
-                           -> absl::StatusOr<std::shared_ptr<IntentJournal>> {
-                         SqliteJournalOptions o;
-                         static_cast<JournalOptions&>(o) = options;
-                         o.path = dir + "/journal.db";
-                         return OpenSqliteJournal(o);
-                       },
-                       true, nullptr, nullptr},
-        JournalFactory{"Memory",
-                       [](const JournalOptions& options, const std::string&)
-                           -> absl::StatusOr<std::shared_ptr<IntentJournal>> {
-                         return testkit::MakeMemoryJournal(options);
-                       },
-                       false, nullptr, nullptr}),
+    ::testing::Values(JournalFactory{"Sqlite",
+                                     [](const JournalOptions& options, const std::string& dir)
+                                         -> absl::StatusOr<std::shared_ptr<IntentJournal>> {
+                                       SqliteJournalOptions o;
+                                       static_cast<JournalOptions&>(o) = options;
+                                       o.path = dir + "/journal.db";
+                                       return OpenSqliteJournal(o);
+                                     },
+                                     true, nullptr, nullptr},
+                      JournalFactory{"Memory",
+                                     [](const JournalOptions& options, const std::string&)
+                                         -> absl::StatusOr<std::shared_ptr<IntentJournal>> {
+                                       return testkit::MakeMemoryJournal(options);
+                                     },
+                                     false, nullptr, nullptr}),
     journal_test::FactoryName);
 
 TEST(BodyDigest, IsSha256Hex) {

@@ -8,6 +8,8 @@
 // Needs a database (tests/server/pg_dsn.h); without one the tests skip, unless
 // SAFERETRY_REQUIRE_POSTGRES=1.
 
+#include "saferetry/postgres_journal.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -28,7 +30,6 @@
 #include "pg_dsn.h"
 #include "saferetry/client.h"
 #include "saferetry/journal.h"
-#include "saferetry/postgres_journal.h"
 #include "saferetry/reconciler.h"
 #include "saferetry/server/postgres_store.h"
 #include "saferetry/server/sql.h"
@@ -207,7 +208,9 @@ class PostgresJournalTest : public ::testing::Test {
   }
 
   static Intent NewIntent(const std::string& key, WallTime now, milliseconds deadline) {
-    Request r{"POST", "https://orders.internal/orders", {{"Content-Type", "application/json"}},
+    Request r{"POST",
+              "https://orders.internal/orders",
+              {{"Content-Type", "application/json"}},
               "{\"sku\":1}"};
     return MakeIntent(r, key, "https://orders.internal/orders/by-key/{key}", now, now + deadline);
   }
@@ -252,9 +255,9 @@ TEST(PostgresJournalOptionsTest, OptionsNameTheFieldAndAnUnreachableServerIsUnav
 // finds the schema at the current version and changes nothing.
 TEST_F(PostgresJournalTest, TheSchemaOptionHoldsTheTables) {
   const auto count_tables = [](const std::string& in) {
-    auto rows = Admin(absl::StrCat(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '", in,
-        "' AND table_name LIKE 'saferetry_%'"));
+    auto rows =
+        Admin(absl::StrCat("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '",
+                           in, "' AND table_name LIKE 'saferetry_%'"));
     EXPECT_TRUE(rows.ok()) << rows.status();
     return rows.ok() ? (*rows)[0].Int(0) : -1;
   };
@@ -271,9 +274,9 @@ TEST_F(PostgresJournalTest, TheSchemaOptionHoldsTheTables) {
   EXPECT_EQ((*version)[0].Int(0), 1);
   EXPECT_EQ((*version)[0].Int(1), 1);
   // A database written by a newer version is refused.
-  ASSERT_TRUE(Admin(absl::StrCat("INSERT INTO ", schema_,
-                                 ".saferetry_journal_schema_version VALUES (2)"))
-                  .ok());
+  ASSERT_TRUE(
+      Admin(absl::StrCat("INSERT INTO ", schema_, ".saferetry_journal_schema_version VALUES (2)"))
+          .ok());
   absl::StatusOr<std::shared_ptr<IntentJournal>> newer = OpenPostgresJournal(Options("c"));
   EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StartsWith(newer.status().message(), "schema: ")) << newer.status();
@@ -294,8 +297,8 @@ TEST_F(PostgresJournalTest, ConcurrentFirstOpensAllSucceed) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  auto version = Admin(absl::StrCat("SELECT COUNT(*) FROM ", schema_,
-                                    ".saferetry_journal_schema_version"));
+  auto version =
+      Admin(absl::StrCat("SELECT COUNT(*) FROM ", schema_, ".saferetry_journal_schema_version"));
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ((*version)[0].Int(0), 1);
 }
@@ -345,11 +348,10 @@ TEST_F(PostgresJournalTest, ClaimsExpireOnTheDatabaseClock) {
 TEST_F(PostgresJournalTest, EveryWriteCommitsDurablyWhateverTheDefault) {
   // The session default off, as a startup parameter (a direct connection takes it).
   const std::string dsn = Dsn();
-  const std::string off =
-      absl::StartsWith(dsn, "postgres")
-          ? absl::StrCat(dsn, absl::StrContains(dsn, "?") ? "&" : "?",
-                         "options=-c%20synchronous_commit%3Doff")
-          : absl::StrCat(dsn, " options='-c synchronous_commit=off'");
+  const std::string off = absl::StartsWith(dsn, "postgres")
+                              ? absl::StrCat(dsn, absl::StrContains(dsn, "?") ? "&" : "?",
+                                             "options=-c%20synchronous_commit%3Doff")
+                              : absl::StrCat(dsn, " options='-c synchronous_commit=off'");
   auto observed = std::make_shared<ObservedDatabase>(Database(off));
   ASSERT_NE(observed, nullptr);
   std::string session_default;
@@ -503,16 +505,16 @@ TEST_F(PostgresJournalTest, TextPostgresCannotHoldIsRefusedOrReplaced) {
   Intent good = NewIntent("k-1", now, seconds(5));
   good.headers.push_back({"X-Note", "caf\xc3\xa9 \x01"});
   ASSERT_TRUE((*j)->Record(good).ok());
-  ASSERT_TRUE((*j)
-                  ->Finish("k-1", IntentState::kUnknown,
+  ASSERT_TRUE((*j)->Finish("k-1", IntentState::kUnknown,
                            {0, "deadline_exceeded", "", std::string("read \xc3\xa9\xff\0!", 10)})
                   .ok());
   const Intent i = (*j)->Get("k-1").value();
-  EXPECT_EQ(i.summary.last_error, "read \xc3\xa9?" "?!");
+  EXPECT_EQ(i.summary.last_error,
+            "read \xc3\xa9?"
+            "?!");
   ASSERT_EQ(i.headers.size(), 2u);
   EXPECT_EQ(i.headers[1].second, "caf\xc3\xa9 \x01");
 }
-
 
 // End to end through the client: a call whose Record commit answer is lost
 // fails closed (journal_unavailable) and sends nothing, though the row is
@@ -533,7 +535,9 @@ TEST_F(PostgresJournalTest, ACallWhoseRecordAnswerIsLostSendsNothingAndItsRetryS
   co.random = std::make_shared<testkit::ScriptedRandom>(std::vector<double>{0.5});
   co.journal = *journal;
   std::unique_ptr<Client> client = Client::Create(std::move(co)).value();
-  const Request order{"POST", "http://orders.test/orders", {{"Content-Type", "application/json"}},
+  const Request order{"POST",
+                      "http://orders.test/orders",
+                      {{"Content-Type", "application/json"}},
                       R"({"sku":"a"})"};
   CallOptions call;
   call.idempotency_key = "k-lost";
@@ -560,7 +564,6 @@ TEST_F(PostgresJournalTest, ACallWhoseRecordAnswerIsLostSendsNothingAndItsRetryS
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.summary.http_status, 201);
 }
-
 
 // A fleet: the process that sent 12 calls is gone (their claims expire on the
 // database's clock); two reconcilers, each with its own client and its own

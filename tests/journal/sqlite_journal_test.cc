@@ -4,6 +4,8 @@
 // bytes, restarts, several processes on one file, kill -9 right after
 // Record, the schema version, and corrupt rows reported as kDataLoss.
 
+#include "saferetry/sqlite_journal.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -23,7 +25,6 @@
 #include "gtest/gtest.h"
 #include "journal_test_util.h"
 #include "saferetry/journal.h"
-#include "saferetry/sqlite_journal.h"
 #include "saferetry/testing/fake_clock.h"
 #include "src/intents/sqlite/journal_codec.h"
 
@@ -51,8 +52,8 @@ class SqliteJournalTest : public ::testing::Test {
   }
 
   Intent NewIntent(const std::string& key, const std::string& body = "{\"sku\":1}") const {
-    Request r{"POST", "https://orders.internal/orders", {{"Content-Type", "application/json"}},
-              body};
+    Request r{
+        "POST", "https://orders.internal/orders", {{"Content-Type", "application/json"}}, body};
     const WallTime now = clock_->WallNow();
     return MakeIntent(r, key, "https://orders.internal/orders/by-key/{key}", now, now + seconds(1));
   }
@@ -155,8 +156,8 @@ TEST_F(SqliteJournalTest, SecretsNeverReachTheFile) {
                           {0, "deadline_exceeded", "", "GET https://bob:hunter2pw@h/ timed out"})
                     .ok());
     // While open the rows are in the WAL; read every file.
-    const std::string bytes = journal_test::ReadFileBytes(path_) +
-                              journal_test::ReadFileBytes(path_ + "-wal");
+    const std::string bytes =
+        journal_test::ReadFileBytes(path_) + journal_test::ReadFileBytes(path_ + "-wal");
     ASSERT_THAT(bytes, HasSubstr("k-visible"));  // the read sees the records
     ASSERT_THAT(bytes, HasSubstr("visible-body"));
     for (const char* secret :
@@ -232,8 +233,8 @@ TEST_F(SqliteJournalTest, ConcurrentClaimsFromThreadsOnSeparateConnectionsExactl
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int k = 0; k < kKeys; ++k) {
-        absl::StatusOr<bool> w =
-            journals[t]->Claim(std::to_string(k), "t" + std::to_string(t), clock_->WallNow() + seconds(60));
+        absl::StatusOr<bool> w = journals[t]->Claim(std::to_string(k), "t" + std::to_string(t),
+                                                    clock_->WallNow() + seconds(60));
         won[t][k] = w.ok() && *w;
       }
     });
@@ -413,7 +414,8 @@ void RecordThenGetKilled(const std::string& path, SqliteSynchronous sync) {
     const WallTime now = SystemClock()->WallNow();
     for (int n = 0; n < kIntents; ++n) {
       Request r{"POST", "https://orders.internal/orders", {}, "body-" + std::to_string(n)};
-      if (!(*j)->Record(MakeIntent(r, "kill-" + std::to_string(n), "", now, now + seconds(5))).ok()) {
+      if (!(*j)->Record(MakeIntent(r, "kill-" + std::to_string(n), "", now, now + seconds(5)))
+               .ok()) {
         _exit(3);
       }
       if (n % 2 == 1 && !(*j)->MarkSent("kill-" + std::to_string(n), 1).ok()) _exit(4);
@@ -463,9 +465,9 @@ TEST(JournalCodec, HeadersRoundTripCanonically) {
 }
 
 TEST(JournalCodec, MalformedHeadersAreDataLoss) {
-  for (const char* bad : {"", "h2;", "h1", "h1;1:A", "h1;1:A,", "h1;1:A,1:b", "h1;01:A,1:b,",
-                          "h1;1:A,2:b,", "h1;1:A,1:\n,", "h1;1: ,1:b,", "h1;x:A,1:b,",
-                          "h1;9999999:A,1:b,"}) {
+  for (const char* bad :
+       {"", "h2;", "h1", "h1;1:A", "h1;1:A,", "h1;1:A,1:b", "h1;01:A,1:b,", "h1;1:A,2:b,",
+        "h1;1:A,1:\n,", "h1;1: ,1:b,", "h1;x:A,1:b,", "h1;9999999:A,1:b,"}) {
     EXPECT_EQ(internal::DecodeHeaders(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
   }
 }

@@ -6,15 +6,15 @@
 
 #include "saferetry/prometheus_collectable.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
@@ -74,8 +74,8 @@ class PrometheusCollectableTest : public ::testing::Test {
 
 using Labels = std::vector<::prometheus::ClientMetric::Label>;
 
-const ::prometheus::MetricFamily& FamilyNamed(const std::vector<::prometheus::MetricFamily>& families,
-                                               const std::string& name) {
+const ::prometheus::MetricFamily& FamilyNamed(
+    const std::vector<::prometheus::MetricFamily>& families, const std::string& name) {
   for (const auto& f : families) {
     if (f.name == name) return f;
   }
@@ -103,20 +103,25 @@ TEST_F(PrometheusCollectableTest, FamiliesLabelsAndValuesAreExact) {
   // The service's own registry, next to saferetry's collectable, as an
   // Exposer would collect them.
   auto registry = std::make_shared<::prometheus::Registry>();
-  ::prometheus::BuildCounter().Name("service_requests_total").Help("h").Register(*registry).Add({}).Increment();
+  ::prometheus::BuildCounter()
+      .Name("service_requests_total")
+      .Help("h")
+      .Register(*registry)
+      .Add({})
+      .Increment();
   auto collectable = std::make_shared<PrometheusCollectable>(metrics_);
   std::vector<::prometheus::MetricFamily> families = collectable->Collect();
 
   std::vector<std::string> names;
   for (const auto& f : families) names.push_back(f.name);
-  EXPECT_THAT(names, ElementsAre("saferetry_calls_total", "saferetry_attempts_total",
-                                 "saferetry_retries_total", "saferetry_status_queries_total",
-                                 "saferetry_unknown_resolved_total", "saferetry_waits_total",
-                                 "http_client_request_duration_seconds",
-                                 "saferetry_call_duration_seconds",
-                                 "saferetry_client_attempt_started_total", "saferetry_call_attempts",
-                                 "saferetry_call_retries", "saferetry_call_hedges",
-                                 "saferetry_call_retry_delay_seconds"));
+  EXPECT_THAT(
+      names,
+      ElementsAre("saferetry_calls_total", "saferetry_attempts_total", "saferetry_retries_total",
+                  "saferetry_status_queries_total", "saferetry_unknown_resolved_total",
+                  "saferetry_waits_total", "http_client_request_duration_seconds",
+                  "saferetry_call_duration_seconds", "saferetry_client_attempt_started_total",
+                  "saferetry_call_attempts", "saferetry_call_retries", "saferetry_call_hedges",
+                  "saferetry_call_retry_delay_seconds"));
 
   const Labels get{{"http_request_method", "GET"},
                    {"server_address", "orders.internal"},
@@ -216,7 +221,8 @@ TEST_F(PrometheusCollectableTest, ScrapesConcurrentWithCallsSeeWholeCounts) {
   }
   writer.join();
   const auto families = collectable.Collect();
-  EXPECT_DOUBLE_EQ(FamilyNamed(families, "saferetry_calls_total").metric.at(0).counter.value, kCalls);
+  EXPECT_DOUBLE_EQ(FamilyNamed(families, "saferetry_calls_total").metric.at(0).counter.value,
+                   kCalls);
   EXPECT_TRUE(PrometheusCollectable(std::shared_ptr<const Metrics>()).Collect().empty());
 }
 

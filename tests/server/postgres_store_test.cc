@@ -6,6 +6,8 @@
 // reports them as skipped), unless SAFERETRY_REQUIRE_POSTGRES=1 (CI), which
 // makes a missing database a failure.
 
+#include "saferetry/server/postgres_store.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -14,7 +16,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "saferetry/server/postgres_store.h"
 #include "pg_dsn.h"
 #include "store_conformance.h"
 
@@ -37,9 +38,9 @@ absl::Status Admin(const std::string& sql) {
 }
 
 StoreFactory PostgresFactory() {
-  return {"Postgres", [](std::shared_ptr<saferetry::testkit::FakeClock> clock,
-                         StoreOptions options,
-                         std::string* skip) -> absl::StatusOr<StoreUnderTest> {
+  return {"Postgres",
+          [](std::shared_ptr<saferetry::testkit::FakeClock> clock, StoreOptions options,
+             std::string* skip) -> absl::StatusOr<StoreUnderTest> {
             if (Dsn().empty()) {
               if (Required()) {
                 return absl::FailedPreconditionError(
@@ -88,8 +89,7 @@ TEST(PostgresStoreTest, OptionsNameTheFieldAndAnUnreachableServerIsUnavailable) 
       << store.status();
   for (const char* bad : {"Orders", "1orders", "orders-v2", "a\"; DROP TABLE x; --"}) {
     pg.schema = bad;
-    EXPECT_TRUE(absl::StartsWith(OpenPostgresStore(pg, {}).status().message(), "schema: "))
-        << bad;
+    EXPECT_TRUE(absl::StartsWith(OpenPostgresStore(pg, {}).status().message(), "schema: ")) << bad;
   }
 }
 

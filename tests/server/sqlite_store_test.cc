@@ -2,12 +2,13 @@
 //
 // The conformance suite on the SQLite store, plus its own options checks.
 
+#include "saferetry/server/sqlite_store.h"
+
 #include <stdlib.h>
 
 #include <cstdlib>
 
 #include "gtest/gtest.h"
-#include "saferetry/server/sqlite_store.h"
 #include "store_conformance.h"
 
 namespace saferetry {
@@ -16,8 +17,9 @@ namespace testkit {
 namespace {
 
 StoreFactory SqliteFactory() {
-  return {"Sqlite", [](std::shared_ptr<saferetry::testkit::FakeClock> clock, StoreOptions options,
-                       std::string*) -> absl::StatusOr<StoreUnderTest> {
+  return {"Sqlite",
+          [](std::shared_ptr<saferetry::testkit::FakeClock> clock, StoreOptions options,
+             std::string*) -> absl::StatusOr<StoreUnderTest> {
             char tmpl[] = "/tmp/saferetry-server-test-XXXXXX";
             const char* dir = mkdtemp(tmpl);
             if (dir == nullptr) return absl::InternalError("mkdtemp failed");

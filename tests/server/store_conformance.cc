@@ -176,11 +176,12 @@ TEST_P(StoreConformanceTest, AnExpiredLeaseAloneDoesNotCancelTheWorker) {
 
 TEST_P(StoreConformanceTest, AFailedEffectRollsBackTheEffectAndKeepsTheRecordProcessing) {
   ASSERT_EQ(store_->Begin(Scope("k"), "d")->outcome, BeginOutcome::kClaimed);
-  auto failed = store_->Complete(Scope("k"), 1, [](Transaction& t) -> absl::StatusOr<StoredResponse> {
-    auto r = t.Execute("INSERT INTO widgets (k, n) VALUES ($1, $2)", {"half", 1});
-    if (!r.ok()) return r.status();
-    return absl::UnavailableError("payment provider down");
-  });
+  auto failed =
+      store_->Complete(Scope("k"), 1, [](Transaction& t) -> absl::StatusOr<StoredResponse> {
+        auto r = t.Execute("INSERT INTO widgets (k, n) VALUES ($1, $2)", {"half", 1});
+        if (!r.ok()) return r.status();
+        return absl::UnavailableError("payment provider down");
+      });
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Widgets(), 0);
   EXPECT_EQ((*store_->Read(Scope("k")))->state, RecordState::kProcessing);
@@ -190,11 +191,11 @@ TEST_P(StoreConformanceTest, AFailedEffectRollsBackTheEffectAndKeepsTheRecordPro
 
 TEST_P(StoreConformanceTest, AUniqueViolationInTheEffectIsAlreadyExistsAndRollsBack) {
   ASSERT_TRUE(store_->database()
-                  .RunInTransaction(TransactionMode::kWrite,
-                                    [](Transaction& t) {
-                                      return t.Execute("INSERT INTO widgets (k, n) VALUES ('w', 1)")
-                                          .status();
-                                    })
+                  .RunInTransaction(
+                      TransactionMode::kWrite,
+                      [](Transaction& t) {
+                        return t.Execute("INSERT INTO widgets (k, n) VALUES ('w', 1)").status();
+                      })
                   .ok());
   ASSERT_EQ(store_->Begin(Scope("k"), "d")->outcome, BeginOutcome::kClaimed);
   auto dup = store_->Complete(Scope("k"), 1, InsertWidget("w"));
@@ -664,8 +665,8 @@ TEST_P(StoreConformanceTest, HandlerFenceOfAnExpiredLeaseRefusesTheStaleWorkerWi
 TEST_P(StoreConformanceTest, HandlerTakeoverHookThatFindsTheEffectStoresItInsteadOfRedoing) {
   std::vector<std::int64_t> seen_versions;
   HandlerOn h(store_, clock_,
-              [&](const KeyScope& scope, const KeyRecord& previous)
-                  -> absl::StatusOr<std::optional<StoredResponse>> {
+              [&](const KeyScope& scope,
+                  const KeyRecord& previous) -> absl::StatusOr<std::optional<StoredResponse>> {
                 EXPECT_EQ(scope.key, "k");
                 seen_versions.push_back(previous.version);
                 return std::optional<StoredResponse>(StoredResponse{201, R"({"charge":"ch_1"})"});
@@ -686,11 +687,12 @@ TEST_P(StoreConformanceTest, HandlerTakeoverHookThatFindsTheEffectStoresItInstea
 
 TEST_P(StoreConformanceTest, HandlerTakeoverHookThatFindsNoEffectLetsTheWorkBeRedone) {
   int calls = 0;
-  HandlerOn h(store_, clock_,
-              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<std::optional<StoredResponse>> {
-                ++calls;
-                return std::optional<StoredResponse>();
-              });
+  HandlerOn h(
+      store_, clock_,
+      [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<std::optional<StoredResponse>> {
+        ++calls;
+        return std::optional<StoredResponse>();
+      });
   const std::string digest = RequestDigest("POST", "/widgets", R"({"n":1})");
   ASSERT_EQ(store_->Begin(Scope("k"), digest)->outcome, BeginOutcome::kClaimed);
   clock_->Advance(std::chrono::seconds(10));
@@ -703,11 +705,12 @@ TEST_P(StoreConformanceTest, HandlerTakeoverHookThatFindsNoEffectLetsTheWorkBeRe
 
 TEST_P(StoreConformanceTest, HandlerFenceAsksTheTakeoverHookFirst) {
   bool effect_happened = true;
-  HandlerOn h(store_, clock_,
-              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<std::optional<StoredResponse>> {
-                if (!effect_happened) return std::optional<StoredResponse>();
-                return std::optional<StoredResponse>(StoredResponse{201, R"({"charge":"ch_9"})"});
-              });
+  HandlerOn h(
+      store_, clock_,
+      [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<std::optional<StoredResponse>> {
+        if (!effect_happened) return std::optional<StoredResponse>();
+        return std::optional<StoredResponse>(StoredResponse{201, R"({"charge":"ch_9"})"});
+      });
   const std::string digest = RequestDigest("POST", "/widgets", R"({"n":1})");
   ASSERT_EQ(store_->Begin(Scope("paid"), digest)->outcome, BeginOutcome::kClaimed);
   ASSERT_EQ(store_->Begin(Scope("unpaid"), digest)->outcome, BeginOutcome::kClaimed);

@@ -68,7 +68,8 @@
 // `server_deduplicates`. It must never end FAILED where the first process's
 // attempt committed.
 //
-// SAFERETRY_EXHAUSTIVE_DEPTH sets the depth (default 12: every behaviour of the model, about 4 000 sequences in 0.15 s).
+// SAFERETRY_EXHAUSTIVE_DEPTH sets the depth (default 12: every behaviour of the model, about 4 000
+// sequences in 0.15 s).
 
 #include <gtest/gtest.h>
 
@@ -88,9 +89,9 @@
 #include "absl/strings/str_join.h"
 #include "saferetry/client.h"
 #include "saferetry/journal.h"
-#include "saferetry/testing/memory_journal.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/memory_journal.h"
 
 namespace saferetry {
 namespace {
@@ -150,8 +151,7 @@ const std::vector<Event>& PredicateSendEvents() {
   }();
   return kEvents;
 }
-constexpr Event kQueryEvents[] = {Event::kTruthful, Event::kQueryTimeout,
-                                  Event::kQuery5xx};
+constexpr Event kQueryEvents[] = {Event::kTruthful, Event::kQueryTimeout, Event::kQuery5xx};
 
 const char* EventName(Event e) {
   switch (e) {
@@ -188,8 +188,7 @@ const char* EventName(Event e) {
 }
 
 bool IsQueryEvent(Event e) {
-  return e == Event::kTruthful || e == Event::kQueryTimeout ||
-         e == Event::kQuery5xx;
+  return e == Event::kTruthful || e == Event::kQueryTimeout || e == Event::kQuery5xx;
 }
 
 std::string Describe(const std::vector<Event>& sequence) {
@@ -199,8 +198,7 @@ std::string Describe(const std::vector<Event>& sequence) {
   return absl::StrJoin(names, ",");
 }
 
-TransportResult Answer(int status, Headers headers = {},
-                       std::string body = "{}") {
+TransportResult Answer(int status, Headers headers = {}, std::string body = "{}") {
   TransportResult r;
   r.delivery = Delivery::kResponseReceived;
   r.response = Response{status, std::move(headers), std::move(body), false};
@@ -236,15 +234,11 @@ enum class Flaw {
 // is counted per key, including one whose commit lands after the call.
 class ModelServer final : public Transport {
  public:
-  ModelServer(std::shared_ptr<FakeClock> clock, std::vector<Event> script,
-              Deadline deadline, Flaw flaw = Flaw::kNone)
-      : clock_(std::move(clock)),
-        script_(std::move(script)),
-        deadline_(deadline),
-        flaw_(flaw) {}
+  ModelServer(std::shared_ptr<FakeClock> clock, std::vector<Event> script, Deadline deadline,
+              Flaw flaw = Flaw::kNone)
+      : clock_(std::move(clock)), script_(std::move(script)), deadline_(deadline), flaw_(flaw) {}
 
-  TransportResult Send(const Request& request,
-                       const AttemptOptions& options) override {
+  TransportResult Send(const Request& request, const AttemptOptions& options) override {
     const TimePoint at = clock_->Now();
     CheckFits(at, options.timeout);
     std::optional<std::string> key;
@@ -267,14 +261,12 @@ class ModelServer final : public Transport {
     if (index < script_.size()) {
       event = script_[index];
       if (IsQueryEvent(event) != query) {
-        violations_.push_back(absl::StrCat(
-            "send ", index + 1, " is a ", query ? "status query" : "request",
-            " but the script has ", EventName(event)));
+        violations_.push_back(absl::StrCat("send ", index + 1, " is a ",
+                                           query ? "status query" : "request",
+                                           " but the script has ", EventName(event)));
       }
     }
-    if (query)
-      return Query(event, request.url.substr(sizeof(kByKeyPrefix) - 1), fence,
-                   options);
+    if (query) return Query(event, request.url.substr(sizeof(kByKeyPrefix) - 1), fence, options);
     if (request.method == "GET") return Get(event, options);
     return Post(event, key, options);
   }
@@ -285,16 +277,14 @@ class ModelServer final : public Transport {
   // Effects that exist or will exist once every running request commits.
   int EventualEffects() const {
     int n = unkeyed_effects_;
-    for (const auto& [key, rec] : records_)
-      n += rec.creates_order && !rec.fenced ? rec.orders : 0;
+    for (const auto& [key, rec] : records_) n += rec.creates_order && !rec.fenced ? rec.orders : 0;
     return n;
   }
   // Effects committed by `now`.
   int CommittedEffects(TimePoint now) const {
     int n = unkeyed_effects_;
     for (const auto& [key, rec] : records_) {
-      n += rec.creates_order && !rec.fenced && rec.commit_at <= now ? rec.orders
-                                                                    : 0;
+      n += rec.creates_order && !rec.fenced && rec.commit_at <= now ? rec.orders : 0;
     }
     return n;
   }
@@ -309,7 +299,7 @@ class ModelServer final : public Transport {
     bool creates_order = true;
     int orders = 1;  // more than one only for a server that forgets keys
     bool fenced = false;
-    bool expired = false;  // reaped: 410 `expired`, status 404 `expired`
+    bool expired = false;    // reaped: 410 `expired`, status 404 `expired`
     bool throttled = false;  // the stored answer is "throttled" (no effect)
   };
 
@@ -318,20 +308,18 @@ class ModelServer final : public Transport {
   void CheckFits(TimePoint at, Duration timeout) {
     const DeadlineOptions d;
     if (at + d.min_useful_attempt + d.margin > deadline_.at()) {
-      violations_.push_back(absl::StrCat(
-          "a send started with ", (deadline_.at() - at).count(), " ns left"));
+      violations_.push_back(
+          absl::StrCat("a send started with ", (deadline_.at() - at).count(), " ns left"));
     }
     if (timeout > deadline_.at() - at - d.margin) {
-      violations_.push_back(
-          "a send's timeout reaches past the deadline margin");
+      violations_.push_back("a send's timeout reaches past the deadline margin");
     }
   }
 
   void Spend(Duration d) { clock_->Advance(d); }
   TransportResult Hang(const AttemptOptions& o) {
     Spend(o.timeout);
-    return Lost(
-        absl::DeadlineExceededError("no response before the attempt timeout"));
+    return Lost(absl::DeadlineExceededError("no response before the attempt timeout"));
   }
 
   // The contract's answer to a POST with `key` now, creating the record (and
@@ -361,20 +349,14 @@ class ModelServer final : public Transport {
       return Answer(201, {}, R"({"order_id":2})");
     }
     if (rec.throttled) {
-      return Answer(200,
-                    {{"Idempotent-Replayed", "true"},
-                     {"Idempotency-Key-State", "completed"}},
+      return Answer(200, {{"Idempotent-Replayed", "true"}, {"Idempotency-Key-State", "completed"}},
                     kThrottledBody);
     }
     if (!rec.creates_order) {
-      return Answer(400,
-                    {{"Idempotent-Replayed", "true"},
-                     {"Idempotency-Key-State", "completed"}},
+      return Answer(400, {{"Idempotent-Replayed", "true"}, {"Idempotency-Key-State", "completed"}},
                     R"({"error":"out_of_stock"})");
     }
-    return Answer(201,
-                  {{"Idempotent-Replayed", "true"},
-                   {"Idempotency-Key-State", "completed"}},
+    return Answer(201, {{"Idempotent-Replayed", "true"}, {"Idempotency-Key-State", "completed"}},
                   R"({"order_id":1})");
   }
 
@@ -383,8 +365,7 @@ class ModelServer final : public Transport {
     if (!key.has_value()) {
       // Without a key the server cannot deduplicate: every delivered POST
       // that is processed is a new order.
-      if (event != Event::kUnavailable && event != Event::kLostBeforeCommit)
-        ++unkeyed_effects_;
+      if (event != Event::kUnavailable && event != Event::kLostBeforeCommit) ++unkeyed_effects_;
       violations_.push_back("a POST without an idempotency key");
       Spend(kLatency);
       return Answer(201);
@@ -399,13 +380,11 @@ class ModelServer final : public Transport {
         return Answer(503, {}, R"({"error":"unavailable"})");
       case Event::kLostBeforeCommit:
         Spend(kLatency);
-        return Lost(
-            absl::UnavailableError("connection reset before the server acted"));
+        return Lost(absl::UnavailableError("connection reset before the server acted"));
       case Event::kLostAfterCommit:
         Spend(kLatency);
         Process(*key, Duration::zero());
-        return Lost(
-            absl::UnavailableError("connection reset after the server acted"));
+        return Lost(absl::UnavailableError("connection reset after the server acted"));
       case Event::kHangAfterCommit:
         Process(*key, Duration::zero());
         return Hang(o);
@@ -451,8 +430,7 @@ class ModelServer final : public Transport {
     return Answer(500);
   }
 
-  TransportResult Query(Event event, const std::string& key, bool fence,
-                        const AttemptOptions& o) {
+  TransportResult Query(Event event, const std::string& key, bool fence, const AttemptOptions& o) {
     if (event == Event::kQueryTimeout) return Hang(o);
     Spend(kLatency);
     if (event == Event::kQuery5xx) return Answer(503);
@@ -477,15 +455,12 @@ class ModelServer final : public Transport {
     // Reaped: this server has no resource lookup, so it cannot tell.
     if (rec.expired) return Answer(404, {{"Idempotency-Key-State", "expired"}});
     if (!rec.creates_order) {
-      return Answer(404, {{"Idempotency-Key-State", "completed"}},
-                    R"({"final_status":400})");
+      return Answer(404, {{"Idempotency-Key-State", "completed"}}, R"({"final_status":400})");
     }
     if (flaw_ == Flaw::kStoredErrorForAnOrder) {
-      return Answer(404, {{"Idempotency-Key-State", "completed"}},
-                    R"({"final_status":400})");
+      return Answer(404, {{"Idempotency-Key-State", "completed"}}, R"({"final_status":400})");
     }
-    return Answer(200, {{"Idempotency-Key-State", "completed"}},
-                  R"({"order_id":1})");
+    return Answer(200, {{"Idempotency-Key-State", "completed"}}, R"({"order_id":1})");
   }
 
   // A safe request: no effect, whatever happens.
@@ -560,8 +535,8 @@ bool ProvesNoEffect(const AttemptEvidence& ev) {
   if (!ev.http_status.has_value()) return false;
   const int code = *ev.http_status;
   if (ev.is_status_query) {
-    return code == 404 && (ev.hints.key_state == KeyState::kCompleted ||
-                           ev.hints.key_state == KeyState::kFenced);
+    return code == 404 &&
+           (ev.hints.key_state == KeyState::kCompleted || ev.hints.key_state == KeyState::kFenced);
   }
   if (code == 410) return ev.hints.key_state == KeyState::kFenced;
   if (code < 400 || code > 499 || code == 409 || code == 422 || code == 429) return false;
@@ -574,7 +549,8 @@ bool ProvesNoEffect(const AttemptEvidence& ev) {
 // evidence is judged on its own.
 bool MayHaveApplied(const AttemptEvidence& ev, bool key_used_before) {
   return !ev.is_status_query &&
-         (ev.delivery == Delivery::kMaybeDelivered || ev.classification == AttemptClass::kAmbiguous ||
+         (ev.delivery == Delivery::kMaybeDelivered ||
+          ev.classification == AttemptClass::kAmbiguous ||
           ev.classification == AttemptClass::kInProgress ||
           (key_used_before && ev.http_status == 410 && ev.hints.key_state != KeyState::kFenced));
 }
@@ -625,8 +601,8 @@ std::shared_ptr<const RetryPolicy> PredicatePolicy(bool deduplicating) {
 }
 
 RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
-                      Flaw flaw = Flaw::kNone, Prior prior = Prior::kNone,
-                      bool resolve = false, bool predicate = false) {
+                      Flaw flaw = Flaw::kNone, Prior prior = Prior::kNone, bool resolve = false,
+                      bool predicate = false) {
   auto clock = std::make_shared<FakeClock>();
   const TimePoint start = clock->Now();
   const Deadline deadline = Deadline::After(start, kCallTimeout);
@@ -658,8 +634,8 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
       run.violations.push_back(journal.status().ToString());
       return run;
     }
-    const absl::StatusOr<RecordResult> recorded = (*journal)->Record(
-        MakeIntent(request, kContinuedKey, kByKey, clock->WallNow(), clock->WallNow() + seconds(1)));
+    const absl::StatusOr<RecordResult> recorded = (*journal)->Record(MakeIntent(
+        request, kContinuedKey, kByKey, clock->WallNow(), clock->WallNow() + seconds(1)));
     if (!recorded.ok() || !(*journal)->MarkSent(kContinuedKey, 1).ok()) {
       run.violations.push_back("could not prepare the journal");
       return run;
@@ -670,8 +646,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
   if (predicate) options.policy = PredicatePolicy(prior != Prior::kNone);  // a resolve's too
   auto client = Client::Create(std::move(options));
   if (!client.ok()) {
-    run.violations.push_back(
-        absl::StrCat("Client::Create: ", client.status().ToString()));
+    run.violations.push_back(absl::StrCat("Client::Create: ", client.status().ToString()));
     return run;
   }
 
@@ -699,8 +674,8 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
   // takes it over under the same owner name (a reconciler would wait for it
   // to expire; what follows is the same).
   if (resolve) ro.owner = (*client)->options().journal->Owner();
-  const CallResult r = resolve ? (*client)->Resolve(kContinuedKey, ro)
-                               : (*client)->Execute(request, call);
+  const CallResult r =
+      resolve ? (*client)->Resolve(kContinuedKey, ro) : (*client)->Execute(request, call);
   const TimePoint end = clock->Now();
 
   run.sends = server->sends();
@@ -709,13 +684,12 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
   run.eventual_effects = server->EventualEffects();
   std::vector<std::string>& v = run.violations;
   v = server->violations();
-  if (!r.status.ok())
-    v.push_back(absl::StrCat("the call did not start: ", r.status.message()));
+  if (!r.status.ok()) v.push_back(absl::StrCat("the call did not start: ", r.status.message()));
 
   // Time: the call ends by its deadline.
   if (end > deadline.at() || r.elapsed > kCallTimeout) {
-    v.push_back(absl::StrCat("the call ran past its deadline by ",
-                             (end - deadline.at()).count(), " ns"));
+    v.push_back(
+        absl::StrCat("the call ran past its deadline by ", (end - deadline.at()).count(), " ns"));
   }
 
   if (!post) {
@@ -729,21 +703,17 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
   }
 
   // One intent, one key: a second key (or none) would be a fresh request.
-  if (server->keys_seen() > 1)
-    v.push_back(absl::StrCat(server->keys_seen(), " keys for one call"));
-  if (run.eventual_effects > 1)
-    v.push_back(absl::StrCat(run.eventual_effects, " effects"));
+  if (server->keys_seen() > 1) v.push_back(absl::StrCat(server->keys_seen(), " keys for one call"));
+  if (run.eventual_effects > 1) v.push_back(absl::StrCat(run.eventual_effects, " effects"));
   switch (r.outcome) {
     case Outcome::kSucceeded:
       if (run.eventual_effects != 1 || server->CommittedEffects(end) != 1) {
-        v.push_back(absl::StrCat("SUCCEEDED with ",
-                                 server->CommittedEffects(end),
-                                 " committed effects"));
+        v.push_back(
+            absl::StrCat("SUCCEEDED with ", server->CommittedEffects(end), " committed effects"));
       }
       break;
     case Outcome::kFailed: {
-      if (run.eventual_effects != 0)
-        v.push_back("FAILED but the effect exists (or will)");
+      if (run.eventual_effects != 0) v.push_back("FAILED but the effect exists (or will)");
       // Rule 1: after an attempt that may have taken effect, FAILED only on
       // a definite answer that came after it.
       bool doubt = prior != Prior::kNone;
@@ -771,8 +741,7 @@ RunReport RunSequence(bool post, const std::vector<Event>& sequence, double u,
       }
       if (!may_have_applied && prior == Prior::kNone)
         v.push_back("UNKNOWN without an attempt that may have applied");
-      if (r.resolved_by != ResolvedBy::kNone)
-        v.push_back("UNKNOWN but marked resolved");
+      if (r.resolved_by != ResolvedBy::kNone) v.push_back("UNKNOWN but marked resolved");
       break;
     }
   }
@@ -808,39 +777,34 @@ struct Tally {
   // instead of failing.
   Flaw flaw = Flaw::kNone;
   Prior prior = Prior::kNone;
-  bool resolve = false;  // Client::Resolve instead of Execute (with a prior)
+  bool resolve = false;    // Client::Resolve instead of Execute (with a prior)
   bool predicate = false;  // the response predicate's policy and events
   std::vector<std::string> collected;
 };
 
 // Runs `prefix` and every extension of it by one abnormal event of the kind
 // the call sends next, up to `depth` events.
-void Explore(bool post, double u, int depth, std::vector<Event>& prefix,
-             Tally& tally) {
+void Explore(bool post, double u, int depth, std::vector<Event>& prefix, Tally& tally) {
   const RunReport run =
       RunSequence(post, prefix, u, tally.flaw, tally.prior, tally.resolve, tally.predicate);
   ++tally.runs;
   ++tally.outcomes[run.outcome];
   ++tally.reasons[run.stop_reason];
-  tally.max_sends =
-      std::max(tally.max_sends, static_cast<int>(run.sends.size()));
+  tally.max_sends = std::max(tally.max_sends, static_cast<int>(run.sends.size()));
   if (run.outcome == Outcome::kUnknown) {
-    ++(run.eventual_effects > 0 ? tally.unknown_with_effect
-                                : tally.unknown_without_effect);
+    ++(run.eventual_effects > 0 ? tally.unknown_with_effect : tally.unknown_without_effect);
   }
   if (tally.list) {
-    std::cout << (post ? "POST" : "GET") << " u=" << u << " ["
-              << Describe(prefix) << "] -> " << OutcomeName(run.outcome) << " ("
-              << StopReasonName(run.stop_reason) << "), effects "
-              << run.eventual_effects << ", " << run.sends.size() << " sends\n";
+    std::cout << (post ? "POST" : "GET") << " u=" << u << " [" << Describe(prefix) << "] -> "
+              << OutcomeName(run.outcome) << " (" << StopReasonName(run.stop_reason)
+              << "), effects " << run.eventual_effects << ", " << run.sends.size() << " sends\n";
   }
   for (const std::string& s : run.violations) {
     if (tally.flaw != Flaw::kNone) {
       tally.collected.push_back(s);
     } else if (tally.failures < 10) {
-      ADD_FAILURE() << (post ? "POST" : "GET") << " u=" << u << " ["
-                    << Describe(prefix) << "]: " << s << " ("
-                    << OutcomeName(run.outcome) << ", "
+      ADD_FAILURE() << (post ? "POST" : "GET") << " u=" << u << " [" << Describe(prefix)
+                    << "]: " << s << " (" << OutcomeName(run.outcome) << ", "
                     << StopReasonName(run.stop_reason) << ")";
     }
     ++tally.failures;
@@ -875,11 +839,9 @@ std::int64_t CountOf(const Tally& t, Outcome o) {
 void Print(const char* what, double u, int depth, const Tally& t) {
   std::cout << what << " u=" << u << " depth " << depth << ": " << t.runs
             << " distinct sequences, up to " << t.max_sends << " sends; "
-            << CountOf(t, Outcome::kSucceeded) << " SUCCEEDED, "
-            << CountOf(t, Outcome::kFailed) << " FAILED, "
-            << CountOf(t, Outcome::kUnknown) << " UNKNOWN ("
-            << t.unknown_with_effect << " with the effect, "
-            << t.unknown_without_effect << " without); "
+            << CountOf(t, Outcome::kSucceeded) << " SUCCEEDED, " << CountOf(t, Outcome::kFailed)
+            << " FAILED, " << CountOf(t, Outcome::kUnknown) << " UNKNOWN (" << t.unknown_with_effect
+            << " with the effect, " << t.unknown_without_effect << " without); "
             << (t.cut == 0 ? std::string("complete: no call sent more events")
                            : absl::StrCat(t.cut, " runs sent more events"))
             << "\n";
@@ -893,8 +855,8 @@ void Print(const char* what, double u, int depth, const Tally& t) {
 constexpr double kSamples[] = {0.0, 0.5, testkit::kJustBelowOne};
 
 // Runs the whole search for every jitter sample and adds the tallies up.
-Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth,
-                         bool resolve = false, bool predicate = false) {
+Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth, bool resolve = false,
+                         bool predicate = false) {
   Tally all;
   for (double u : kSamples) {
     // The predicate's runs take the middle sample only: the waits are the
@@ -918,8 +880,7 @@ Tally ExploreEverySample(bool post, Prior prior, const char* what, int depth,
 TEST(ExhaustiveTest, EveryEventSequenceOfAPostKeepsTheInvariants) {
   const int depth = DepthFromEnv();
   Tally all = ExploreEverySample(/*post=*/true, Prior::kNone, "POST", depth);
-  std::cout << "POST: " << all.runs << " sequences checked, " << all.failures
-            << " violations\n";
+  std::cout << "POST: " << all.runs << " sequences checked, " << all.failures << " violations\n";
   EXPECT_EQ(all.failures, 0);
   // The search must reach every outcome, or the invariants were checked on
   // too narrow a set of histories.
@@ -960,15 +921,14 @@ TEST(ExhaustiveTest, EveryEventSequenceOfAResolveKeepsTheInvariants) {
   Tally all;
   for (Prior prior : {Prior::kSentLost, Prior::kSentCommitted}) {
     const Tally t = ExploreEverySample(
-        /*post=*/true, prior,
-        prior == Prior::kSentLost ? "resolve (lost)" : "resolve (committed)", depth,
+        /*post=*/true, prior, prior == Prior::kSentLost ? "resolve (lost)" : "resolve (committed)",
+        depth,
         /*resolve=*/true);
     all.runs += t.runs;
     all.failures += t.failures;
     for (const auto& [o, n] : t.outcomes) all.outcomes[o] += n;
   }
-  std::cout << "resolve: " << all.runs << " sequences checked, " << all.failures
-            << " violations\n";
+  std::cout << "resolve: " << all.runs << " sequences checked, " << all.failures << " violations\n";
   EXPECT_EQ(all.failures, 0);
   if (depth >= 3) {
     EXPECT_GT(all.outcomes[Outcome::kSucceeded], 0);
@@ -976,12 +936,10 @@ TEST(ExhaustiveTest, EveryEventSequenceOfAResolveKeepsTheInvariants) {
   }
 }
 
-TEST(ExhaustiveTest,
-     EveryEventSequenceOfAGetKeepsTheInvariantsAndIsNeverUnknown) {
+TEST(ExhaustiveTest, EveryEventSequenceOfAGetKeepsTheInvariantsAndIsNeverUnknown) {
   const int depth = DepthFromEnv();
   Tally all = ExploreEverySample(/*post=*/false, Prior::kNone, "GET", depth);
-  std::cout << "GET: " << all.runs << " sequences checked, " << all.failures
-            << " violations\n";
+  std::cout << "GET: " << all.runs << " sequences checked, " << all.failures << " violations\n";
   EXPECT_EQ(all.failures, 0);
   EXPECT_EQ(all.outcomes[Outcome::kUnknown], 0);
   if (depth >= 3) {
@@ -1009,8 +967,8 @@ TEST(ExhaustiveTest, EveryEventSequenceWithAResponsePredicateKeepsTheInvariants)
   }
   const Tally get = ExploreEverySample(false, Prior::kNone, "predicate GET", depth, false, true);
   add(get);
-  std::cout << "with a response predicate: " << all.runs << " sequences checked, "
-            << all.failures << " violations\n";
+  std::cout << "with a response predicate: " << all.runs << " sequences checked, " << all.failures
+            << " violations\n";
   EXPECT_EQ(all.failures, 0);
   EXPECT_EQ(get.outcomes.count(Outcome::kUnknown), 0u);
   if (depth >= 3) {
@@ -1069,13 +1027,11 @@ bool Collected(Flaw flaw, const std::string& violation) {
 }
 
 TEST(ExhaustiveTest, InvariantsCatchAStoredErrorForAnExistingOrder) {
-  EXPECT_TRUE(
-      Collected(Flaw::kStoredErrorForAnOrder, "FAILED but the effect exists"));
+  EXPECT_TRUE(Collected(Flaw::kStoredErrorForAnOrder, "FAILED but the effect exists"));
 }
 
 TEST(ExhaustiveTest, InvariantsCatchAFoundAnswerForAnUnknownKey) {
-  EXPECT_TRUE(Collected(Flaw::kFoundForAnUnknownKey,
-                        "SUCCEEDED with 0 committed effects"));
+  EXPECT_TRUE(Collected(Flaw::kFoundForAnUnknownKey, "SUCCEEDED with 0 committed effects"));
 }
 
 TEST(ExhaustiveTest, InvariantsCatchAServerThatForgetsKeys) {

@@ -67,18 +67,18 @@ constexpr char kByKeyPrefix[] = "http://orders.test/orders/by-key/";
 // What the server does with one POST.
 enum class Fault {
   kOk,
-  kNotDelivered,        // connection refused
-  kDropBeforeCommit,    // delivered, reset before the server acted
-  kCommitThenLost,      // committed, reply lost (reset)
-  kTimeoutNoCommit,     // no reply within the attempt timeout, nothing done
-  kTimeoutCommit,       // committed, no reply within the attempt timeout
-  kTimeoutLateCommit,   // still running when the client gives up; commits later
-  kConflict,            // 409: the key is in progress (commits later)
-  kUnprocessable,       // 422
-  kTooManyRequests,     // 429 with Retry-After (seconds or HTTP-date)
-  kUnavailable,         // 503, sometimes with Retry-After
-  kInternalAfterCommit, // committed, then 500
-  kSlow,                // committed; the reply takes 100 ms to 3 s
+  kNotDelivered,         // connection refused
+  kDropBeforeCommit,     // delivered, reset before the server acted
+  kCommitThenLost,       // committed, reply lost (reset)
+  kTimeoutNoCommit,      // no reply within the attempt timeout, nothing done
+  kTimeoutCommit,        // committed, no reply within the attempt timeout
+  kTimeoutLateCommit,    // still running when the client gives up; commits later
+  kConflict,             // 409: the key is in progress (commits later)
+  kUnprocessable,        // 422
+  kTooManyRequests,      // 429 with Retry-After (seconds or HTTP-date)
+  kUnavailable,          // 503, sometimes with Retry-After
+  kInternalAfterCommit,  // committed, then 500
+  kSlow,                 // committed; the reply takes 100 ms to 3 s
   kCount,
 };
 
@@ -113,8 +113,8 @@ class ScriptedServer final : public Transport {
     if (!deadline_->is_infinite()) {
       if (at + deadline_options_->min_useful_attempt + deadline_options_->margin >
           deadline_->at()) {
-        violations_.push_back(absl::StrCat("attempt started too late: ",
-                                           (deadline_->at() - at).count(), " ns left"));
+        violations_.push_back(
+            absl::StrCat("attempt started too late: ", (deadline_->at() - at).count(), " ns left"));
       }
       if (options.timeout > deadline_->at() - at - deadline_options_->margin) {
         violations_.push_back("attempt timeout reaches past the deadline margin");
@@ -127,8 +127,7 @@ class ScriptedServer final : public Transport {
     trace_->Mix(query ? -pick : pick);
     if (trace_->verbose) {
       trace_->text << (query ? "  query " : "  send ") << request.method << " at +"
-                   << std::chrono::duration_cast<milliseconds>(at - start_).count()
-                   << "ms timeout "
+                   << std::chrono::duration_cast<milliseconds>(at - start_).count() << "ms timeout "
                    << std::chrono::duration_cast<milliseconds>(options.timeout).count() << "ms";
     }
     TransportResult r;
@@ -349,14 +348,15 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
   call_policy.max_attempts = 1 + static_cast<int>(rng() % 6);
   call_policy.max_status_queries = 1 + static_cast<int>(rng() % 4);
   call.policy = saferetry::RetryPolicy::Create(call_policy).value();
-  call.timeout = Pick<Duration>(rng, {milliseconds(100), milliseconds(300), seconds(1), seconds(2),
-                                      seconds(5), seconds(20)});
+  call.timeout = Pick<Duration>(
+      rng, {milliseconds(100), milliseconds(300), seconds(1), seconds(2), seconds(5), seconds(20)});
   if (rng() % 3 == 0) {
     call_policy.deadline_options.attempt_cap = Pick<Duration>(rng, {milliseconds(200), seconds(1)});
   }
-  call_policy.backoff.jitter = Pick(rng, {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual,
-                                   JitterKind::kDecorrelated});
-  call_policy.backoff.base = Pick<Duration>(rng, {milliseconds(10), milliseconds(50), milliseconds(200)});
+  call_policy.backoff.jitter = Pick(
+      rng, {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual, JitterKind::kDecorrelated});
+  call_policy.backoff.base =
+      Pick<Duration>(rng, {milliseconds(10), milliseconds(50), milliseconds(200)});
   call.policy = saferetry::RetryPolicy::Create(call_policy).value();
   if (rng() % 10 < 7) call.status_url = kByKey;
   call_policy.server_deduplicates = rng() % 5 == 0;
@@ -428,7 +428,8 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
   if (effects > 1) v.push_back(absl::StrCat(effects, " effects for one key"));
   if (!r.status.ok()) v.push_back(absl::StrCat("call did not start: ", r.status.message()));
   if (post) {
-    if (r.outcome == Outcome::kSucceeded && effects != 1) v.push_back("SUCCEEDED without an effect");
+    if (r.outcome == Outcome::kSucceeded && effects != 1)
+      v.push_back("SUCCEEDED without an effect");
     if (r.outcome == Outcome::kFailed && effects != 0) v.push_back("FAILED but the effect exists");
   } else {
     if (effects != 0) v.push_back("a GET had an effect");
@@ -438,7 +439,8 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
     bool may = false;
     for (const AttemptEvidence& ev : r.evidence) {
       if (ev.is_status_query) continue;
-      if (ev.delivery == Delivery::kMaybeDelivered || ev.classification == AttemptClass::kAmbiguous ||
+      if (ev.delivery == Delivery::kMaybeDelivered ||
+          ev.classification == AttemptClass::kAmbiguous ||
           ev.classification == AttemptClass::kInProgress) {
         may = true;
       }
@@ -446,28 +448,26 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
     if (!may) v.push_back("UNKNOWN without evidence that an attempt may have been delivered");
   }
   if (r.elapsed > *call.timeout) {
-    v.push_back(absl::StrCat("call outlived its deadline by ", (r.elapsed - *call.timeout).count(),
-                             " ns"));
+    v.push_back(
+        absl::StrCat("call outlived its deadline by ", (r.elapsed - *call.timeout).count(), " ns"));
   }
   // A ratio budget documents transient negative balances once an old deposit
   // expires (after its window); within one window it cannot go below zero.
-  const bool balance_checked =
-      budget_kind != BudgetKind::kRatio || r.elapsed < seconds(9);
+  const bool balance_checked = budget_kind != BudgetKind::kRatio || r.elapsed < seconds(9);
   for (const AttemptEvidence& ev : r.evidence) {
     if (balance_checked && ev.budget_balance < 0) {
       v.push_back(absl::StrCat("budget balance ", ev.budget_balance, " < 0"));
     }
   }
   if (verbose) {
-        call.policy = saferetry::RetryPolicy::Create(call_policy).value();
+    call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     report.text = absl::StrCat(
         "seed ", seed, ": ", request.method, " max_attempts=", call_policy.max_attempts,
         " max_status_queries=", call_policy.max_status_queries,
         " timeout_ms=", std::chrono::duration_cast<milliseconds>(*call.timeout).count(),
-        " status_query=", !call.status_url.empty(),
-        " dedup=", call_policy.server_deduplicates, " budget=", static_cast<int>(budget_kind), "\n",
-        trace.text.str(), "  => ", std::string(OutcomeName(r.outcome)), " (",
-        std::string(StopReasonName(r.stop_reason)),
+        " status_query=", !call.status_url.empty(), " dedup=", call_policy.server_deduplicates,
+        " budget=", static_cast<int>(budget_kind), "\n", trace.text.str(), "  => ",
+        std::string(OutcomeName(r.outcome)), " (", std::string(StopReasonName(r.stop_reason)),
         "), effects=", effects, "\n");
   }
   return report;
@@ -500,8 +500,8 @@ TEST(PropertyTest, RandomFaultScriptsKeepTheInvariants) {
     ++reasons[r.stop_reason];
     if (r.resolved_by_status_query) ++resolved;
     for (const std::string& s : r.violations) {
-      ADD_FAILURE() << "seed " << seed << ": " << s
-                    << " (replay: SAFERETRY_PROPERTY_SEED=" << seed << " ./property_test)";
+      ADD_FAILURE() << "seed " << seed << ": " << s << " (replay: SAFERETRY_PROPERTY_SEED=" << seed
+                    << " ./property_test)";
       ++failures;
     }
     // The same seed gives the same trace (checked on every 10th seed, which
@@ -517,7 +517,8 @@ TEST(PropertyTest, RandomFaultScriptsKeepTheInvariants) {
   std::cout << runs << " runs: " << outcomes[Outcome::kSucceeded] << " SUCCEEDED, "
             << outcomes[Outcome::kFailed] << " FAILED, " << outcomes[Outcome::kUnknown]
             << " UNKNOWN; " << resolved << " resolved by a status query\n";
-  for (const auto& [reason, n] : reasons) std::cout << "  " << StopReasonName(reason) << ": " << n << "\n";
+  for (const auto& [reason, n] : reasons)
+    std::cout << "  " << StopReasonName(reason) << ": " << n << "\n";
   // The scripts must reach every outcome and the interesting stops, or the
   // invariants above were checked on too narrow a set of histories.
   if (runs >= 1000) {
@@ -573,12 +574,10 @@ class DeadlineCheckingTransport final : public Transport {
     trace_->Mix(r.response ? r.response->status_code : -static_cast<int>(r.delivery));
     if (trace_->verbose) {
       trace_->text << (query ? "  query" : "  send ") << " at +"
-                   << std::chrono::duration_cast<milliseconds>(at - start_).count()
-                   << "ms timeout "
-                   << std::chrono::duration_cast<milliseconds>(options.timeout).count()
-                   << "ms -> " << DeliveryName(r.delivery) << " "
-                   << (r.response ? r.response->status_code : 0) << " " << r.status.message()
-                   << " (+"
+                   << std::chrono::duration_cast<milliseconds>(at - start_).count() << "ms timeout "
+                   << std::chrono::duration_cast<milliseconds>(options.timeout).count() << "ms -> "
+                   << DeliveryName(r.delivery) << " " << (r.response ? r.response->status_code : 0)
+                   << " " << r.status.message() << " (+"
                    << std::chrono::duration_cast<milliseconds>(clock_->Now() - start_).count()
                    << "ms)\n";
     }
@@ -752,8 +751,8 @@ RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
   if (!r.idempotency_key.has_value()) v.push_back("a POST without an idempotency key");
   if (eventual > 1) v.push_back(absl::StrCat(eventual, " effects for one intent"));
   if (end > deadline.at() || r.elapsed > timeout) {
-    v.push_back(absl::StrCat("call outlived its deadline by ", (end - deadline.at()).count(),
-                             " ns"));
+    v.push_back(
+        absl::StrCat("call outlived its deadline by ", (end - deadline.at()).count(), " ns"));
   }
   // A wait the machine scheduled always leads to a send, late clock or not.
   if (r.stop_reason == StopReason::kNoTimeForUsefulAttempt && !r.evidence.empty() &&
@@ -779,10 +778,9 @@ RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
         if (ev.classification == AttemptClass::kSuccess) {
           v.push_back("UNKNOWN after a success or a \"found\" answer");
         }
-        if (!ev.is_status_query &&
-            (ev.delivery == Delivery::kMaybeDelivered ||
-             ev.classification == AttemptClass::kAmbiguous ||
-             ev.classification == AttemptClass::kInProgress)) {
+        if (!ev.is_status_query && (ev.delivery == Delivery::kMaybeDelivered ||
+                                    ev.classification == AttemptClass::kAmbiguous ||
+                                    ev.classification == AttemptClass::kInProgress)) {
           may_have_applied = true;
         }
       }
@@ -794,13 +792,13 @@ RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
     std::vector<std::string> names;
     for (OrderFault f : faults) names.emplace_back(FaultName(f));
     report.text = absl::StrCat(
-        "seed ", seed, ": POST timeout_ms=",
-        std::chrono::duration_cast<milliseconds>(timeout).count(),
+        "seed ", seed,
+        ": POST timeout_ms=", std::chrono::duration_cast<milliseconds>(timeout).count(),
         " processing_ms=", std::chrono::duration_cast<milliseconds>(processing).count(),
         " faults=[", absl::StrJoin(names, ","), "]\n", trace.text.str(), "  => ",
         std::string(OutcomeName(r.outcome)), " (", std::string(StopReasonName(r.stop_reason)),
-        "), attempts=", r.attempts, " status_queries=", r.status_queries,
-        " effects=", eventual, "\n");
+        "), attempts=", r.attempts, " status_queries=", r.status_queries, " effects=", eventual,
+        "\n");
   }
   return report;
 }
@@ -825,8 +823,7 @@ TEST(PropertyTest, DefaultOptionsWithFaultsThatTakeTimeKeepTheInvariants) {
     ++reasons[r.stop_reason];
     if (r.resolved_by_status_query) ++resolved;
     for (const std::string& s : r.violations) {
-      ADD_FAILURE() << "seed " << seed << ": " << s
-                    << " (replay: SAFERETRY_PROPERTY_SEED=" << seed
+      ADD_FAILURE() << "seed " << seed << ": " << s << " (replay: SAFERETRY_PROPERTY_SEED=" << seed
                     << " ./property_test --gtest_filter=*DefaultOptions*)";
       ++failures;
     }
@@ -839,7 +836,8 @@ TEST(PropertyTest, DefaultOptionsWithFaultsThatTakeTimeKeepTheInvariants) {
             << " SUCCEEDED, " << outcomes[Outcome::kFailed] << " FAILED, "
             << outcomes[Outcome::kUnknown] << " UNKNOWN; " << resolved
             << " resolved by a status query\n";
-  for (const auto& [reason, n] : reasons) std::cout << "  " << StopReasonName(reason) << ": " << n << "\n";
+  for (const auto& [reason, n] : reasons)
+    std::cout << "  " << StopReasonName(reason) << ": " << n << "\n";
   if (runs >= 1000) {
     EXPECT_GT(outcomes[Outcome::kSucceeded], 0);
     EXPECT_GT(outcomes[Outcome::kFailed], 0);

@@ -21,7 +21,9 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 
-LatencyModel Constant(Duration d) { return LatencyModel{LatencyModel::Kind::kConstant, d, Duration{0}}; }
+LatencyModel Constant(Duration d) {
+  return LatencyModel{LatencyModel::Kind::kConstant, d, Duration{0}};
+}
 
 SimConfig TinyConfig() {
   SimConfig c;
@@ -238,14 +240,14 @@ TEST(SimulatorTest, PolicyFileSelectsAUserBudgetByName) {
   }
   auto made = std::make_shared<std::atomic<int>>(0);
   BudgetRegistry budgets;
-  ASSERT_TRUE(budgets
-                  .Register("neverRetry",
-                            [made](const BudgetSpec&)
-                                -> absl::StatusOr<std::shared_ptr<RetryBudget>> {
-                              made->fetch_add(1);
-                              return std::make_shared<NeverRetry>();
-                            })
-                  .ok());
+  ASSERT_TRUE(
+      budgets
+          .Register("neverRetry",
+                    [made](const BudgetSpec&) -> absl::StatusOr<std::shared_ptr<RetryBudget>> {
+                      made->fetch_add(1);
+                      return std::make_shared<NeverRetry>();
+                    })
+          .ok());
   EXPECT_THAT(std::string(LoadBasePolicy(path).status().message()),
               HasSubstr(R"($.saferetry.budget: expected one of "ratio", "tokenThrottle", )"
                         R"("costQuota", "none", got "neverRetry")"));

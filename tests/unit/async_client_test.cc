@@ -35,8 +35,8 @@ constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
 
 Request Post() {
-  return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
-                 R"({"sku":"sku-42","quantity":1})"};
+  return Request{
+      "POST", kOrders, {{"Content-Type", "application/json"}}, R"({"sku":"sku-42","quantity":1})"};
 }
 
 Request Get() {
@@ -86,8 +86,7 @@ class AsyncClientTest : public ::testing::Test {
 TEST_F(AsyncClientTest, CreateNamesTheMissingField) {
   AsyncClientOptions o;
   o.transport = transport_;
-  EXPECT_THAT(std::string(AsyncClient::Create(o).status().message()),
-              ::testing::HasSubstr("loop"));
+  EXPECT_THAT(std::string(AsyncClient::Create(o).status().message()), ::testing::HasSubstr("loop"));
   o.loop = loop_;
   // The fake loop cannot run on the client's own thread.
   EXPECT_THAT(std::string(AsyncClient::Create(o).status().message()),
@@ -220,8 +219,7 @@ TEST_F(AsyncClientTest, HedgesGetTheirOwnSpans) {
   call_policy.max_attempts = 4;
   CallOptions call;
   call.policy = saferetry::RetryPolicy::Create(call_policy).value();
-  call.trace_context =
-      TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba90000-01", ""};
+  call.trace_context = TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba90000-01", ""};
   call.tracer = &tracer;
   auto f = client->Execute(Get(), call);
   loop_->RunUntilIdle();
@@ -231,9 +229,9 @@ TEST_F(AsyncClientTest, HedgesGetTheirOwnSpans) {
   const auto sent = transport_->sent();
   ASSERT_EQ(sent.size(), 3u);
   for (std::size_t i = 0; i < sent.size(); ++i) {
-    EXPECT_EQ(FindHeader(sent[i].request.headers, "traceparent"),
-              "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9000" + std::to_string(i + 1) +
-                  "-01");
+    EXPECT_EQ(
+        FindHeader(sent[i].request.headers, "traceparent"),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9000" + std::to_string(i + 1) + "-01");
   }
   EXPECT_THAT(tracer.resends, ElementsAre(0, 1, 2));
   // Every attempt reported carries its own span.
@@ -393,8 +391,9 @@ TEST_F(AsyncClientTest, ALoserCutShortByAHedgeStillCountsInTheP95) {
 // Bad hedging options are refused when the policy is built, naming the
 // field; a call never sees them.
 TEST_F(AsyncClientTest, BadHedgingOptionsNameTheField) {
-  EXPECT_EQ(RetryPolicy::Create(HedgedPolicy(milliseconds(10), /*max_hedges=*/9)).status().message(),
-            "policy.hedging.max_hedges: must be in 0..3, got 9");
+  EXPECT_EQ(
+      RetryPolicy::Create(HedgedPolicy(milliseconds(10), /*max_hedges=*/9)).status().message(),
+      "policy.hedging.max_hedges: must be in 0..3, got 9");
   EXPECT_EQ(RetryPolicy::Create(HedgedPolicy(milliseconds(-1))).status().message(),
             "policy.hedging.delay: must be >= 0");
   EXPECT_EQ(transport_->send_count(), 0);
@@ -531,9 +530,8 @@ TEST(AsyncClientThreadTest, ConcurrentCancelFromAnotherThread) {
 TEST(AsyncClientThreadTest, DestructionCancelsCallsInFlight) {
   std::shared_ptr<AsyncFakeTransport> transport;
   auto client = RealLoopClient(&transport);
-  transport->SetHandler([](const Request&, const AttemptOptions&) {
-    return Step::Respond(200).After(seconds(20));
-  });
+  transport->SetHandler(
+      [](const Request&, const AttemptOptions&) { return Step::Respond(200).After(seconds(20)); });
   std::vector<std::future<CallResult>> futures;
   for (int i = 0; i < 10; ++i) futures.push_back(client->Execute(Get(), CallOptions{}));
   while (transport->send_count() < 10) std::this_thread::sleep_for(milliseconds(1));

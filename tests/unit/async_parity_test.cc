@@ -67,8 +67,8 @@ std::string DriverName(Driver d) {
 #endif
 
 Request Post() {
-  return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
-                 R"({"sku":"sku-42","quantity":1})"};
+  return Request{
+      "POST", kOrders, {{"Content-Type", "application/json"}}, R"({"sku":"sku-42","quantity":1})"};
 }
 
 Request Get() {
@@ -210,8 +210,7 @@ class Harness {
   std::shared_ptr<SimulatedOrderServer> server_;
   std::shared_ptr<FakeTransport> fake_ = std::make_shared<FakeTransport>(clock_);
   std::shared_ptr<FakeEventLoop> loop_ = std::make_shared<FakeEventLoop>(clock_);
-  std::shared_ptr<AsyncFakeTransport> async_ =
-      std::make_shared<AsyncFakeTransport>(loop_, clock_);
+  std::shared_ptr<AsyncFakeTransport> async_ = std::make_shared<AsyncFakeTransport>(loop_, clock_);
 #if SAFERETRY_TEST_ASIO
   asio::io_context io_;
   std::shared_ptr<testkit::FakeAsioEventLoop> asio_loop_ =
@@ -226,8 +225,7 @@ class ParityTest : public ::testing::TestWithParam<Driver> {
   Harness h_{GetParam()};
 };
 
-INSTANTIATE_TEST_SUITE_P(Drivers, ParityTest,
-                         ::testing::Values(SAFERETRY_PARITY_DRIVERS),
+INSTANTIATE_TEST_SUITE_P(Drivers, ParityTest, ::testing::Values(SAFERETRY_PARITY_DRIVERS),
                          [](const auto& p) { return DriverName(p.param); });
 
 TEST_P(ParityTest, Success) {
@@ -593,9 +591,7 @@ TEST_P(ParityTest, BadInputNamesTheField) {
 TEST_P(ParityTest, ListenerSeesEveryStepInOrder) {
   struct Recorder : CallListener {
     std::vector<std::string> events;
-    void OnAttemptStart(int n, bool q) override {
-      events.push_back(absl_like("start", n, q));
-    }
+    void OnAttemptStart(int n, bool q) override { events.push_back(absl_like("start", n, q)); }
     void OnAttemptEnd(const AttemptEvidence& e) override {
       events.push_back(absl_like("end", e.number, e.is_status_query));
     }
@@ -714,7 +710,6 @@ TEST_P(LateClockGrid, AScheduledWaitAlwaysLeadsToASend) {
   }
 }
 
-
 // --- Resolve: one engine on both drivers ---------------------------------
 
 class ResolveParityTest : public ParityTest {
@@ -738,8 +733,7 @@ class ResolveParityTest : public ParityTest {
   std::shared_ptr<IntentJournal> journal_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Drivers, ResolveParityTest,
-                         ::testing::Values(SAFERETRY_PARITY_DRIVERS),
+INSTANTIATE_TEST_SUITE_P(Drivers, ResolveParityTest, ::testing::Values(SAFERETRY_PARITY_DRIVERS),
                          [](const auto& p) { return DriverName(p.param); });
 
 // As a user would run it: default options, the client's defaults (real

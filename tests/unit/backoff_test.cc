@@ -48,8 +48,9 @@ TEST(BackoffTest, HeaderExample) {
 TEST(BackoffTest, NoJitterIsTheCeiling) {
   BackoffParams p = Params(JitterKind::kNone);
   const std::vector<Duration> expected = {
-      milliseconds(100), milliseconds(200), milliseconds(400), milliseconds(800),
-      milliseconds(1600), milliseconds(3200), milliseconds(6400), seconds(10), seconds(10)};
+      milliseconds(100),  milliseconds(200),  milliseconds(400),
+      milliseconds(800),  milliseconds(1600), milliseconds(3200),
+      milliseconds(6400), seconds(10),        seconds(10)};
   for (int n = 1; n <= static_cast<int>(expected.size()); ++n) {
     for (double u : {0.0, 0.5, kJustBelowOne}) {
       EXPECT_EQ(ComputeBackoff(p, n, Duration{0}, u), expected[n - 1]) << "n=" << n << " u=" << u;
@@ -112,11 +113,17 @@ TEST(BackoffTest, DecorrelatedJitterExactValuesFromBase) {
 
 TEST(BackoffTest, DecorrelatedSequence) {
   BackoffParams p = Params(JitterKind::kDecorrelated);
-  const std::vector<Duration> expected = {
-      nanoseconds(200'000'000),   nanoseconds(350'000'000),   nanoseconds(575'000'000),
-      nanoseconds(912'500'000),   nanoseconds(1'418'750'000), nanoseconds(2'178'125'000),
-      nanoseconds(3'317'187'500), nanoseconds(5'025'781'250), nanoseconds(7'588'671'875),
-      seconds(10),                seconds(10)};
+  const std::vector<Duration> expected = {nanoseconds(200'000'000),
+                                          nanoseconds(350'000'000),
+                                          nanoseconds(575'000'000),
+                                          nanoseconds(912'500'000),
+                                          nanoseconds(1'418'750'000),
+                                          nanoseconds(2'178'125'000),
+                                          nanoseconds(3'317'187'500),
+                                          nanoseconds(5'025'781'250),
+                                          nanoseconds(7'588'671'875),
+                                          seconds(10),
+                                          seconds(10)};
   Duration previous{0};
   std::vector<Duration> got;
   for (int n = 1; n <= static_cast<int>(expected.size()); ++n) {
@@ -146,7 +153,7 @@ TEST(BackoffTest, Retry10000IsExactlyTheCap) {
     for (int n : {64, 1025, 10000, std::numeric_limits<int>::max()}) {
       SCOPED_TRACE(::testing::Message() << JitterKindName(kind) << " n=" << n);
       const Duration none = seconds(10);
-      Duration at_half = kind == JitterKind::kNone    ? none
+      Duration at_half = kind == JitterKind::kNone   ? none
                          : kind == JitterKind::kFull ? seconds(5)
                                                      : milliseconds(7500);
       EXPECT_EQ(ComputeBackoff(p, n, Duration{0}, 0.5), at_half);

@@ -172,9 +172,7 @@ class CountingBudget final : public RetryBudget {
   const std::vector<BudgetUse>& uses() const { return uses_; }
   const std::vector<TimePoint>& charge_times() const { return charge_times_; }
   const std::vector<std::int64_t>& refunds() const { return refunds_; }
-  const std::vector<std::int64_t>& success_costs() const {
-    return success_costs_;
-  }
+  const std::vector<std::int64_t>& success_costs() const { return success_costs_; }
 
  private:
   bool allow_;
@@ -214,44 +212,39 @@ const char* KindName(Kind k) {
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult IsSend(const CallAction& a, int number,
-                                  Duration timeout) {
+::testing::AssertionResult IsSend(const CallAction& a, int number, Duration timeout) {
   if (auto k = IsKind(a, Kind::kSendAttempt); !k) return k;
   if (a.number != number || a.timeout != timeout) {
     return ::testing::AssertionFailure()
-           << "SendAttempt(" << a.number << ", " << a.timeout.count()
-           << " ns), expected (" << number << ", " << timeout.count() << " ns)";
+           << "SendAttempt(" << a.number << ", " << a.timeout.count() << " ns), expected ("
+           << number << ", " << timeout.count() << " ns)";
   }
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult IsQuery(const CallAction& a, int number,
-                                   Duration timeout, bool fence = false) {
+::testing::AssertionResult IsQuery(const CallAction& a, int number, Duration timeout,
+                                   bool fence = false) {
   if (auto k = IsKind(a, Kind::kSendStatusQuery); !k) return k;
   if (a.number != number || a.timeout != timeout || a.fence != fence) {
     return ::testing::AssertionFailure()
            << "SendStatusQuery(" << a.number << ", " << a.timeout.count()
-           << " ns, fence=" << a.fence << "), expected (" << number << ", "
-           << timeout.count() << " ns, fence=" << fence << ")";
+           << " ns, fence=" << a.fence << "), expected (" << number << ", " << timeout.count()
+           << " ns, fence=" << fence << ")";
   }
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult IsWait(const CallAction& a, Duration delay,
-                                  bool from_hint = false) {
+::testing::AssertionResult IsWait(const CallAction& a, Duration delay, bool from_hint = false) {
   if (auto k = IsKind(a, Kind::kWait); !k) return k;
   if (a.delay != delay || a.delay_from_server_hint != from_hint) {
     return ::testing::AssertionFailure()
-           << "Wait(" << a.delay.count()
-           << " ns, hint=" << a.delay_from_server_hint << "), expected ("
-           << delay.count() << " ns, hint=" << from_hint << ")";
+           << "Wait(" << a.delay.count() << " ns, hint=" << a.delay_from_server_hint
+           << "), expected (" << delay.count() << " ns, hint=" << from_hint << ")";
   }
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult IsFinish(const CallAction& a) {
-  return IsKind(a, Kind::kFinish);
-}
+::testing::AssertionResult IsFinish(const CallAction& a) { return IsKind(a, Kind::kFinish); }
 
 // ---------------------------------------------------------------------------
 // The fixture: one machine per test, with a counting retry budget and a
@@ -270,14 +263,11 @@ class CallStateMachineTest : public ::testing::Test {
   }
   std::vector<std::shared_ptr<const BackoffPolicy>> curves_;
 
-  CallStateMachine& Make(const CallPolicy& policy,
-                         std::vector<double> uniforms = {0.5},
-                         RetryBudget* budget = nullptr,
-                         RetryBudget* query_budget = nullptr) {
+  CallStateMachine& Make(const CallPolicy& policy, std::vector<double> uniforms = {0.5},
+                         RetryBudget* budget = nullptr, RetryBudget* query_budget = nullptr) {
     random_ = std::make_unique<ScriptedRandom>(std::move(uniforms));
     machine_ = std::make_unique<CallStateMachine>(
-        policy, budget != nullptr ? budget : &budget_, &classifier_,
-        random_.get(), &token_,
+        policy, budget != nullptr ? budget : &budget_, &classifier_, random_.get(), &token_,
         query_budget != nullptr ? query_budget : &allowance_);
     return *machine_;
   }
@@ -308,8 +298,7 @@ const GridPoint kGrid[] = {
     {seconds(60), milliseconds(41990), milliseconds(29995)},
 };
 
-TEST_F(CallStateMachineTest,
-       ResolvableWriteFirstAttemptEndsBeforeTheResolutionWindow) {
+TEST_F(CallStateMachineTest, ResolvableWriteFirstAttemptEndsBeforeTheResolutionWindow) {
   for (const GridPoint& g : kGrid) {
     SCOPED_TRACE(g.total.count());
     CallStateMachine& m = Make(KeyedPost(g.total));
@@ -317,8 +306,7 @@ TEST_F(CallStateMachineTest,
     EXPECT_TRUE(IsSend(a, 1, g.resolve_first_attempt));
     EXPECT_EQ(a.remaining, g.total);
     // The formula of the header comment, on the same grid.
-    const Duration window =
-        std::max<Duration>(g.total / 10 * 3, milliseconds(60));
+    const Duration window = std::max<Duration>(g.total / 10 * 3, milliseconds(60));
     EXPECT_EQ(a.timeout, g.total - window - milliseconds(10));
     EXPECT_EQ(m.policy().plan.kind, TimePlanKind::kResolve);
     EXPECT_EQ(m.policy().plan.reserve, window);
@@ -392,7 +380,7 @@ TEST_F(CallStateMachineTest, StatusQueryCapDefaultsFromTheDeadline) {
 
   CallStateMachine& five = Make(KeyedPost(seconds(5)));
   five.Start(kT0);
-  EXPECT_EQ(five.policy().max_status_queries, 0);  // not yet needed
+  EXPECT_EQ(five.policy().max_status_queries, 0);                  // not yet needed
   five.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));  // ambiguous: a poll
   EXPECT_EQ(five.policy().max_status_queries, 17);
   // A caller's cap is kept.
@@ -418,8 +406,7 @@ TEST_F(CallStateMachineTest, StartDepositsInBothBudgets) {
 TEST_F(CallStateMachineTest, SuccessResponseFinishesSucceeded) {
   CallStateMachine& m = Make(KeyedPost(seconds(1)));
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(690)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(5)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(5)))));
   EXPECT_TRUE(m.finished());
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
@@ -445,8 +432,8 @@ TEST_F(CallStateMachineTest, PermanentAnswerFinishesFailedWithoutCharge) {
     CountingBudget budget;
     CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.5}, &budget);
     m.Start(kT0);
-    EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(status), ResponseOf(status),
-                                         At(milliseconds(5)))));
+    EXPECT_TRUE(
+        IsFinish(m.OnAttemptDone(Answered(status), ResponseOf(status), At(milliseconds(5)))));
     const CallResult r = Result();
     EXPECT_EQ(r.outcome, Outcome::kFailed);
     EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -457,19 +444,16 @@ TEST_F(CallStateMachineTest, PermanentAnswerFinishesFailedWithoutCharge) {
 }
 
 // kAttemptsExhausted: rule 6, the cap on sends of the request.
-TEST_F(CallStateMachineTest,
-       RetryableFailureOnTheLastAttemptStopsAttemptsExhausted) {
+TEST_F(CallStateMachineTest, RetryableFailureOnTheLastAttemptStopsAttemptsExhausted) {
   CallPolicy p = Get(seconds(1));
   p.max_attempts = 2;
   CallStateMachine& m = Make(p, {0.5});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(495)));
   // Full jitter, 100 ms ceiling, u = 0.5: 50 ms.
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
-      milliseconds(50)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                     milliseconds(50)));
   EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(60))), 2, milliseconds(495)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -484,27 +468,22 @@ TEST_F(CallStateMachineTest,
 }
 
 // kStatusQueriesExhausted: rule 6, the cap on polls.
-TEST_F(CallStateMachineTest,
-       PollCapReachedWhileUnresolvedStopsStatusQueriesExhausted) {
+TEST_F(CallStateMachineTest, PollCapReachedWhileUnresolvedStopsStatusQueriesExhausted) {
   CallPolicy p = KeyedPost(seconds(1));
   p.max_status_queries = 2;
   CallStateMachine& m = Make(p, {0.0});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(690)));
   // Poll pacing: equal jitter from 50 ms, x1.5; u = 0 gives 25 ms, 37.5 ms.
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
-             milliseconds(25)));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))), milliseconds(25)));
   // A status query gets half of what remains less the margin: (875 - 10) / 2.
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
-  EXPECT_TRUE(
-      IsWait(m.OnStatusAnswer(StatusAnswer::kStillUnknown, Answered(503),
-                              ResponseOf(503), At(milliseconds(135))),
-             microseconds(37500)));
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(microseconds(172500))), 2, microseconds(408750)));
-  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kStillUnknown, TimedOut(),
-                                        std::nullopt, At(milliseconds(600)))));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
+  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kStillUnknown, Answered(503), ResponseOf(503),
+                                      At(milliseconds(135))),
+                     microseconds(37500)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(microseconds(172500))), 2, microseconds(408750)));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kStillUnknown, TimedOut(), std::nullopt,
+                                        At(milliseconds(600)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
@@ -523,13 +502,11 @@ TEST_F(CallStateMachineTest,
 
 // kDeadlineExceeded: the deadline (less the margin) was reached during an
 // attempt; the delay is drawn, the time check stops the call, uncharged.
-TEST_F(CallStateMachineTest,
-       RetryableFailureAtTheDeadlineStopsDeadlineExceeded) {
+TEST_F(CallStateMachineTest, RetryableFailureAtTheDeadlineStopsDeadlineExceeded) {
   CallPolicy p = KeyedPostWithoutQuery(seconds(1));  // single plan: 990 ms
   CallStateMachine& m = Make(p, {0.5});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(990)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(990)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(990)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kDeadlineExceeded);
@@ -540,13 +517,11 @@ TEST_F(CallStateMachineTest,
 
 // kDeadlineExceeded: reached during a wait (the wait overslept); the charge
 // made for the send that will not happen is refunded.
-TEST_F(CallStateMachineTest,
-       WaitOversleptPastTheDeadlineStopsDeadlineExceededAndRefunds) {
+TEST_F(CallStateMachineTest, WaitOversleptPastTheDeadlineStopsDeadlineExceededAndRefunds) {
   CallStateMachine& m = Make(Get(seconds(1)), {0.5});
   m.Start(kT0);
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
-      milliseconds(50)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                     milliseconds(50)));
   EXPECT_EQ(budget_.charges(), 1);
   EXPECT_TRUE(IsFinish(m.OnWaitOver(At(milliseconds(995)))));
   const CallResult r = Result();
@@ -559,13 +534,11 @@ TEST_F(CallStateMachineTest,
 
 // kNoTimeForUsefulAttempt: time is left (more than the margin) but not
 // enough for a minimum useful attempt plus the margin, even with no wait.
-TEST_F(CallStateMachineTest,
-       TooLittleTimeForAUsefulAttemptStopsNoTimeForUsefulAttempt) {
+TEST_F(CallStateMachineTest, TooLittleTimeForAUsefulAttemptStopsNoTimeForUsefulAttempt) {
   CallStateMachine& m = Make(Get(seconds(1)), {0.5});
   m.Start(kT0);
   // 50 ms left: 0 + 50 ms + 10 ms does not fit.
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(950)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(950)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kNoTimeForUsefulAttempt);
@@ -591,8 +564,7 @@ TEST_F(CallStateMachineTest, RetryBudgetRefusalStopsBudgetExhausted) {
   auto quota = MakeCostQuota(never).value();
   CallStateMachine& m = Make(Get(seconds(1)), {0.5}, quota.get());
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
@@ -620,11 +592,9 @@ TEST_F(CallStateMachineTest, AllowanceRefusalOfAPollStopsBudgetExhausted) {
   none.percent = 0;
   none.min_per_second = 0;
   auto empty = MakeRatioBudget(none).value();
-  CallStateMachine& m =
-      Make(KeyedPost(seconds(1)), {0.5}, &budget_, empty.get());
+  CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.5}, &budget_, empty.get());
   m.Start(kT0);
-  EXPECT_TRUE(
-      IsFinish(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kBudgetExhausted);
@@ -635,14 +605,12 @@ TEST_F(CallStateMachineTest, AllowanceRefusalOfAPollStopsBudgetExhausted) {
 
 // kRetryAfterBeyondDeadline: a server hint that does not fit ends the call;
 // it is never shortened, and nothing is charged.
-TEST_F(CallStateMachineTest,
-       RetryAfterPastTheDeadlineStopsRetryAfterBeyondDeadline) {
+TEST_F(CallStateMachineTest, RetryAfterPastTheDeadlineStopsRetryAfterBeyondDeadline) {
   CallStateMachine& m = Make(Get(seconds(1)), {0.5});
   m.Start(kT0);
   // 10 + 950 + 50 + 10 = 1020 ms > 1000 ms.
-  EXPECT_TRUE(
-      IsFinish(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(950))),
-                               ResponseOf(503), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(950))),
+                                       ResponseOf(503), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kRetryAfterBeyondDeadline);
@@ -657,8 +625,8 @@ TEST_F(CallStateMachineTest, RetryAfterShorterThanTheBackoffKeepsTheBackoff) {
   CallStateMachine& m = Make(Get(seconds(5)), {0.5});
   m.Start(kT0);
   // Full jitter of 100 ms at u = 0.5: 50 ms, above the 10 ms hint.
-  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(10))),
-                                     ResponseOf(503), At(milliseconds(10))),
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(10))), ResponseOf(503),
+                                     At(milliseconds(10))),
                      milliseconds(50), /*from_hint=*/true));
 }
 
@@ -670,8 +638,8 @@ TEST_F(CallStateMachineTest, RetryAfterNearTheDeadlineShrinksOnlyTheBackoff) {
   m.Start(kT0);
   // Backoff 900 ms does not fit at 100 ms (100 + 900 + 50 + 10 > 1000); the
   // 300 ms hint does: the wait is the longest that fits, 840 ms.
-  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(300))),
-                                     ResponseOf(503), At(milliseconds(100))),
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(300))), ResponseOf(503),
+                                     At(milliseconds(100))),
                      milliseconds(840), /*from_hint=*/true));
 }
 
@@ -692,7 +660,8 @@ TEST_F(CallStateMachineTest, RetryAfterAboveTheMaximumStopsRetryAfterTooLong) {
 // Rule 7: a wait the machine shortened to fit ends exactly when a useful
 // attempt is left; a clock that wakes a few ms late still gets its send.
 TEST_F(CallStateMachineTest, AShortenedWaitLeadsToASendOnALateClock) {
-  for (Duration late : {Duration::zero(), Duration(milliseconds(1)), Duration(milliseconds(5)), Duration(milliseconds(25))}) {
+  for (Duration late : {Duration::zero(), Duration(milliseconds(1)), Duration(milliseconds(5)),
+                        Duration(milliseconds(25))}) {
     SCOPED_TRACE(late.count());
     CallPolicy p = Get(seconds(1));
     p.backoff = Fixed(seconds(2));
@@ -700,8 +669,7 @@ TEST_F(CallStateMachineTest, AShortenedWaitLeadsToASendOnALateClock) {
     m.Start(kT0);
     EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(100))),
                        milliseconds(840)));
-    EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(940)) + late), 2,
-                       milliseconds(50) - late));
+    EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(940)) + late), 2, milliseconds(50) - late));
   }
   // Later than half a useful attempt: the wait overslept, no send.
   CallPolicy p = Get(seconds(1));
@@ -718,8 +686,7 @@ TEST_F(CallStateMachineTest, AShortenedWaitLeadsToASendOnALateClock) {
 TEST_F(CallStateMachineTest, AmbiguousWriteWithoutKeyStopsAmbiguousUnresolved) {
   CallStateMachine& m = Make(UnkeyedPost(seconds(1)));
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(990)));
-  EXPECT_TRUE(
-      IsFinish(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
@@ -730,12 +697,10 @@ TEST_F(CallStateMachineTest, AmbiguousWriteWithoutKeyStopsAmbiguousUnresolved) {
 
 // kAmbiguousUnresolved: keyed, but no status query, no deduplication
 // declared and no 409 seen.
-TEST_F(CallStateMachineTest,
-       AmbiguousKeyedWriteWithNoResolutionStopsAmbiguousUnresolved) {
+TEST_F(CallStateMachineTest, AmbiguousKeyedWriteWithNoResolutionStopsAmbiguousUnresolved) {
   CallStateMachine& m = Make(KeyedPostWithoutQuery(seconds(1)));
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(500), ResponseOf(500), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(500), ResponseOf(500), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
@@ -743,20 +708,16 @@ TEST_F(CallStateMachineTest,
 }
 
 // kNotFoundNoAttemptsLeft: an unfenced "not found" with no attempt left.
-TEST_F(CallStateMachineTest,
-       NotFoundWithNoAttemptLeftStopsNotFoundNoAttemptsLeft) {
+TEST_F(CallStateMachineTest, NotFoundWithNoAttemptLeftStopsNotFoundNoAttemptsLeft) {
   CallPolicy p = KeyedPost(seconds(1));
   p.max_attempts = 1;
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
-             milliseconds(25)));
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
-  EXPECT_TRUE(
-      IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                ResponseOf(404), At(milliseconds(130)))));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))), milliseconds(25)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                        At(milliseconds(130)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);
@@ -775,19 +736,15 @@ TEST_F(CallStateMachineTest, FencedNotFoundAfterGivingUpStopsFencedFailed) {
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
-             milliseconds(25)));
-  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1,
-                      microseconds(432500), false));
-  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                      ResponseOf(404), At(milliseconds(130))),
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))), milliseconds(25)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500), false));
+  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                      At(milliseconds(130))),
                      microseconds(37500)));
   // (1000 - 167.5 - 10) / 2 = 411.25 ms.
-  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(microseconds(167500))), 2,
-                      microseconds(411250), true));
-  EXPECT_TRUE(
-      IsFinish(m.OnStatusAnswer(StatusAnswer::kFenced, Answered(404),
-                                ResponseOf(404), At(milliseconds(170)))));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(microseconds(167500))), 2, microseconds(411250), true));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kFenced, Answered(404), ResponseOf(404),
+                                        At(milliseconds(170)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kFenced);
@@ -801,23 +758,18 @@ TEST_F(CallStateMachineTest, FencedNotFoundAfterGivingUpStopsFencedFailed) {
 
 // A server that ignores the fence answers the fenced query with a plain
 // "not found": the call stays UNKNOWN after one fenced query, never two.
-TEST_F(CallStateMachineTest,
-       FenceIgnoredByTheServerIsSentOnceAndLeavesUnknown) {
+TEST_F(CallStateMachineTest, FenceIgnoredByTheServerIsSentOnceAndLeavesUnknown) {
   CallPolicy p = KeyedPost(seconds(1));
   p.max_attempts = 1;
   p.fence_when_giving_up = true;
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)));
-  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1,
-                      microseconds(432500), false));
-  m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
-                   At(milliseconds(130)));
-  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(microseconds(167500))), 2,
-                      microseconds(411250), true));
-  EXPECT_TRUE(
-      IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                ResponseOf(404), At(milliseconds(170)))));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500), false));
+  m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404), At(milliseconds(130)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(microseconds(167500))), 2, microseconds(411250), true));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                        At(milliseconds(170)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);
@@ -825,13 +777,11 @@ TEST_F(CallStateMachineTest,
 }
 
 // kCancelled: rule 7, cancelled during the wait; the charge is refunded.
-TEST_F(CallStateMachineTest,
-       CancelledDuringAWaitStopsCancelledAndRefundsTheCharge) {
+TEST_F(CallStateMachineTest, CancelledDuringAWaitStopsCancelledAndRefundsTheCharge) {
   CallStateMachine& m = Make(Get(seconds(1)), {0.5});
   m.Start(kT0);
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
-      milliseconds(50)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                     milliseconds(50)));
   EXPECT_EQ(budget_.charges(), 1);
   token_.Cancel();
   EXPECT_TRUE(IsFinish(m.OnCancelled(At(milliseconds(30)))));
@@ -849,8 +799,7 @@ TEST_F(CallStateMachineTest, CancelledWhenTheWaitEndsSendsNothingAndRefunds) {
   CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.0});
   m.Start(kT0);
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
-             milliseconds(25)));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))), milliseconds(25)));
   token_.Cancel();
   EXPECT_TRUE(IsFinish(m.OnWaitOver(At(milliseconds(125)))));
   const CallResult r = Result();
@@ -863,13 +812,11 @@ TEST_F(CallStateMachineTest, CancelledWhenTheWaitEndsSendsNothingAndRefunds) {
 
 // kCancelled: rule 4, cancelled while the attempt ran: stop before deciding
 // how to go on, uncharged; the history decides UNKNOWN.
-TEST_F(CallStateMachineTest,
-       CancelledWhileAnAttemptRanStopsCancelledUncharged) {
+TEST_F(CallStateMachineTest, CancelledWhileAnAttemptRanStopsCancelledUncharged) {
   CallStateMachine& m = Make(KeyedPost(seconds(1)));
   m.Start(kT0);
   token_.Cancel();
-  EXPECT_TRUE(
-      IsFinish(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
@@ -879,12 +826,11 @@ TEST_F(CallStateMachineTest,
 
 // kServerDoNotRetry: rule 4, the server asked not to be retried: no charge,
 // no delay drawn.
-TEST_F(CallStateMachineTest,
-       ServerDoNotRetryHintStopsServerDoNotRetryUncharged) {
+TEST_F(CallStateMachineTest, ServerDoNotRetryHintStopsServerDoNotRetryUncharged) {
   CallStateMachine& m = Make(Get(seconds(1)));
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, DoNotRetry()),
-                                       ResponseOf(503), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(
+      m.OnAttemptDone(Answered(503, DoNotRetry()), ResponseOf(503), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kServerDoNotRetry);
@@ -900,8 +846,7 @@ TEST_F(CallStateMachineTest, OrderSuccessBeatsCancellation) {
   CallStateMachine& m = Make(Get(seconds(1)));
   m.Start(kT0);
   token_.Cancel();
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(200), ResponseOf(200), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(200), ResponseOf(200), At(milliseconds(10)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kSuccess);
 }
 
@@ -909,8 +854,7 @@ TEST_F(CallStateMachineTest, OrderPermanentBeatsCancellation) {
   CallStateMachine& m = Make(Get(seconds(1)));
   m.Start(kT0);
   token_.Cancel();
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(10)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kPermanentError);
 }
 
@@ -918,8 +862,8 @@ TEST_F(CallStateMachineTest, OrderCancellationBeatsDoNotRetry) {
   CallStateMachine& m = Make(Get(seconds(1)));
   m.Start(kT0);
   token_.Cancel();
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, DoNotRetry()),
-                                       ResponseOf(503), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(
+      m.OnAttemptDone(Answered(503, DoNotRetry()), ResponseOf(503), At(milliseconds(10)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kCancelled);
 }
 
@@ -929,8 +873,8 @@ TEST_F(CallStateMachineTest, OrderDoNotRetryBeatsTheCapAndTheBudget) {
   CountingBudget refusing(/*allow=*/false);
   CallStateMachine& m = Make(p, {0.5}, &refusing);
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, DoNotRetry()),
-                                       ResponseOf(503), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(
+      m.OnAttemptDone(Answered(503, DoNotRetry()), ResponseOf(503), At(milliseconds(10)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kServerDoNotRetry);
   EXPECT_EQ(refusing.charges(), 0);
 }
@@ -943,8 +887,7 @@ TEST_F(CallStateMachineTest, OrderCapBeforeDelayAndBudget) {
   CountingBudget refusing(/*allow=*/false);
   CallStateMachine& m = Make(p, {0.5}, &refusing);
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(refusing.charges(), 0);
   EXPECT_EQ(random_->uniform_draws(), 0);
@@ -957,12 +900,10 @@ TEST_F(CallStateMachineTest, OrderPollCapBeforeTheAllowance) {
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)));
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
   const int charged_before = allowance_.charges();
-  EXPECT_TRUE(
-      IsFinish(m.OnStatusAnswer(StatusAnswer::kProcessing, Answered(409),
-                                ResponseOf(409), At(milliseconds(130)))));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kProcessing, Answered(409), ResponseOf(409),
+                                        At(milliseconds(130)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kStatusQueriesExhausted);
   EXPECT_EQ(charged_before, 1);
   EXPECT_EQ(allowance_.charges(), 1);
@@ -974,8 +915,7 @@ TEST_F(CallStateMachineTest, OrderTimeBeforeBudget) {
   CountingBudget refusing(/*allow=*/false);
   CallStateMachine& m = Make(Get(seconds(1)), {0.5}, &refusing);
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(950)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(950)))));
   EXPECT_EQ(Result().stop_reason, StopReason::kNoTimeForUsefulAttempt);
   EXPECT_EQ(refusing.charges(), 0);
 }
@@ -988,9 +928,8 @@ TEST_F(CallStateMachineTest, OrderRetryAfterNeverShortenedButDrawnDelayIs) {
     CallStateMachine& m = Make(Get(seconds(1)), {0.5});
     m.Start(kT0);
     // 10 + 940 + 50 + 10 = 1010 ms > 1000 ms.
-    EXPECT_TRUE(
-        IsFinish(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(940))),
-                                 ResponseOf(503), At(milliseconds(10)))));
+    EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, RetryAfter(milliseconds(940))),
+                                         ResponseOf(503), At(milliseconds(10)))));
     EXPECT_EQ(Result().stop_reason, StopReason::kRetryAfterBeyondDeadline);
     EXPECT_EQ(budget_.charges(), 0);
   }
@@ -1001,32 +940,27 @@ TEST_F(CallStateMachineTest, OrderRetryAfterNeverShortenedButDrawnDelayIs) {
     CallStateMachine& m = Make(p, {0.5}, &budget);
     m.Start(kT0);
     // 1000 - 10 - 50 - 10 = 930 ms.
-    EXPECT_TRUE(IsWait(
-        m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
-        milliseconds(930)));
+    EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                       milliseconds(930)));
     EXPECT_EQ(budget.charges(), 1);
     // The send after the shortened wait gets exactly a useful attempt.
-    EXPECT_TRUE(
-        IsSend(m.OnWaitOver(At(milliseconds(940))), 2, milliseconds(50)));
+    EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(940))), 2, milliseconds(50)));
     EXPECT_TRUE(m.result().evidence.back().delay_after == milliseconds(930));
   }
 }
 
-TEST_F(CallStateMachineTest,
-       DrawnDelayThatDoesNotFitIsShortenedToTheLastUsefulStart) {
+TEST_F(CallStateMachineTest, DrawnDelayThatDoesNotFitIsShortenedToTheLastUsefulStart) {
   CallPolicy p = Get(seconds(1));
   p.backoff = Fixed(milliseconds(800));
   CallStateMachine& m = Make(p);
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(495)));
   // 1000 - 300 - 50 - 10 = 640 ms.
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(300))),
-      milliseconds(640)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(300))),
+                     milliseconds(640)));
   EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(940))), 2, milliseconds(50)));
   EXPECT_EQ(budget_.charges(), 1);
   EXPECT_EQ(budget_.charge_times()[0], At(milliseconds(300)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(200), ResponseOf(200), At(milliseconds(960)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(200), ResponseOf(200), At(milliseconds(960)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.evidence[0].delay_after, milliseconds(640));
@@ -1038,16 +972,14 @@ TEST_F(CallStateMachineTest,
 TEST_F(CallStateMachineTest, RetryAfterThatFitsIsWaitedExactly) {
   CallStateMachine& m = Make(Get(seconds(1)), {0.5});
   m.Start(kT0);
-  EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Answered(429, RetryAfter(milliseconds(300))),
-                             ResponseOf(429), At(milliseconds(10))),
-             milliseconds(300), /*from_hint=*/true));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(429, RetryAfter(milliseconds(300))), ResponseOf(429),
+                                     At(milliseconds(10))),
+                     milliseconds(300), /*from_hint=*/true));
   // The backoff (50 ms) was drawn and lies under the hint.
   EXPECT_EQ(random_->uniform_draws(), 1);
   // 429 is a throttling answer: the budget is told so.
   EXPECT_THAT(budget_.throttled(), ElementsAre(true));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(310))), 2, milliseconds(495)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(310))), 2, milliseconds(495)));
   EXPECT_TRUE(m.result().evidence[0].delay_from_server_hint);
 }
 
@@ -1058,17 +990,13 @@ TEST_F(CallStateMachineTest, BudgetChargedOncePerWaitWithTheFailureClass) {
   p.max_attempts = 3;
   CallStateMachine& m = Make(p, {0.5});
   m.Start(kT0);
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
-      milliseconds(50)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(60))), 2, milliseconds(2495)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                     milliseconds(50)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(60))), 2, milliseconds(2495)));
   // Full jitter, 200 ms ceiling, u = 0.5: 100 ms.
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(70))),
-             milliseconds(100)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(170))), 3, milliseconds(2495)));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(70))), milliseconds(100)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(170))), 3, milliseconds(2495)));
   // The second is the ambiguous kind (a timeout-like failure, priced as
   // such by a cost quota), whatever the request's idempotency.
   EXPECT_THAT(budget_.charged_classes(),
@@ -1085,24 +1013,19 @@ TEST_F(CallStateMachineTest, PollsChargeTheAllowanceRetriesTheRetryBudget) {
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
-             milliseconds(25)));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))), milliseconds(25)));
   EXPECT_EQ(allowance_.charges(), 1);
   EXPECT_EQ(budget_.charges(), 0);
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
   // Not found: resend with the same key; full jitter with u = 0 waits 0.
-  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                      ResponseOf(404), At(milliseconds(130))),
+  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                      At(milliseconds(130))),
                      Duration::zero()));
   EXPECT_EQ(allowance_.charges(), 1);
-  EXPECT_THAT(budget_.charged_classes(),
-              ElementsAre(AttemptClass::kRetryableNotDelivered));
+  EXPECT_THAT(budget_.charged_classes(), ElementsAre(AttemptClass::kRetryableNotDelivered));
   // The window (300 ms) is still kept: 1000 - 130 - 10 - 300.
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(130))), 2, milliseconds(560)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(140)))));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(130))), 2, milliseconds(560)));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(140)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
@@ -1118,16 +1041,13 @@ TEST_F(CallStateMachineTest, ResendInsideTheWindowGetsAllThatRemains) {
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(TimedOut(), std::nullopt, At(milliseconds(690))),
-             milliseconds(25)));
+      IsWait(m.OnAttemptDone(TimedOut(), std::nullopt, At(milliseconds(690))), milliseconds(25)));
   // (1000 - 715 - 10) / 2 = 137.5 ms.
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(715))), 1, microseconds(137500)));
-  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                      ResponseOf(404), At(milliseconds(720))),
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(715))), 1, microseconds(137500)));
+  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                      At(milliseconds(720))),
                      Duration::zero()));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(720))), 2, milliseconds(270)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(720))), 2, milliseconds(270)));
 }
 
 // Rule 5: a resend answered 409 counts as a poll, not as an attempt: with
@@ -1138,23 +1058,16 @@ TEST_F(CallStateMachineTest, ResendAnswered409CountsAsAPollNotAnAttempt) {
   p.max_status_queries = 3;
   CallStateMachine& m = Make(p, {0.0});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(4990)));
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(10))),
-      milliseconds(25)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(35))), 2, milliseconds(4955)));
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(45))),
-      microseconds(37500)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(microseconds(82500))), 3, microseconds(4907500)));
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(90))),
-      microseconds(56250)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(microseconds(146250))), 4, microseconds(4843750)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(150)))));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(10))),
+                     milliseconds(25)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(35))), 2, milliseconds(4955)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(45))),
+                     microseconds(37500)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(microseconds(82500))), 3, microseconds(4907500)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(90))),
+                     microseconds(56250)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(microseconds(146250))), 4, microseconds(4843750)));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(150)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kStatusQueriesExhausted);
@@ -1172,10 +1085,8 @@ TEST_F(CallStateMachineTest, ResendAsAPollAnsweredOtherwiseCountsAsAnAttempt) {
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(10)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(35))), 2, milliseconds(4955)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(45)))));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(35))), 2, milliseconds(4955)));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(45)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);  // the 409 said the first may commit
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -1190,17 +1101,14 @@ TEST_F(CallStateMachineTest, AmbiguousAfterA409IsResentWithTheSameKey) {
   CallStateMachine& m = Make(p, {0.0});
   m.Start(kT0);
   m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(10)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(35))), 2, milliseconds(4955)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(35))), 2, milliseconds(4955)));
   // The resend is lost: a retry (retry budget), full jitter u = 0.
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(45))),
-             Duration::zero()));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(45))), Duration::zero()));
   EXPECT_THAT(budget_.charged_classes(), ElementsAre(AttemptClass::kAmbiguous));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(45))), 3, milliseconds(4945)));
   EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(45))), 3, milliseconds(4945)));
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(201, Replayed()),
-                                       ResponseOf(201), At(milliseconds(50)))));
+      IsFinish(m.OnAttemptDone(Answered(201, Replayed()), ResponseOf(201), At(milliseconds(50)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
@@ -1208,25 +1116,20 @@ TEST_F(CallStateMachineTest, AmbiguousAfterA409IsResentWithTheSameKey) {
 
 // In progress with a status query: poll by status query; a Retry-After on a
 // "processing" answer is honoured.
-TEST_F(CallStateMachineTest,
-       InProgressPollsTheStatusQueryAndHonoursItsRetryAfter) {
+TEST_F(CallStateMachineTest, InProgressPollsTheStatusQueryAndHonoursItsRetryAfter) {
   CallStateMachine& m = Make(KeyedPost(seconds(5)), {0.0});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(3490)));
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(10))),
-      milliseconds(25)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(409), ResponseOf(409), At(milliseconds(10))),
+                     milliseconds(25)));
   // (5000 - 35 - 10) / 2 = 2477.5 ms.
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(35))), 1, microseconds(2477500)));
   EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(35))), 1, microseconds(2477500)));
-  EXPECT_TRUE(IsWait(m.OnStatusAnswer(StatusAnswer::kProcessing,
-                                      Answered(409, RetryAfter(seconds(1))),
-                                      ResponseOf(409), At(milliseconds(40))),
-                     seconds(1), /*from_hint=*/true));
-  EXPECT_TRUE(
-      IsQuery(m.OnWaitOver(At(milliseconds(1040))), 2, microseconds(1975000)));
-  EXPECT_TRUE(
-      IsFinish(m.OnStatusAnswer(StatusAnswer::kFound, Answered(200),
-                                ResponseOf(200), At(milliseconds(1045)))));
+      IsWait(m.OnStatusAnswer(StatusAnswer::kProcessing, Answered(409, RetryAfter(seconds(1))),
+                              ResponseOf(409), At(milliseconds(40))),
+             seconds(1), /*from_hint=*/true));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(1040))), 2, microseconds(1975000)));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kFound, Answered(200), ResponseOf(200),
+                                        At(milliseconds(1045)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
@@ -1253,11 +1156,9 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenCleanFinalErrorIsUnknown) {
   CallStateMachine& m = Make(DedupPost(seconds(1), 2), {0.5});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(690)));
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10))),
-             milliseconds(50)));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10))), milliseconds(50)));
   EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(60))), 2, milliseconds(630)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(70)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(70)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   // Not `permanent_error`: an UNKNOWN never reads as a definite failure.
@@ -1270,8 +1171,8 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenReplayedFinalErrorIsFailed) {
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
   EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(60))), 2, milliseconds(630)));
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(400, Replayed()),
-                                       ResponseOf(400), At(milliseconds(70)))));
+  EXPECT_TRUE(
+      IsFinish(m.OnAttemptDone(Answered(400, Replayed()), ResponseOf(400), At(milliseconds(70)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -1288,9 +1189,8 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenReplayed410Or422StaysUnknown) {
     m.Start(kT0);
     m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
     m.OnWaitOver(At(milliseconds(60)));
-    EXPECT_TRUE(
-        IsFinish(m.OnAttemptDone(Answered(status, Replayed()),
-                                 ResponseOf(status), At(milliseconds(70)))));
+    EXPECT_TRUE(IsFinish(
+        m.OnAttemptDone(Answered(status, Replayed()), ResponseOf(status), At(milliseconds(70)))));
     const CallResult r = Result();
     EXPECT_EQ(r.outcome, Outcome::kUnknown);
     EXPECT_EQ(r.stop_reason,
@@ -1304,26 +1204,23 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenReplayed410Or422StaysUnknown) {
 TEST_F(CallStateMachineTest, HistoryReplayedFinalErrorOnTheFirstAttemptIsFailed) {
   CallStateMachine& m = Make(DedupPost(seconds(1), 2));
   m.Start(kT0);
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(400, Replayed()),
-                                       ResponseOf(400), At(milliseconds(10)))));
+  EXPECT_TRUE(
+      IsFinish(m.OnAttemptDone(Answered(400, Replayed()), ResponseOf(400), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
 }
 
 // "Commit, lost response, then clean 503s" ends UNKNOWN.
-TEST_F(CallStateMachineTest,
-       HistoryAmbiguousThenCleanRetryableFailuresIsUnknown) {
+TEST_F(CallStateMachineTest, HistoryAmbiguousThenCleanRetryableFailuresIsUnknown) {
   CallStateMachine& m = Make(DedupPost(seconds(5), 3), {0.5});
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
   m.OnWaitOver(At(milliseconds(60)));
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70))),
-      milliseconds(100)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70))),
+                     milliseconds(100)));
   m.OnWaitOver(At(milliseconds(170)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(180)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(180)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -1335,9 +1232,8 @@ TEST_F(CallStateMachineTest, HistoryStatusAnswerCompletedWithErrorIsFailed) {
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)));
   m.OnWaitOver(At(milliseconds(125)));
-  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kCompletedWithError,
-                                        Answered(404), ResponseOf(404),
-                                        At(milliseconds(130)))));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kCompletedWithError, Answered(404),
+                                        ResponseOf(404), At(milliseconds(130)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -1357,16 +1253,13 @@ TEST_F(CallStateMachineTest, HistoryNotFoundThenCleanFinalErrorIsSettledByAQuery
   m.Start(kT0);
   m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100)));
   m.OnWaitOver(At(milliseconds(125)));
-  m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
-                   At(milliseconds(130)));
-  EXPECT_TRUE(
-      IsSend(m.OnWaitOver(At(milliseconds(130))), 2, milliseconds(560)));
-  EXPECT_TRUE(IsWait(
-      m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(140))),
-      microseconds(37500)));
+  m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404), At(milliseconds(130)));
+  EXPECT_TRUE(IsSend(m.OnWaitOver(At(milliseconds(130))), 2, milliseconds(560)));
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(400), ResponseOf(400), At(milliseconds(140))),
+                     microseconds(37500)));
   EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(178))), Kind::kSendStatusQuery));
-  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                        ResponseOf(404), At(milliseconds(180)))));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                        At(milliseconds(180)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAnswerNotDefinite);
@@ -1390,8 +1283,8 @@ TEST_F(CallStateMachineTest, HistoryUnmarkedFinalErrorThenFoundSucceeds) {
                        microseconds(37500)));
     EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(178))), Kind::kSendStatusQuery));
     const int code = answer == StatusAnswer::kFound ? 200 : 404;
-    EXPECT_TRUE(IsFinish(m.OnStatusAnswer(answer, Answered(code), ResponseOf(code),
-                                          At(milliseconds(180)))));
+    EXPECT_TRUE(IsFinish(
+        m.OnStatusAnswer(answer, Answered(code), ResponseOf(code), At(milliseconds(180)))));
     const CallResult r = Result();
     switch (answer) {
       case StatusAnswer::kFound:
@@ -1423,8 +1316,8 @@ TEST_F(CallStateMachineTest, HistoryAmbiguousThenMarkedFirstTimeFinalErrorIsFail
   m.OnWaitOver(At(milliseconds(60)));
   ServerHints completed;
   completed.key_state = KeyState::kCompleted;
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(400, completed), ResponseOf(400), At(milliseconds(70)))));
+  EXPECT_TRUE(
+      IsFinish(m.OnAttemptDone(Answered(400, completed), ResponseOf(400), At(milliseconds(70)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kPermanentError);
@@ -1443,8 +1336,8 @@ TEST_F(CallStateMachineTest, Fenced410IsFailedFenced) {
       m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
       m.OnWaitOver(At(milliseconds(60)));
     }
-    EXPECT_TRUE(IsFinish(
-        m.OnAttemptDone(Answered(410, fenced), ResponseOf(410), At(milliseconds(70)))));
+    EXPECT_TRUE(
+        IsFinish(m.OnAttemptDone(Answered(410, fenced), ResponseOf(410), At(milliseconds(70)))));
     const CallResult r = Result();
     EXPECT_EQ(r.outcome, Outcome::kFailed);
     EXPECT_EQ(r.stop_reason, StopReason::kFenced);
@@ -1464,8 +1357,8 @@ TEST_F(CallStateMachineTest, ExpiredKeyOfTheCallerIsAskedNeverResent) {
     EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(410, h), ResponseOf(410), At(milliseconds(10))),
                        milliseconds(25)));
     EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(35))), Kind::kSendStatusQuery));
-    EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                          ResponseOf(404), At(milliseconds(40)))));
+    EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404), ResponseOf(404),
+                                          At(milliseconds(40)))));
     const CallResult r = Result();
     EXPECT_EQ(r.outcome, Outcome::kUnknown);
     EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
@@ -1495,8 +1388,7 @@ TEST_F(CallStateMachineTest, ExpiredKeyWithoutAStatusQueryIsUnknownKeyExpired) {
   m.Start(kT0);
   ServerHints h;
   h.key_state = KeyState::kExpired;
-  EXPECT_TRUE(
-      IsFinish(m.OnAttemptDone(Answered(410, h), ResponseOf(410), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(410, h), ResponseOf(410), At(milliseconds(10)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kKeyExpired);
@@ -1576,12 +1468,10 @@ TEST_F(CallStateMachineTest, HistoryIdempotentAmbiguousIsRetriedAndRemembered) {
   CallStateMachine& m = Make(put, {0.5});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(495)));
   EXPECT_TRUE(
-      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10))),
-             milliseconds(50)));
+      IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10))), milliseconds(50)));
   EXPECT_THAT(budget_.charged_classes(), ElementsAre(AttemptClass::kAmbiguous));
   m.OnWaitOver(At(milliseconds(60)));
-  EXPECT_TRUE(IsFinish(
-      m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(70)))));
   const CallResult put_result = Result();
   EXPECT_EQ(put_result.outcome, Outcome::kUnknown);
   EXPECT_EQ(put_result.stop_reason, StopReason::kAttemptsExhausted);
@@ -1592,8 +1482,7 @@ TEST_F(CallStateMachineTest, HistoryIdempotentAmbiguousIsRetriedAndRemembered) {
   g.Start(kT0);
   g.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
   g.OnWaitOver(At(milliseconds(60)));
-  EXPECT_TRUE(IsFinish(
-      g.OnAttemptDone(TimedOut(), std::nullopt, At(milliseconds(555)))));
+  EXPECT_TRUE(IsFinish(g.OnAttemptDone(TimedOut(), std::nullopt, At(milliseconds(555)))));
   const CallResult get_result = Result();
   EXPECT_EQ(get_result.outcome, Outcome::kFailed);
   EXPECT_EQ(get_result.stop_reason, StopReason::kAttemptsExhausted);

@@ -91,7 +91,8 @@ TEST(CircuitBreakerOptionsTest, ErrorsNameTheField) {
 
 TEST(CircuitBreakerKeyTest, SchemeHostAndPort) {
   EXPECT_EQ(CircuitBreakerKey("http://127.0.0.1:8080/orders?x=1"), "http://127.0.0.1:8080");
-  EXPECT_EQ(CircuitBreakerKey("HTTPS://User:pw@Orders.Internal/a#f"), "https://orders.internal:443");
+  EXPECT_EQ(CircuitBreakerKey("HTTPS://User:pw@Orders.Internal/a#f"),
+            "https://orders.internal:443");
   EXPECT_EQ(CircuitBreakerKey("http://orders.internal"), "http://orders.internal:80");
   EXPECT_EQ(CircuitBreakerKey("http://[::1]:9000/x"), "http://[::1]:9000");
   EXPECT_EQ(CircuitBreakerKey("https://[::1]/x"), "https://[::1]:443");
@@ -423,7 +424,8 @@ TEST_F(CircuitBreakerClientTest, StatePerHostInTheMetrics) {
   EXPECT_THAT(text, HasSubstr("# TYPE saferetry_circuit_refusals_total counter\n"
                               "saferetry_circuit_refusals_total{host=\"http://127.0.0.1:8080\"} 2\n"
                               "# HELP saferetry_circuit_opened_total"));
-  EXPECT_THAT(text, HasSubstr("saferetry_circuit_opened_total{host=\"http://127.0.0.1:8080\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("saferetry_circuit_opened_total{host=\"http://127.0.0.1:8080\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("saferetry_stop_reason=\"circuit_open\"} 2\n"));
   // An open breaker reads half-open once its open duration has passed.
   MetricsSnapshot later;
@@ -480,21 +482,23 @@ TEST(CircuitBreakerConfigTest, AbsentOrNullMeansNoBreaker) {
 
 TEST(CircuitBreakerConfigTest, ErrorsNameTheJsonPath) {
   const auto error = [](std::string_view breaker) {
-    absl::StatusOr<Policy> p =
-        LoadPolicy(std::string(R"({"saferetry": {"circuitBreaker": )") + std::string(breaker) + "}}");
+    absl::StatusOr<Policy> p = LoadPolicy(std::string(R"({"saferetry": {"circuitBreaker": )") +
+                                          std::string(breaker) + "}}");
     return p.ok() ? std::string("ok") : std::string(p.status().message());
   };
   EXPECT_EQ(error(R"({"failureRatio": 0})"),
             "$.saferetry.circuitBreaker.failureRatio: expected a number in (0, 1], got 0");
   EXPECT_THAT(error(R"({"failureRatio": 1.5})"),
               HasSubstr("$.saferetry.circuitBreaker.failureRatio: expected"));
-  EXPECT_THAT(error(R"({"window": "0s"})"), HasSubstr("$.saferetry.circuitBreaker.window: expected"));
+  EXPECT_THAT(error(R"({"window": "0s"})"),
+              HasSubstr("$.saferetry.circuitBreaker.window: expected"));
   EXPECT_THAT(error(R"({"openFor": "ten"})"),
               HasSubstr("$.saferetry.circuitBreaker.openFor: expected"));
   EXPECT_THAT(error(R"({"minimumCalls": 0})"),
               HasSubstr("$.saferetry.circuitBreaker.minimumCalls: expected an integer in [1, "));
-  EXPECT_THAT(error(R"({"halfOpenProbes": 1001})"),
-              HasSubstr("$.saferetry.circuitBreaker.halfOpenProbes: expected an integer in [1, 1000]"));
+  EXPECT_THAT(
+      error(R"({"halfOpenProbes": 1001})"),
+      HasSubstr("$.saferetry.circuitBreaker.halfOpenProbes: expected an integer in [1, 1000]"));
   EXPECT_THAT(error(R"({"probes": 3})"), HasSubstr("$.saferetry.circuitBreaker"));
   EXPECT_THAT(error(R"("on")"), HasSubstr("$.saferetry.circuitBreaker: expected"));
   // A policy built by hand is validated when applied.

@@ -196,9 +196,9 @@ TEST(ClassifierTest, RejectedBeatsStatusOverrides) {
 }
 
 TEST(ClassifierTest, OnlyRejectedKeyStateChangesTheClass) {
-  for (KeyState state : {KeyState::kNone, KeyState::kCompleted, KeyState::kProcessing,
-                         KeyState::kAbandoned, KeyState::kExpired, KeyState::kUnknown,
-                         KeyState::kFenced}) {
+  for (KeyState state :
+       {KeyState::kNone, KeyState::kCompleted, KeyState::kProcessing, KeyState::kAbandoned,
+        KeyState::kExpired, KeyState::kUnknown, KeyState::kFenced}) {
     AttemptEvidence ev = WithStatus(504);
     ev.hints.key_state = state;
     EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous) << static_cast<int>(state);

@@ -202,8 +202,8 @@ TEST_F(ClientTest, StatusNotFoundResendsWithSameKeyAndCreatesOneOrder) {
 }
 
 TEST_F(ClientTest, AmbiguousThenUnavailableEndsUnknown) {
-  server_->ScriptFaults({OrderFault::kCommitThenLoseResponse, OrderFault::kUnavailable,
-                         OrderFault::kUnavailable});
+  server_->ScriptFaults(
+      {OrderFault::kCommitThenLoseResponse, OrderFault::kUnavailable, OrderFault::kUnavailable});
   CallOptions call;
   saferetry::RetryPolicyOptions call_policy;
   call_policy.server_deduplicates = true;
@@ -561,7 +561,8 @@ TEST_F(ClientTest, KeyIsAUuidV4FromTheOperatingSystemByDefault) {
   ASSERT_TRUE(a.idempotency_key.has_value());
   ASSERT_TRUE(b.idempotency_key.has_value());
   EXPECT_THAT(*a.idempotency_key,
-              ::testing::MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
+              ::testing::MatchesRegex(
+                  "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
   EXPECT_NE(*a.idempotency_key, *b.idempotency_key);
   // Not drawn from the injected random seam (which would repeat the seed's key).
   EXPECT_NE(*a.idempotency_key, GenerateUuidV4(*std::make_shared<ScriptedRandom>()));
@@ -579,7 +580,8 @@ TEST_F(ClientTest, KeyIsAUuidV4FromTheRandomSeamWhenAsked) {
   CallResult r = (*client)->Execute(Post(), CallOptions{});
   ASSERT_TRUE(r.idempotency_key.has_value());
   EXPECT_THAT(*r.idempotency_key,
-              ::testing::MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
+              ::testing::MatchesRegex(
+                  "[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
   // The same seed gives the same key.
   EXPECT_EQ(*r.idempotency_key, GenerateUuidV4(*std::make_shared<ScriptedRandom>()));
 }
@@ -671,7 +673,8 @@ TEST_F(ClientTest, ListenerSeesEveryStep) {
       events.push_back("end " + std::string(AttemptClassName(e.classification)));
     }
     void OnWaitScheduled(Duration d, bool) override {
-      events.push_back("wait " + std::to_string(std::chrono::duration_cast<milliseconds>(d).count()));
+      events.push_back("wait " +
+                       std::to_string(std::chrono::duration_cast<milliseconds>(d).count()));
     }
     void OnFinish(const CallResult& r) override {
       events.push_back("finish " + std::string(OutcomeName(r.outcome)));

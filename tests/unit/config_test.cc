@@ -6,12 +6,12 @@
 
 #include "saferetry/config.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
 #include "saferetry/grpc_codes_classifier.h"
@@ -109,9 +109,9 @@ TEST(ConfigTest, EveryFieldIsParsed) {
   EXPECT_EQ(p.cost_quota.retry_cost, 3);
   EXPECT_EQ(p.cost_quota.timeout_cost, 7);
   EXPECT_EQ(p.cost_quota.success_increment, 2);
-  EXPECT_EQ(p.status_overrides, (std::map<int, AttemptClass>{
-                                    {418, AttemptClass::kRetryableTransient},
-                                    {503, AttemptClass::kAmbiguous}}));
+  EXPECT_EQ(p.status_overrides,
+            (std::map<int, AttemptClass>{{418, AttemptClass::kRetryableTransient},
+                                         {503, AttemptClass::kAmbiguous}}));
 }
 
 TEST(ConfigTest, BudgetObjectsAreParsedAndImplyTheirKind) {
@@ -135,18 +135,22 @@ TEST(ConfigTest, BudgetObjectsAreParsedAndImplyTheirKind) {
   Policy n = MustLoad(R"({"saferetry": {"budget": "none"}})");
   EXPECT_EQ(n.budget, "none");
 
-  Policy a = MustLoad(R"({"saferetry": {"attemptTimeout": null, "idempotency": {"mode": "never"}}})");
+  Policy a =
+      MustLoad(R"({"saferetry": {"attemptTimeout": null, "idempotency": {"mode": "never"}}})");
   EXPECT_FALSE(a.deadline_options.attempt_cap.has_value());
   EXPECT_EQ(a.key_mode, KeyMode::kNever);
 }
 
 TEST(ConfigTest, MaxAttemptsAboveTheHardCapIsClampedWithAWarning) {
-  Policy p = MustLoad(R"({"retryPolicy": {"maxAttempts": 25}, "saferetry": {"maxStatusQueries": 1001}})");
+  Policy p =
+      MustLoad(R"({"retryPolicy": {"maxAttempts": 25}, "saferetry": {"maxStatusQueries": 1001}})");
   EXPECT_EQ(p.max_attempts, kMaxAttemptsHardCap);
   EXPECT_EQ(p.max_status_queries, kMaxStatusQueriesHardCap);
-  EXPECT_THAT(p.warnings,
-              ElementsAre("$.retryPolicy.maxAttempts: 25 is above the hard cap of 10; clamped to 10",
-                          "$.saferetry.maxStatusQueries: 1001 is above the hard cap of 1000; clamped to 1000"));
+  EXPECT_THAT(
+      p.warnings,
+      ElementsAre(
+          "$.retryPolicy.maxAttempts: 25 is above the hard cap of 10; clamped to 10",
+          "$.saferetry.maxStatusQueries: 1001 is above the hard cap of 1000; clamped to 1000"));
 }
 
 struct ErrorCase {
@@ -252,7 +256,8 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "$.saferetry.colour: unknown field (expected one of jitter, deadline, attemptTimeout, "
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
        "idempotency, deadlineHeader, attemptHeader, requestIdHeader, maxRetryAfter, "
-       "doNotRetryHeader, budget, budgetOptions, ratioBudget, costQuota, classification, circuitBreaker, hedging, responsePredicate)"},
+       "doNotRetryHeader, budget, budgetOptions, ratioBudget, costQuota, classification, "
+       "circuitBreaker, hedging, responsePredicate)"},
       {R"({"retryPolicy": {"perAttemptRecvTimeout": "1s"}, "saferetry": {"attemptTimeout": "2s"}})",
        "$.saferetry.attemptTimeout: conflicts with retryPolicy.perAttemptRecvTimeout"},
   };
@@ -277,9 +282,11 @@ TEST(ConfigTest, HostileInputNeverCrashes) {
             "$.retryPolicy.maxAttempts: expected an integer >= 1, got 9.999999999999999e+22");
   EXPECT_EQ(ErrorOf(R"({"retryPolicy": {"maxAttempts": 18446744073709551615}})"),
             "$.retryPolicy.maxAttempts: expected an integer >= 1, got 18446744073709551615");
-  EXPECT_EQ(ErrorOf(R"({"saferetry": {"deadline": "99999999999s"}})"),
-            R"($.saferetry.deadline: expected a duration > 0 like "0.1s" (decimal seconds, "s" suffix), got "99999999999s")");
-  EXPECT_EQ(ErrorOf(std::string(2 << 20, ' ')), "$: document too large (2097152 bytes; the limit is 1048576)");
+  EXPECT_EQ(
+      ErrorOf(R"({"saferetry": {"deadline": "99999999999s"}})"),
+      R"($.saferetry.deadline: expected a duration > 0 like "0.1s" (decimal seconds, "s" suffix), got "99999999999s")");
+  EXPECT_EQ(ErrorOf(std::string(2 << 20, ' ')),
+            "$: document too large (2097152 bytes; the limit is 1048576)");
   EXPECT_THAT(ErrorOf("{\"saferetry\": {\"jitter\": \"\xff\"}}"),
               ::testing::StartsWith("$: malformed JSON: line 1, column "));
 }
@@ -291,7 +298,8 @@ TEST(ConfigTest, RoundTripDumpLoadGivesAnEqualPolicy) {
       MustLoad(R"({"retryThrottling": {"maxTokens": 3.5, "tokenRatio": 0.125},
                    "saferetry": {"jitter": "none", "attemptTimeout": "0.000001s"}})"),
       MustLoad(R"({"saferetry": {"budget": "none", "deadlineMargin": "0s"}})"),
-      MustLoad(R"({"saferetry": {"ratioBudget": {"percent": 0.05, "minPerSecond": 0.5, "window": "60s"}}})"),
+      MustLoad(
+          R"({"saferetry": {"ratioBudget": {"percent": 0.05, "minPerSecond": 0.5, "window": "60s"}}})"),
   };
   for (const Policy& p : policies) {
     const std::string dump = DumpPolicy(p);
@@ -422,8 +430,10 @@ TEST(ConfigTest, ServiceConfigPicksTheNamedMethodAndWarnsAboutIgnoredFields) {
             "(set LoadOptions::method)");
   EXPECT_EQ(ErrorOf(R"({"methodConfig": [{"name": [{"service": "a.B"}]}]})", LoadOptions{"c.D/E"}),
             R"($.methodConfig: no method config matches "c.D/E")");
-  EXPECT_EQ(ErrorOf(R"({"methodConfig": [{"name": [{"service": "a.B"}], "retryPolicy": {"maxAttempts": 3}}]})"),
-            "$.methodConfig[0].retryPolicy.initialBackoff: required in a gRPC retryPolicy");
+  EXPECT_EQ(
+      ErrorOf(
+          R"({"methodConfig": [{"name": [{"service": "a.B"}], "retryPolicy": {"maxAttempts": 3}}]})"),
+      "$.methodConfig[0].retryPolicy.initialBackoff: required in a gRPC retryPolicy");
   EXPECT_EQ(ErrorOf(R"({"methodConfig": [{"nmae": []}]})"),
             "$.methodConfig[0].nmae: unknown field (expected one of name, waitForReady, timeout, "
             "maxRequestMessageBytes, maxResponseMessageBytes, retryPolicy, hedgingPolicy)");
@@ -517,8 +527,7 @@ TEST(ConfigTest, ToRetryPolicyAndApplyToClientOptions) {
   Policy bad;
   bad.budget = "costQuota";
   bad.cost_quota.capacity = -1;  // 0 is valid: "never retry"
-  EXPECT_EQ(ApplyToClientOptions(bad, &o).message(),
-            "cost_quota: capacity: must be >= 0, got -1");
+  EXPECT_EQ(ApplyToClientOptions(bad, &o).message(), "cost_quota: capacity: must be >= 0, got -1");
   EXPECT_EQ(ApplyToClientOptions(Policy{}, nullptr).message(), "options: must not be null");
 }
 
@@ -634,7 +643,8 @@ TEST(ConfigTest, HedgingRoundTripsThroughTheDump) {
 // What retryableStatusCodes does to classification.
 class RetryableCodesTest : public ::testing::Test {
  protected:
-  Classification Classify(const char* json, AttemptEvidence ev, bool idempotent, bool keyed = false) {
+  Classification Classify(const char* json, AttemptEvidence ev, bool idempotent,
+                          bool keyed = false) {
     Policy p = MustLoad(json);
     ClientOptions o;
     EXPECT_TRUE(ApplyToClientOptions(p, &o).ok());
@@ -664,7 +674,8 @@ class RetryableCodesTest : public ::testing::Test {
 };
 
 constexpr char kUnavailableOnly[] = R"({"retryPolicy": {"retryableStatusCodes": ["UNAVAILABLE"]}})";
-constexpr char kInternal[] = R"({"retryPolicy": {"retryableStatusCodes": ["INTERNAL", "DEADLINE_EXCEEDED", "ABORTED", "NOT_FOUND"]}})";
+constexpr char kInternal[] =
+    R"({"retryPolicy": {"retryableStatusCodes": ["INTERNAL", "DEADLINE_EXCEEDED", "ABORTED", "NOT_FOUND"]}})";
 
 TEST_F(RetryableCodesTest, AListedCodeNeverMakesAnAmbiguousNonIdempotentAttemptRetryable) {
   for (const char* json : {kUnavailableOnly, kInternal}) {

@@ -29,8 +29,8 @@ constexpr char kOrders[] = "http://127.0.0.1:8080/orders";
 constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
 
 Request Post() {
-  return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
-                 R"({"sku":"sku-42","quantity":1})"};
+  return Request{
+      "POST", kOrders, {{"Content-Type", "application/json"}}, R"({"sku":"sku-42","quantity":1})"};
 }
 
 // A client as a new user builds it: a transport and (for the test) a fake
@@ -130,7 +130,8 @@ TEST(TimePlanFloor, BelowTheFloorTheAttemptGetsEverything) {
   auto clock = std::make_shared<FakeClock>();
   auto server = std::make_shared<SimulatedOrderServer>(clock);
   server->ScriptFaults({OrderFault::kCommitThenHang});
-  CallResult r = DefaultClient(server, clock)->Execute(Post(), OnlyTimeoutAndStatusUrl(milliseconds(110)));
+  CallResult r =
+      DefaultClient(server, clock)->Execute(Post(), OnlyTimeoutAndStatusUrl(milliseconds(110)));
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kDeadlineExceeded);
   EXPECT_EQ(r.evidence[0].end - r.evidence[0].start, milliseconds(100));

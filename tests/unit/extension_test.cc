@@ -117,15 +117,14 @@ TEST_F(ExtensionTest, ExponentialBackoffIsTheDefaultPolicyObject) {
   ASSERT_TRUE(policy.ok());
   EXPECT_EQ((*policy)->Delay(3, Duration{0}, 0.9), milliseconds(400));
   p.multiplier = 0.5;
-  EXPECT_EQ(ExponentialBackoff::Create(p).status().message(),
-            "multiplier: must be >= 1, got 0.5");
+  EXPECT_EQ(ExponentialBackoff::Create(p).status().message(), "multiplier: must be >= 1, got 0.5");
 }
 
 TEST_F(ExtensionTest, UserClassifierMakesA418Retryable) {
   fake_->Push(Step::Respond(418)).Push(Step::Respond(200));
-  CallResult r = Make(MakeUnlimitedBudget(), std::make_shared<TeapotSheds>())
-                     ->Execute(Request{"POST", "http://127.0.0.1:8080/orders", {}, "x"},
-                               CallOptions{});
+  CallResult r =
+      Make(MakeUnlimitedBudget(), std::make_shared<TeapotSheds>())
+          ->Execute(Request{"POST", "http://127.0.0.1:8080/orders", {}, "x"}, CallOptions{});
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(r.evidence[0].reason, "418: shed before any work");
@@ -224,9 +223,8 @@ TEST_F(TwoInFlight, TheFirstFinalAnswerWinsAndTheHedgeIsCharged) {
   EXPECT_EQ(m.in_flight_count(), 2);
 
   // The hedge answers first and wins; the driver cancels the first.
-  const CallAction done =
-      m.OnAttemptDone(hedge.attempt_id, Answer(200, t0_ + milliseconds(120)), Response{200, {}, "ok"},
-                      t0_ + milliseconds(120));
+  const CallAction done = m.OnAttemptDone(hedge.attempt_id, Answer(200, t0_ + milliseconds(120)),
+                                          Response{200, {}, "ok"}, t0_ + milliseconds(120));
   EXPECT_EQ(done.kind, CallAction::Kind::kFinish);
   EXPECT_EQ(m.in_flight_count(), 1);
   EXPECT_EQ(m.in_flight(0), first.attempt_id);
@@ -242,14 +240,12 @@ TEST_F(TwoInFlight, ARetryableAnswerWaitsForTheOtherAttempt) {
   const CallAction first = m.Start(t0_);
   const CallAction hedge = m.StartHedge(t0_ + milliseconds(100));
   // The first answers 503: the hedge is still out, so nothing to do yet.
-  const CallAction wait =
-      m.OnAttemptDone(first.attempt_id, Answer(503, t0_ + milliseconds(150)), std::nullopt,
-                      t0_ + milliseconds(150));
+  const CallAction wait = m.OnAttemptDone(first.attempt_id, Answer(503, t0_ + milliseconds(150)),
+                                          std::nullopt, t0_ + milliseconds(150));
   EXPECT_EQ(wait.kind, CallAction::Kind::kNone);
   // Then the hedge answers 503 too: now the ordinary next step (a retry).
-  const CallAction next =
-      m.OnAttemptDone(hedge.attempt_id, Answer(503, t0_ + milliseconds(160)), std::nullopt,
-                      t0_ + milliseconds(160));
+  const CallAction next = m.OnAttemptDone(hedge.attempt_id, Answer(503, t0_ + milliseconds(160)),
+                                          std::nullopt, t0_ + milliseconds(160));
   EXPECT_EQ(next.kind, CallAction::Kind::kWait);
 }
 

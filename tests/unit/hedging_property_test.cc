@@ -141,7 +141,8 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     call.policy = saferetry::RetryPolicy::Create(call_policy).value();
     auto future = (*client)->Execute(request, call);
     loop->RunUntilIdle();
-    ASSERT_EQ(future.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "seed " << seed;
+    ASSERT_EQ(future.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+        << "seed " << seed;
     const CallResult r = future.get();
     const TimePoint end = start + r.elapsed;
     const std::vector<testkit::SentRequest> sent = transport->sent();
@@ -194,7 +195,8 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     // runs are checked by the history invariants below, not by the order.
     auto copy_in_flight_at = [&](int i) {
       for (int j = 0; j < sends; ++j) {
-        if (j != i && sent[static_cast<std::size_t>(j)].at <= answered_at[static_cast<std::size_t>(i)] &&
+        if (j != i &&
+            sent[static_cast<std::size_t>(j)].at <= answered_at[static_cast<std::size_t>(i)] &&
             answered_at[static_cast<std::size_t>(j)] >= answered_at[static_cast<std::size_t>(i)]) {
           return true;
         }
@@ -205,22 +207,23 @@ TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {
     std::optional<int> first_final;
     for (int i = 0; i < sends; ++i) {
       if (!IsFinal(script[static_cast<std::size_t>(i)].answer)) continue;
-      if (kind != Kind::kGet && script[static_cast<std::size_t>(i)].answer == Scripted::Answer::k404 &&
-          doubt_before(i)) {
+      if (kind != Kind::kGet &&
+          script[static_cast<std::size_t>(i)].answer == Scripted::Answer::k404 && doubt_before(i)) {
         continue;
       }
-      if (kind != Kind::kGet && script[static_cast<std::size_t>(i)].answer == Scripted::Answer::k404 &&
+      if (kind != Kind::kGet &&
+          script[static_cast<std::size_t>(i)].answer == Scripted::Answer::k404 &&
           copy_in_flight_at(i)) {
         held = true;
         continue;
       }
-      if (!first_final.has_value() ||
-          answered_at[static_cast<std::size_t>(i)] < answered_at[static_cast<std::size_t>(*first_final)]) {
+      if (!first_final.has_value() || answered_at[static_cast<std::size_t>(i)] <
+                                          answered_at[static_cast<std::size_t>(*first_final)]) {
         first_final = i;
       }
     }
-    const bool ended_on_final = r.stop_reason == StopReason::kSuccess ||
-                                r.stop_reason == StopReason::kPermanentError;
+    const bool ended_on_final =
+        r.stop_reason == StopReason::kSuccess || r.stop_reason == StopReason::kPermanentError;
     if (held) {
       ++held_runs;
     } else if (ended_on_final) {

@@ -26,14 +26,15 @@ TEST(IdempotencyKeyTest, Validation) {
   EXPECT_TRUE(ValidateIdempotencyKey("a").ok());
   EXPECT_TRUE(ValidateIdempotencyKey(std::string(255, '~')).ok());
   EXPECT_TRUE(ValidateIdempotencyKey("!#$%&'()*+,-./:;<=>?@[\\]^_`{|}").ok());
-  for (std::string bad : {std::string(), std::string(256, 'k'), std::string("a b"),
-                          std::string("tab\t"), std::string("nl\n"), std::string("\x7f"),
-                          std::string("caf\xc3\xa9")}) {
+  for (std::string bad :
+       {std::string(), std::string(256, 'k'), std::string("a b"), std::string("tab\t"),
+        std::string("nl\n"), std::string("\x7f"), std::string("caf\xc3\xa9")}) {
     absl::Status s = ValidateIdempotencyKey(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(s.message()), StartsWith("idempotency_key:"));
   }
-  EXPECT_THAT(std::string(ValidateIdempotencyKey("a b").message()), HasSubstr("character 1 (0x20)"));
+  EXPECT_THAT(std::string(ValidateIdempotencyKey("a b").message()),
+              HasSubstr("character 1 (0x20)"));
 }
 
 TEST(IdempotencyKeyTest, UuidV4FromTheRandomSeam) {
@@ -142,7 +143,8 @@ TEST(MintIdempotencyKeyTest, AForkedChildNeverRepeatsItsParentsKeys) {
   }
   std::string text;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -205,8 +207,8 @@ TEST(UuidV4FromBytesTest, SetsVersionAndVariantOnly) {
 
 // A scripted getrandom(2): each call pops one step.
 struct Step {
-  long result;   // bytes written (filled with `fill`), or -1
-  int error;     // errno when result is -1
+  long result;  // bytes written (filled with `fill`), or -1
+  int error;    // errno when result is -1
   unsigned char fill;
 };
 std::vector<Step> g_steps;

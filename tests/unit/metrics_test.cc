@@ -7,15 +7,15 @@
 
 #include "saferetry/metrics.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <new>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
@@ -129,15 +129,15 @@ TEST_F(MetricsRunTest, CountsAfterAScriptedRunAreExact) {
   EXPECT_EQ(s.unknown_outcomes, 1);
   EXPECT_EQ(s.attempts_by_resend_count, (std::map<int, std::int64_t>{{0, 6}, {1, 2}}));
   using Key = std::pair<Outcome, StopReason>;
-  EXPECT_EQ(s.calls_by_outcome_and_stop,
-            (std::map<Key, std::int64_t>{
-                {{Outcome::kSucceeded, StopReason::kSuccess}, 3},
-                {{Outcome::kFailed, StopReason::kAttemptsExhausted}, 1},
-                {{Outcome::kFailed, StopReason::kBudgetExhausted}, 1},
-                {{Outcome::kUnknown, StopReason::kAmbiguousUnresolved}, 1}}));
-  EXPECT_EQ(s.calls_by_outcome, (std::map<Outcome, std::int64_t>{{Outcome::kSucceeded, 3},
-                                                                 {Outcome::kFailed, 2},
-                                                                 {Outcome::kUnknown, 1}}));
+  EXPECT_EQ(
+      s.calls_by_outcome_and_stop,
+      (std::map<Key, std::int64_t>{{{Outcome::kSucceeded, StopReason::kSuccess}, 3},
+                                   {{Outcome::kFailed, StopReason::kAttemptsExhausted}, 1},
+                                   {{Outcome::kFailed, StopReason::kBudgetExhausted}, 1},
+                                   {{Outcome::kUnknown, StopReason::kAmbiguousUnresolved}, 1}}));
+  EXPECT_EQ(s.calls_by_outcome,
+            (std::map<Outcome, std::int64_t>{
+                {Outcome::kSucceeded, 3}, {Outcome::kFailed, 2}, {Outcome::kUnknown, 1}}));
   EXPECT_EQ(s.stops_by_reason.at(StopReason::kSuccess), 3);
 
   ASSERT_EQ(s.request_duration_by_status.size(), 3u);
@@ -214,7 +214,7 @@ TEST(MetricsTest, EightThreadsLoseNothing) {
   EXPECT_EQ(s.request_duration_by_status.at("503").count, n);
   EXPECT_EQ(s.request_duration_by_status.at("200").count, 2 * n);
   EXPECT_EQ(s.request_duration_by_status.at("200").sum_nanos, 2 * n * 10000000);
-  EXPECT_EQ(s.request_duration_by_status.at("200").counts[1], 2 * n);  // (5 ms, 10 ms]
+  EXPECT_EQ(s.request_duration_by_status.at("200").counts[1], 2 * n);          // (5 ms, 10 ms]
   EXPECT_EQ(s.call_duration_by_outcome.at(Outcome::kSucceeded).counts[3], n);  // (25, 50] ms
 }
 
@@ -424,7 +424,8 @@ TEST_F(MetricsRunTest, EndpointLabelsAndPerCallSeriesAreExact) {
   auto client = Make(MakeUnlimitedBudget());
   MetricsListener get(metrics_, EndpointOfUrl("GET", Get().url));
   MetricsListener post(metrics_, EndpointOfUrl("POST", Post().url));
-  MetricsListener odd(metrics_, EndpointOfUrl("get", "http://other.internal/x"));  // not a known method
+  MetricsListener odd(metrics_,
+                      EndpointOfUrl("get", "http://other.internal/x"));  // not a known method
   CallOptions get_call;
   get_call.listener = &get;
   transport_->Push(Step::Respond(503)).Push(Step::Respond(503)).Push(Step::Respond(200));
@@ -503,8 +504,8 @@ TEST(MetricsTest, ServersPastTheCapFoldIntoOther) {
   MetricsListener a(metrics, {"GET", "a.internal", 80});
   MetricsListener a_post(metrics, {"POST", "a.internal", 80});  // same server: no new slot
   MetricsListener b(metrics, {"GET", "b.internal", 80});
-  MetricsListener c(metrics, {"GET", "c.internal", 80});   // third server: folded
-  MetricsListener d(metrics, {"GET", "a.internal", 81});   // another port is another server
+  MetricsListener c(metrics, {"GET", "c.internal", 80});  // third server: folded
+  MetricsListener d(metrics, {"GET", "a.internal", 81});  // another port is another server
   CallResult r;
   r.outcome = Outcome::kSucceeded;
   r.stop_reason = StopReason::kSuccess;

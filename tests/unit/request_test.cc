@@ -29,13 +29,12 @@ std::string Message(absl::Status const& s) { return std::string(s.message()); }
 // ---- Methods and idempotency ---------------------------------------------
 
 TEST(IsSafeMethod, SafeMethods) {
-  for (auto const* m : {"GET", "HEAD", "OPTIONS", "TRACE"})
-    EXPECT_TRUE(IsSafeMethod(m)) << m;
+  for (auto const* m : {"GET", "HEAD", "OPTIONS", "TRACE"}) EXPECT_TRUE(IsSafeMethod(m)) << m;
 }
 
 TEST(IsSafeMethod, UnsafeAndCaseSensitive) {
-  for (auto const* m : {"POST", "PUT", "DELETE", "PATCH", "CONNECT", "get",
-                        "Get", "head", "", "GET ", "PURGE"}) {
+  for (auto const* m :
+       {"POST", "PUT", "DELETE", "PATCH", "CONNECT", "get", "Get", "head", "", "GET ", "PURGE"}) {
     EXPECT_FALSE(IsSafeMethod(m)) << m;
   }
 }
@@ -47,8 +46,7 @@ TEST(IsIdempotent, FromMethod) {
     r.method = m;
     EXPECT_TRUE(IsIdempotent(r)) << m;
   }
-  for (auto const* m :
-       {"POST", "PATCH", "CONNECT", "put", "delete", "LOCK", ""}) {
+  for (auto const* m : {"POST", "PATCH", "CONNECT", "put", "delete", "LOCK", ""}) {
     r.method = m;
     EXPECT_FALSE(IsIdempotent(r)) << m;
   }
@@ -69,8 +67,7 @@ TEST(IsIdempotent, DeclaredOverridesMethod) {
 // ---- FindHeader -----------------------------------------------------------
 
 TEST(FindHeader, CaseInsensitiveFirstMatch) {
-  Headers const h = {
-      {"Content-Type", "a"}, {"retry-after", "5"}, {"RETRY-AFTER", "9"}};
+  Headers const h = {{"Content-Type", "a"}, {"retry-after", "5"}, {"RETRY-AFTER", "9"}};
   EXPECT_THAT(FindHeader(h, "Retry-After"), Optional(std::string_view("5")));
   EXPECT_THAT(FindHeader(h, "content-type"), Optional(std::string_view("a")));
   EXPECT_EQ(FindHeader(h, "Date"), std::nullopt);
@@ -89,8 +86,7 @@ TEST(FindHeader, EmptyValueIsFound) {
 TEST(ValidateHeader, Valid) {
   EXPECT_TRUE(ValidateHeader({"Content-Type", "application/json"}, "h").ok());
   EXPECT_TRUE(ValidateHeader({"X-A!#$%&'*+-.^_`|~9", ""}, "h").ok());
-  EXPECT_TRUE(
-      ValidateHeader({"X", "tab\tand spaces and \x80 bytes"}, "h").ok());
+  EXPECT_TRUE(ValidateHeader({"X", "tab\tand spaces and \x80 bytes"}, "h").ok());
 }
 
 TEST(ValidateHeader, EmptyName) {
@@ -100,16 +96,14 @@ TEST(ValidateHeader, EmptyName) {
 }
 
 TEST(ValidateHeader, NameNotAToken) {
-  for (auto const* bad :
-       {"Content Type", "X:Y", "X(", "X\"", "X/Y", "X\r", "X\x7f", "X\xc3\xa9",
-        "X@", "X,Y", "X;", "X=", "X{", "X\\"}) {
+  for (auto const* bad : {"Content Type", "X:Y", "X(", "X\"", "X/Y", "X\r", "X\x7f", "X\xc3\xa9",
+                          "X@", "X,Y", "X;", "X=", "X{", "X\\"}) {
     auto const s = ValidateHeader({bad, "v"}, "headers[0]");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(Message(s), StartsWith("headers[0].name: ")) << bad;
     EXPECT_THAT(Message(s), HasSubstr("is not a token")) << bad;
   }
-  EXPECT_THAT(Message(ValidateHeader({"Content Type", "v"}, "h")),
-              HasSubstr("position 7"));
+  EXPECT_THAT(Message(ValidateHeader({"Content Type", "v"}, "h")), HasSubstr("position 7"));
 }
 
 TEST(ValidateHeader, ValueWithCrOrLf) {
@@ -161,9 +155,7 @@ TEST(ValidateRequest, BadMethod) {
     r.method = bad;
     auto const s = ValidateRequest(r);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(Message(s),
-                StartsWith("request.method: must be a non-empty token"))
-        << bad;
+    EXPECT_THAT(Message(s), StartsWith("request.method: must be a non-empty token")) << bad;
   }
 }
 
@@ -175,51 +167,36 @@ struct UrlCase {
 TEST(ValidateRequest, BadUrl) {
   for (auto const& c : std::initializer_list<UrlCase>{
            {"", "request.url: is empty"},
-           {"ftp://example.com/file",
-            "request.url: unsupported scheme \"ftp\""},
+           {"ftp://example.com/file", "request.url: unsupported scheme \"ftp\""},
            {"file:///etc/passwd", "request.url: unsupported scheme \"file\""},
-           {"example.com/orders",
-            "request.url: must be an absolute http:// or https:// URL"},
-           {"/orders",
-            "request.url: must be an absolute http:// or https:// URL"},
-           {"://example.com",
-            "request.url: must be an absolute http:// or https:// URL"},
-           {"http:example.com",
-            "request.url: must be an absolute http:// or https:// URL"},
+           {"example.com/orders", "request.url: must be an absolute http:// or https:// URL"},
+           {"/orders", "request.url: must be an absolute http:// or https:// URL"},
+           {"://example.com", "request.url: must be an absolute http:// or https:// URL"},
+           {"http:example.com", "request.url: must be an absolute http:// or https:// URL"},
            {"http://", "request.url: missing host"},
            {"http:///orders", "request.url: missing host"},
            {"http://:8080/orders", "request.url: missing host"},
            {"http://user@/orders", "request.url: missing host"},
            {"http://?q", "request.url: missing host"},
            {"http://[]:80/", "request.url: missing host"},
-           {"http://example.com:0/",
-            "request.url: port \"0\" is out of range 1-65535"},
-           {"http://example.com:65536/",
-            "request.url: port \"65536\" is out of range 1-65535"},
-           {"http://example.com:99999999999999999999999/",
-            "is out of range 1-65535"},
+           {"http://example.com:0/", "request.url: port \"0\" is out of range 1-65535"},
+           {"http://example.com:65536/", "request.url: port \"65536\" is out of range 1-65535"},
+           {"http://example.com:99999999999999999999999/", "is out of range 1-65535"},
            {"http://example.com:/", "request.url: missing port after ':'"},
            {"http://example.com:80a/", "request.url: port is not a number"},
            {"http://example.com:-1/", "request.url: port is not a number"},
            {"http://::1/", "request.url: invalid authority"},
            {"http://[::1/", "request.url: unterminated IPv6 literal"},
-           {"http://[::1]x/",
-            "request.url: unexpected characters after IPv6 literal"},
+           {"http://[::1]x/", "request.url: unexpected characters after IPv6 literal"},
            {"http://[example.com]/", "request.url: invalid IPv6 literal"},
            {"http://[::1%25]/", "request.url: invalid IPv6 literal"},
-           {"http://[::1]:0/",
-            "request.url: port \"0\" is out of range 1-65535"},
+           {"http://[::1]:0/", "request.url: port \"0\" is out of range 1-65535"},
            {"http://exa]mple.com/", "request.url: invalid character in host"},
-           {"http://example.com/a b",
-            "request.url: contains whitespace or a control character"},
-           {" http://example.com/",
-            "request.url: contains whitespace or a control character"},
-           {"http://example.com/\r\n",
-            "request.url: contains whitespace or a control character"},
-           {"http://exa\tmple.com/",
-            "request.url: contains whitespace or a control character"},
-           {"http://example.com/\x7f",
-            "request.url: contains whitespace or a control character"},
+           {"http://example.com/a b", "request.url: contains whitespace or a control character"},
+           {" http://example.com/", "request.url: contains whitespace or a control character"},
+           {"http://example.com/\r\n", "request.url: contains whitespace or a control character"},
+           {"http://exa\tmple.com/", "request.url: contains whitespace or a control character"},
+           {"http://example.com/\x7f", "request.url: contains whitespace or a control character"},
        }) {
     Request r = ValidRequest();
     r.url = c.url;
@@ -252,12 +229,10 @@ TEST(ValidateRequest, BadHeaderNamesItsIndex) {
   EXPECT_EQ(Message(s), "request.headers[0].value: contains CR or LF");
 
   r.headers = {{"A", "1"}, {"", "v"}};
-  EXPECT_EQ(Message(ValidateRequest(r)),
-            "request.headers[1].name: must be a non-empty token");
+  EXPECT_EQ(Message(ValidateRequest(r)), "request.headers[1].name: must be a non-empty token");
 
   r.headers = {{"A", "1"}, {"B", "2"}, {"C", "3"}, {"D", std::string("\0", 1)}};
-  EXPECT_EQ(Message(ValidateRequest(r)),
-            "request.headers[3].value: contains NUL");
+  EXPECT_EQ(Message(ValidateRequest(r)), "request.headers[3].value: contains NUL");
 }
 
 TEST(ValidateRequest, FirstErrorWins) {
@@ -269,8 +244,7 @@ TEST(ValidateRequest, FirstErrorWins) {
   r.method = "GET";
   EXPECT_THAT(Message(ValidateRequest(r)), StartsWith("request.url: "));
   r.url = "http://x";
-  EXPECT_THAT(Message(ValidateRequest(r)),
-              StartsWith("request.headers[0].name: "));
+  EXPECT_THAT(Message(ValidateRequest(r)), StartsWith("request.headers[0].name: "));
 }
 
 TEST(ValidateRequest, LongUrlIsCutInMessage) {

@@ -37,8 +37,8 @@ constexpr char kStatus[] = "http://127.0.0.1:8080/orders/by-key/{key}";
 constexpr char kThrottled[] = R"({"error":"throttled"})";
 
 Request Post() {
-  return Request{"POST", kOrders, {{"Content-Type", "application/json"}},
-                 R"({"sku":"sku-42","quantity":1})"};
+  return Request{
+      "POST", kOrders, {{"Content-Type", "application/json"}}, R"({"sku":"sku-42","quantity":1})"};
 }
 
 Request Get() {
@@ -91,7 +91,7 @@ TEST(ResponseRuleTest, EveryConditionOfARuleMustHold) {
   EXPECT_EQ(JudgeOf(*p, 201, h, "slow down"), ResponseVerdict::kNoOpinion);   // status
   EXPECT_EQ(JudgeOf(*p, 200, {}, "slow down"), ResponseVerdict::kNoOpinion);  // header absent
   EXPECT_EQ(JudgeOf(*p, 200, {{"X-Throttled", "no"}}, "slow down"),
-            ResponseVerdict::kNoOpinion);                                     // header value
+            ResponseVerdict::kNoOpinion);                                    // header value
   EXPECT_EQ(JudgeOf(*p, 200, h, "Slow Down"), ResponseVerdict::kNoOpinion);  // body is exact
 }
 
@@ -123,9 +123,9 @@ TEST(ResponseRuleTest, JsonFieldsByPointer) {
   // Absent, mistyped, out of range, an index with a leading zero or far too
   // large, an object where a value is expected: no match, and nothing throws.
   for (const char* body :
-       {R"({"error":"throttled"})", R"({"error":{"code":"ok"}})", R"({"items":[{}]})",
-        R"([1,2,3])", R"({"error":{"code":{"x":1}}})",
-        R"({"items":[{},{"retry":false}]})", "not json", "", R"({"error":{"code":"thro)"}) {
+       {R"({"error":"throttled"})", R"({"error":{"code":"ok"}})", R"({"items":[{}]})", R"([1,2,3])",
+        R"({"error":{"code":{"x":1}}})", R"({"items":[{},{"retry":false}]})", "not json", "",
+        R"({"error":{"code":"thro)"}) {
     EXPECT_EQ(JudgeOf(*p, 200, {}, body), ResponseVerdict::kNoOpinion) << body;
   }
   auto index = Rules({JsonRule("/items/01", "1", ResponseVerdict::kRetry),
@@ -235,15 +235,17 @@ class Fixed final : public ResponsePredicate {
 // safe to resend (otherwise to ambiguous), and an ambiguous or in-progress
 // attempt never changes.
 TEST(ApplyResponsePredicateTest, TheWholeTable) {
-  const AttemptClass classes[] = {
-      AttemptClass::kSuccess,           AttemptClass::kPermanent,
-      AttemptClass::kPreconditionFailed, AttemptClass::kInProgress,
-      AttemptClass::kRetryableNotDelivered, AttemptClass::kRetryableTransient,
-      AttemptClass::kAmbiguous};
+  const AttemptClass classes[] = {AttemptClass::kSuccess,
+                                  AttemptClass::kPermanent,
+                                  AttemptClass::kPreconditionFailed,
+                                  AttemptClass::kInProgress,
+                                  AttemptClass::kRetryableNotDelivered,
+                                  AttemptClass::kRetryableTransient,
+                                  AttemptClass::kAmbiguous};
   const ResponseVerdict verdicts[] = {ResponseVerdict::kNoOpinion, ResponseVerdict::kRetry,
                                       ResponseVerdict::kNotApplied};
-  const KeyState key_states[] = {KeyState::kNone, KeyState::kCompleted, KeyState::kRejected,
-                                 KeyState::kFenced, KeyState::kExpired, KeyState::kProcessing};
+  const KeyState key_states[] = {KeyState::kNone,   KeyState::kCompleted, KeyState::kRejected,
+                                 KeyState::kFenced, KeyState::kExpired,   KeyState::kProcessing};
   int cases = 0;
   for (AttemptClass cls : classes) {
     for (ResponseVerdict verdict : verdicts) {
@@ -265,11 +267,10 @@ TEST(ApplyResponsePredicateTest, TheWholeTable) {
                 ApplyResponsePredicate(predicate, 4096, response, evidence, traits, base);
             // A 4xx marked `completed` is the key's stored final error
             // (saferetry/settlement.h); 409 speaks of the key's progress.
-            const bool stored_error =
-                status == 400 && state == KeyState::kCompleted;
+            const bool stored_error = status == 400 && state == KeyState::kCompleted;
             const bool key_record = status == 410 || state == KeyState::kFenced ||
-                                    state == KeyState::kExpired ||
-                                    state == KeyState::kProcessing || stored_error;
+                                    state == KeyState::kExpired || state == KeyState::kProcessing ||
+                                    stored_error;
             const bool definite = cls == AttemptClass::kSuccess ||
                                   cls == AttemptClass::kPermanent ||
                                   cls == AttemptClass::kPreconditionFailed;
@@ -278,13 +279,12 @@ TEST(ApplyResponsePredicateTest, TheWholeTable) {
             if (may_change && verdict == ResponseVerdict::kNotApplied) {
               want = AttemptClass::kRetryableTransient;
             } else if (may_change && verdict == ResponseVerdict::kRetry) {
-              want = traits.idempotent ? AttemptClass::kRetryableTransient
-                                       : AttemptClass::kAmbiguous;
+              want =
+                  traits.idempotent ? AttemptClass::kRetryableTransient : AttemptClass::kAmbiguous;
             }
             SCOPED_TRACE(testing::Message()
-                         << AttemptClassName(cls) << " " << ResponseVerdictName(verdict)
-                         << " kind " << kind << " status " << status << " state "
-                         << static_cast<int>(state));
+                         << AttemptClassName(cls) << " " << ResponseVerdictName(verdict) << " kind "
+                         << kind << " status " << status << " state " << static_cast<int>(state));
             EXPECT_EQ(got.cls, want);
             EXPECT_EQ(predicate.asked(), may_change ? 1 : 0);
             if (want != cls) {
@@ -427,8 +427,7 @@ TEST_F(ResponsePredicateClientTest, AReplayedThrottledAnswerStopsAtTheAttemptCap
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
   EXPECT_EQ(r.attempts, 3);
   ASSERT_TRUE(r.idempotency_key.has_value());
-  EXPECT_THAT(KeysSent(),
-              ElementsAre(*r.idempotency_key, *r.idempotency_key, *r.idempotency_key));
+  EXPECT_THAT(KeysSent(), ElementsAre(*r.idempotency_key, *r.idempotency_key, *r.idempotency_key));
   EXPECT_EQ(budget->charges(), 2);
   EXPECT_THAT(clock_->sleeps(), ElementsAre(milliseconds(50), milliseconds(100)));
 }
@@ -475,8 +474,7 @@ TEST_F(ResponsePredicateClientTest, AnAmbiguousPostWithoutAKeyIsNeverResent) {
   EXPECT_EQ(everything_retries->asked(), 0);  // neither a 500 nor a hang is shown to it
 
   fake_->Push(Step::Respond(200, {}, kThrottled));
-  call.policy = Policy({JsonRule("/error", "throttled", ResponseVerdict::kRetry)},
-                       KeyMode::kNever);
+  call.policy = Policy({JsonRule("/error", "throttled", ResponseVerdict::kRetry)}, KeyMode::kNever);
   r = client->Execute(Post(), call);
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);

@@ -250,7 +250,7 @@ TEST(TokenThrottleTest, TokenRatioKeepsThreeDecimals) {
 }
 
 TEST(TokenThrottleTest, OddMaxTokensHalfIsExact) {
-  auto throttle = MakeThrottle(3, 1);  // half is 1.5
+  auto throttle = MakeThrottle(3, 1);                              // half is 1.5
   EXPECT_TRUE(throttle->OnFailure({kTransient}, At(0)).allowed);   // 2 > 1.5
   EXPECT_FALSE(throttle->OnFailure({kTransient}, At(0)).allowed);  // 1 <= 1.5
   EXPECT_EQ(throttle->Balance(At(0)), 1.0);
@@ -705,12 +705,12 @@ TEST(CostQuotaTest, DefaultTraceStepByStep) {
 TEST(CostQuotaTest, RefusesBelowTheCostAndAllowsExactlyAtIt) {
   auto quota = MakeQuota({12, 5, 10, 1});
   EXPECT_TRUE(quota->OnFailure({kTransient}, At(0)).allowed);  // 7 left
-  BudgetDecision d = quota->OnFailure({kAmbiguous}, At(0));   // 7 < 10
+  BudgetDecision d = quota->OnFailure({kAmbiguous}, At(0));    // 7 < 10
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.refusal, "quota_exhausted");
   EXPECT_TRUE(d.receipt.empty());
   EXPECT_EQ(quota->Balance(At(0)), 7.0);
-  EXPECT_TRUE(quota->OnFailure({kTransient}, At(0)).allowed);  // 2 left
+  EXPECT_TRUE(quota->OnFailure({kTransient}, At(0)).allowed);   // 2 left
   EXPECT_FALSE(quota->OnFailure({kTransient}, At(0)).allowed);  // 2 < 5
   for (int i = 0; i < 3; ++i) quota->OnSuccess(BudgetReceipt(), At(0));
   EXPECT_EQ(quota->Balance(At(0)), 5.0);
@@ -863,7 +863,7 @@ TEST(CostQuotaTest, RefundGivesBackTheCostCapped) {
   quota->Refund(b.receipt, At(0));
   EXPECT_EQ(quota->Balance(At(0)), 490.0);
   for (int i = 0; i < 7; ++i) quota->OnSuccess(BudgetReceipt(), At(0));  // 497
-  quota->Refund(a.receipt, At(0));  // 507, capped
+  quota->Refund(a.receipt, At(0));                                       // 507, capped
   EXPECT_EQ(quota->Balance(At(0)), 500.0);
 }
 

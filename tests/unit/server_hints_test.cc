@@ -28,49 +28,35 @@ constexpr std::int64_t kNoon = 1715947200;
 // ---- ParseHttpDate --------------------------------------------------------
 
 TEST(ParseHttpDate, ImfFixdate) {
-  EXPECT_THAT(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT"),
-              Optional(Epoch(kRfcExample)));
-  EXPECT_THAT(ParseHttpDate("Thu, 01 Jan 1970 00:00:00 GMT"),
-              Optional(Epoch(0)));
-  EXPECT_THAT(ParseHttpDate("Tue, 29 Feb 2000 12:00:00 GMT"),
-              Optional(Epoch(951825600)));
+  EXPECT_THAT(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT"), Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Thu, 01 Jan 1970 00:00:00 GMT"), Optional(Epoch(0)));
+  EXPECT_THAT(ParseHttpDate("Tue, 29 Feb 2000 12:00:00 GMT"), Optional(Epoch(951825600)));
 }
 
 TEST(ParseHttpDate, Rfc850) {
-  EXPECT_THAT(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT"),
-              Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT"), Optional(Epoch(kRfcExample)));
 }
 
 TEST(ParseHttpDate, Rfc850TwoDigitYearWindow) {
   // 70-99 -> 19xx, 00-69 -> 20xx.
-  EXPECT_THAT(ParseHttpDate("Thursday, 01-Jan-70 00:00:00 GMT"),
-              Optional(Epoch(0)));
-  EXPECT_THAT(ParseHttpDate("Tuesday, 01-Jan-69 00:00:00 GMT"),
-              Optional(Epoch(3124224000)));
-  EXPECT_THAT(ParseHttpDate("Tuesday, 29-Feb-00 12:00:00 GMT"),
-              Optional(Epoch(951825600)));
-  EXPECT_THAT(ParseHttpDate("Friday, 17-May-24 12:00:00 GMT"),
-              Optional(Epoch(kNoon)));
+  EXPECT_THAT(ParseHttpDate("Thursday, 01-Jan-70 00:00:00 GMT"), Optional(Epoch(0)));
+  EXPECT_THAT(ParseHttpDate("Tuesday, 01-Jan-69 00:00:00 GMT"), Optional(Epoch(3124224000)));
+  EXPECT_THAT(ParseHttpDate("Tuesday, 29-Feb-00 12:00:00 GMT"), Optional(Epoch(951825600)));
+  EXPECT_THAT(ParseHttpDate("Friday, 17-May-24 12:00:00 GMT"), Optional(Epoch(kNoon)));
 }
 
 TEST(ParseHttpDate, Asctime) {
   // Single-digit days are padded with a space, giving two spaces.
-  EXPECT_THAT(ParseHttpDate("Sun Nov  6 08:49:37 1994"),
-              Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Sun Nov  6 08:49:37 1994"), Optional(Epoch(kRfcExample)));
   // A single space is accepted too.
-  EXPECT_THAT(ParseHttpDate("Sun Nov 6 08:49:37 1994"),
-              Optional(Epoch(kRfcExample)));
-  EXPECT_THAT(ParseHttpDate("Fri May 17 12:00:00 2024"),
-              Optional(Epoch(kNoon)));
+  EXPECT_THAT(ParseHttpDate("Sun Nov 6 08:49:37 1994"), Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Fri May 17 12:00:00 2024"), Optional(Epoch(kNoon)));
 }
 
 TEST(ParseHttpDate, UtcZoneReadAsGmt) {
-  EXPECT_THAT(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 UTC"),
-              Optional(Epoch(kRfcExample)));
-  EXPECT_THAT(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 UTC"),
-              Optional(Epoch(kRfcExample)));
-  EXPECT_THAT(ParseHttpDate(" Fri, 17 May 2024 12:00:00 UTC\t"),
-              Optional(Epoch(kNoon)));
+  EXPECT_THAT(ParseHttpDate("Sun, 06 Nov 1994 08:49:37 UTC"), Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Sunday, 06-Nov-94 08:49:37 UTC"), Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate(" Fri, 17 May 2024 12:00:00 UTC\t"), Optional(Epoch(kNoon)));
 }
 
 TEST(ParseHttpDate, OtherZonesRejected) {
@@ -89,14 +75,12 @@ TEST(ParseHttpDate, OtherZonesRejected) {
 }
 
 TEST(ParseHttpDate, SurroundingWhitespaceIgnored) {
-  EXPECT_THAT(ParseHttpDate("  Sun, 06 Nov 1994 08:49:37 GMT\t"),
-              Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("  Sun, 06 Nov 1994 08:49:37 GMT\t"), Optional(Epoch(kRfcExample)));
 }
 
 TEST(ParseHttpDate, WrongWeekdayIsAccepted) {
   // The date fields decide the instant; a mismatched weekday is tolerated.
-  EXPECT_THAT(ParseHttpDate("Mon, 06 Nov 1994 08:49:37 GMT"),
-              Optional(Epoch(kRfcExample)));
+  EXPECT_THAT(ParseHttpDate("Mon, 06 Nov 1994 08:49:37 GMT"), Optional(Epoch(kRfcExample)));
 }
 
 TEST(ParseHttpDate, RejectsMalformed) {
@@ -105,7 +89,7 @@ TEST(ParseHttpDate, RejectsMalformed) {
            "   ",
            "Sun, 06 Nov 1994 08:49:37 GMT garbage",
            "Sun, 06 Nov 1994 08:49:37 GMTx",
-           "Sun, 06 Nov 1994 08:49:37",      // no GMT
+           "Sun, 06 Nov 1994 08:49:37",       // no GMT
            "Sun, 06 Nov 1994 08:49:37 CEST",  // only GMT (or UTC) is allowed
            "Sun, 06 Nov 1994 08:49:37 +0000",
            "Xyz, 06 Nov 1994 08:49:37 GMT",  // not a weekday
@@ -127,35 +111,28 @@ TEST(ParseHttpDate, RejectsMalformed) {
 
 TEST(ParseHttpDate, FarFutureSaturates) {
   // Year 9999 is past what a nanosecond system_clock can hold.
-  EXPECT_THAT(ParseHttpDate("Fri, 31 Dec 9999 23:59:59 GMT"),
-              Optional(WallTime::max()));
+  EXPECT_THAT(ParseHttpDate("Fri, 31 Dec 9999 23:59:59 GMT"), Optional(WallTime::max()));
 }
 
 // ---- ParseRetryAfter ------------------------------------------------------
 
 TEST(ParseRetryAfter, DeltaSeconds) {
   auto const now = Epoch(kNoon);
-  EXPECT_THAT(ParseRetryAfter("120", std::nullopt, now),
-              Optional(Duration(seconds(120))));
+  EXPECT_THAT(ParseRetryAfter("120", std::nullopt, now), Optional(Duration(seconds(120))));
   EXPECT_THAT(ParseRetryAfter("0", std::nullopt, now), Optional(Duration(0)));
-  EXPECT_THAT(ParseRetryAfter("007", std::nullopt, now),
-              Optional(Duration(seconds(7))));
-  EXPECT_THAT(ParseRetryAfter(" \t5 ", std::nullopt, now),
-              Optional(Duration(seconds(5))));
+  EXPECT_THAT(ParseRetryAfter("007", std::nullopt, now), Optional(Duration(seconds(7))));
+  EXPECT_THAT(ParseRetryAfter(" \t5 ", std::nullopt, now), Optional(Duration(seconds(5))));
 }
 
 TEST(ParseRetryAfter, DeltaSecondsIgnoresDateHeader) {
-  EXPECT_THAT(
-      ParseRetryAfter("3", "Fri, 17 May 2024 11:00:00 GMT", Epoch(kNoon)),
-      Optional(Duration(seconds(3))));
+  EXPECT_THAT(ParseRetryAfter("3", "Fri, 17 May 2024 11:00:00 GMT", Epoch(kNoon)),
+              Optional(Duration(seconds(3))));
 }
 
 TEST(ParseRetryAfter, InvalidValuesGiveNoHint) {
-  for (auto const* bad :
-       {"", " ", "-1", "+5", "1.0", "1e3", " 5x", "5 5", "0x10", "soon",
-        "Sun, 06 Nov 1994 08:49:37 GMT trailing"}) {
-    EXPECT_EQ(ParseRetryAfter(bad, std::nullopt, Epoch(kNoon)), std::nullopt)
-        << bad;
+  for (auto const* bad : {"", " ", "-1", "+5", "1.0", "1e3", " 5x", "5 5", "0x10", "soon",
+                          "Sun, 06 Nov 1994 08:49:37 GMT trailing"}) {
+    EXPECT_EQ(ParseRetryAfter(bad, std::nullopt, Epoch(kNoon)), std::nullopt) << bad;
   }
 }
 
@@ -164,38 +141,30 @@ TEST(ParseRetryAfter, HugeDeltaSaturates) {
   // The largest whole number of seconds a nanosecond Duration holds.
   EXPECT_THAT(ParseRetryAfter("9223372036", std::nullopt, now),
               Optional(Duration(seconds(9223372036))));
-  EXPECT_THAT(ParseRetryAfter("9223372037", std::nullopt, now),
-              Optional(Duration::max()));
-  EXPECT_THAT(ParseRetryAfter("99999999999999999999999999999999999999",
-                              std::nullopt, now),
+  EXPECT_THAT(ParseRetryAfter("9223372037", std::nullopt, now), Optional(Duration::max()));
+  EXPECT_THAT(ParseRetryAfter("99999999999999999999999999999999999999", std::nullopt, now),
               Optional(Duration::max()));
 }
 
 TEST(ParseRetryAfter, DateAgainstWallClock) {
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", std::nullopt,
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", std::nullopt, Epoch(kNoon)),
               Optional(Duration(seconds(30))));
   // Sub-second wall time: the delay is exact, not rounded.
   EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", std::nullopt,
                               Epoch(kNoon) + milliseconds(250)),
               Optional(Duration(milliseconds(29750))));
-  EXPECT_THAT(ParseRetryAfter("Friday, 17-May-24 12:01:00 GMT", std::nullopt,
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Friday, 17-May-24 12:01:00 GMT", std::nullopt, Epoch(kNoon)),
               Optional(Duration(minutes(1))));
-  EXPECT_THAT(
-      ParseRetryAfter("Fri May 17 12:00:05 2024", std::nullopt, Epoch(kNoon)),
-      Optional(Duration(seconds(5))));
+  EXPECT_THAT(ParseRetryAfter("Fri May 17 12:00:05 2024", std::nullopt, Epoch(kNoon)),
+              Optional(Duration(seconds(5))));
 }
 
 TEST(ParseRetryAfter, PastDateIsZero) {
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:59:00 GMT", std::nullopt,
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:59:00 GMT", std::nullopt, Epoch(kNoon)),
               Optional(Duration(0)));
-  EXPECT_THAT(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", std::nullopt,
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", std::nullopt, Epoch(kNoon)),
               Optional(Duration(0)));
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:00 GMT", std::nullopt,
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:00 GMT", std::nullopt, Epoch(kNoon)),
               Optional(Duration(0)));
 }
 
@@ -204,45 +173,40 @@ TEST(ParseRetryAfter, SkewMeasuredAgainstDateHeader) {
   // Retry-After date is 30 s after its own Date; against the wall clock that
   // date is 59.5 minutes in the past and would give 0.
   auto const wall_now = Epoch(kNoon);
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:00:30 GMT",
-                              "Fri, 17 May 2024 11:00:00 GMT", wall_now),
-              Optional(Duration(seconds(30))));
+  EXPECT_THAT(
+      ParseRetryAfter("Fri, 17 May 2024 11:00:30 GMT", "Fri, 17 May 2024 11:00:00 GMT", wall_now),
+      Optional(Duration(seconds(30))));
   // A server one hour ahead: against the wall clock this would be 1 h 30 s.
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 13:00:30 GMT",
-                              "Fri, 17 May 2024 13:00:00 GMT", wall_now),
-              Optional(Duration(seconds(30))));
+  EXPECT_THAT(
+      ParseRetryAfter("Fri, 17 May 2024 13:00:30 GMT", "Fri, 17 May 2024 13:00:00 GMT", wall_now),
+      Optional(Duration(seconds(30))));
   // Date may use another form than Retry-After.
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:00:30 GMT",
-                              "Fri May 17 11:00:00 2024", wall_now),
-              Optional(Duration(seconds(30))));
+  EXPECT_THAT(
+      ParseRetryAfter("Fri, 17 May 2024 11:00:30 GMT", "Fri May 17 11:00:00 2024", wall_now),
+      Optional(Duration(seconds(30))));
 }
 
 TEST(ParseRetryAfter, UnparseableDateHeaderFallsBackToWallClock) {
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", "yesterday",
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", "yesterday", Epoch(kNoon)),
               Optional(Duration(seconds(30))));
-  EXPECT_THAT(
-      ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", "", Epoch(kNoon)),
-      Optional(Duration(seconds(30))));
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 GMT", "", Epoch(kNoon)),
+              Optional(Duration(seconds(30))));
 }
 
 TEST(ParseRetryAfter, ExtremeDatesDoNotOverflow) {
   // Far-future date against a very early wall clock saturates.
-  EXPECT_THAT(ParseRetryAfter("Fri, 31 Dec 9999 23:59:59 GMT", std::nullopt,
-                              WallTime::min()),
+  EXPECT_THAT(ParseRetryAfter("Fri, 31 Dec 9999 23:59:59 GMT", std::nullopt, WallTime::min()),
               Optional(Duration::max()));
-  EXPECT_THAT(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", std::nullopt,
-                              WallTime::max()),
+  EXPECT_THAT(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", std::nullopt, WallTime::max()),
               Optional(Duration(0)));
 }
 
 TEST(ParseRetryAfter, UtcDate) {
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 UTC", std::nullopt,
-                              Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 12:00:30 UTC", std::nullopt, Epoch(kNoon)),
               Optional(Duration(seconds(30))));
   // A Date header written in UTC is used for the skew too.
-  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:00:10 GMT",
-                              "Fri, 17 May 2024 11:00:00 UTC", Epoch(kNoon)),
+  EXPECT_THAT(ParseRetryAfter("Fri, 17 May 2024 11:00:10 GMT", "Fri, 17 May 2024 11:00:00 UTC",
+                              Epoch(kNoon)),
               Optional(Duration(seconds(10))));
 }
 
@@ -251,27 +215,23 @@ TEST(ParseRetryAfter, UtcDate) {
 TEST(ParseRetryAfterMs, Milliseconds) {
   EXPECT_THAT(ParseRetryAfterMs("0"), Optional(Duration(0)));
   EXPECT_THAT(ParseRetryAfterMs("1"), Optional(Duration(milliseconds(1))));
-  EXPECT_THAT(ParseRetryAfterMs("1500"),
-              Optional(Duration(milliseconds(1500))));
-  EXPECT_THAT(ParseRetryAfterMs(" 250\t"),
-              Optional(Duration(milliseconds(250))));
+  EXPECT_THAT(ParseRetryAfterMs("1500"), Optional(Duration(milliseconds(1500))));
+  EXPECT_THAT(ParseRetryAfterMs(" 250\t"), Optional(Duration(milliseconds(250))));
   EXPECT_THAT(ParseRetryAfterMs("007"), Optional(Duration(milliseconds(7))));
 }
 
 TEST(ParseRetryAfterMs, InvalidValuesGiveNoHint) {
-  for (auto const* bad : {"", " ", "-1", "+5", "1.5", "1e3", "5ms", "abc",
-                          "Fri, 17 May 2024 12:00:00 GMT"}) {
+  for (auto const* bad :
+       {"", " ", "-1", "+5", "1.5", "1e3", "5ms", "abc", "Fri, 17 May 2024 12:00:00 GMT"}) {
     EXPECT_EQ(ParseRetryAfterMs(bad), std::nullopt) << bad;
   }
 }
 
 TEST(ParseRetryAfterMs, HugeValueSaturates) {
   // 9223372036854 ms is the largest whole millisecond count that fits.
-  EXPECT_THAT(ParseRetryAfterMs("9223372036854"),
-              Optional(Duration(milliseconds(9223372036854))));
+  EXPECT_THAT(ParseRetryAfterMs("9223372036854"), Optional(Duration(milliseconds(9223372036854))));
   EXPECT_THAT(ParseRetryAfterMs("9223372036855"), Optional(Duration::max()));
-  EXPECT_THAT(ParseRetryAfterMs("99999999999999999999999999999"),
-              Optional(Duration::max()));
+  EXPECT_THAT(ParseRetryAfterMs("99999999999999999999999999999"), Optional(Duration::max()));
 }
 
 // ---- ParseKeyState --------------------------------------------------------
@@ -290,8 +250,8 @@ TEST(ParseKeyState, EveryValueAnyCase) {
 }
 
 TEST(ParseKeyState, AnythingElseIsNone) {
-  for (auto const* other : {"", "complete", "done", "completed,", "in-progress",
-                            "fenced rejected", "1"}) {
+  for (auto const* other :
+       {"", "complete", "done", "completed,", "in-progress", "fenced rejected", "1"}) {
     EXPECT_EQ(ParseKeyState(other), KeyState::kNone) << other;
   }
 }
@@ -307,8 +267,7 @@ TEST(ExtractServerHints, NoHeadersNoHints) {
 }
 
 TEST(ExtractServerHints, ReadsRetryAfterCaseInsensitively) {
-  Headers const headers = {{"Content-Type", "text/plain"},
-                           {"retry-after", "7"}};
+  Headers const headers = {{"Content-Type", "text/plain"}, {"retry-after", "7"}};
   auto const hints = ExtractServerHints(headers, Epoch(kNoon), HintOptions{});
   EXPECT_THAT(hints.retry_after, Optional(Duration(seconds(7))));
   EXPECT_FALSE(hints.do_not_retry);
@@ -316,29 +275,24 @@ TEST(ExtractServerHints, ReadsRetryAfterCaseInsensitively) {
 
 TEST(ExtractServerHints, FirstRetryAfterWins) {
   Headers const headers = {{"Retry-After", "2"}, {"Retry-After", "9"}};
-  EXPECT_THAT(
-      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
-      Optional(Duration(seconds(2))));
+  EXPECT_THAT(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
+              Optional(Duration(seconds(2))));
 }
 
 TEST(ExtractServerHints, ClampsToDefaultMaximum) {
   Headers const headers = {{"Retry-After", "3600"}};
-  EXPECT_THAT(
-      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
-      Optional(Duration(seconds(60))));
+  EXPECT_THAT(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
+              Optional(Duration(seconds(60))));
 }
 
 TEST(ExtractServerHints, ClampsToConfiguredMaximum) {
   HintOptions options;
   options.max_retry_after = milliseconds(1500);
-  EXPECT_THAT(ExtractServerHints({{"Retry-After", "2"}}, Epoch(kNoon), options)
-                  .retry_after,
+  EXPECT_THAT(ExtractServerHints({{"Retry-After", "2"}}, Epoch(kNoon), options).retry_after,
               Optional(Duration(milliseconds(1500))));
-  EXPECT_THAT(ExtractServerHints({{"Retry-After", "1"}}, Epoch(kNoon), options)
-                  .retry_after,
+  EXPECT_THAT(ExtractServerHints({{"Retry-After", "1"}}, Epoch(kNoon), options).retry_after,
               Optional(Duration(seconds(1))));
-  EXPECT_THAT(ExtractServerHints({{"Retry-After", "999999999999999999999"}},
-                                 Epoch(kNoon), options)
+  EXPECT_THAT(ExtractServerHints({{"Retry-After", "999999999999999999999"}}, Epoch(kNoon), options)
                   .retry_after,
               Optional(Duration(milliseconds(1500))));
 }
@@ -347,14 +301,14 @@ TEST(ExtractServerHints, ClampsToConfiguredMaximum) {
 TEST(ExtractServerHints, SaysWhenTheHintWasAboveTheMaximum) {
   HintOptions options;
   options.max_retry_after = milliseconds(1500);
-  EXPECT_TRUE(ExtractServerHints({{"Retry-After", "2"}}, Epoch(kNoon), options)
-                  .retry_after_above_max);
+  EXPECT_TRUE(
+      ExtractServerHints({{"Retry-After", "2"}}, Epoch(kNoon), options).retry_after_above_max);
   EXPECT_TRUE(ExtractServerHints({{"retry-after-ms", "1501"}}, Epoch(kNoon), options)
                   .retry_after_above_max);
   EXPECT_FALSE(ExtractServerHints({{"retry-after-ms", "1500"}}, Epoch(kNoon), options)
                    .retry_after_above_max);
-  EXPECT_FALSE(ExtractServerHints({{"Retry-After", "1"}}, Epoch(kNoon), options)
-                   .retry_after_above_max);
+  EXPECT_FALSE(
+      ExtractServerHints({{"Retry-After", "1"}}, Epoch(kNoon), options).retry_after_above_max);
   EXPECT_FALSE(ExtractServerHints({}, Epoch(kNoon), options).retry_after_above_max);
 }
 
@@ -362,33 +316,28 @@ TEST(ExtractServerHints, UsesDateHeaderForSkew) {
   // Server one hour behind; 45 s after its own Date.
   Headers const headers = {{"date", "Fri, 17 May 2024 11:00:00 GMT"},
                            {"RETRY-AFTER", "Fri, 17 May 2024 11:00:45 GMT"}};
-  EXPECT_THAT(
-      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
-      Optional(Duration(seconds(45))));
+  EXPECT_THAT(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
+              Optional(Duration(seconds(45))));
 }
 
 TEST(ExtractServerHints, DateHintIsClamped) {
   Headers const headers = {{"Date", "Fri, 17 May 2024 12:00:00 GMT"},
                            {"Retry-After", "Fri, 17 May 2024 14:00:00 GMT"}};
-  EXPECT_THAT(
-      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
-      Optional(Duration(seconds(60))));
+  EXPECT_THAT(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
+              Optional(Duration(seconds(60))));
 }
 
 TEST(ExtractServerHints, InvalidRetryAfterIgnored) {
   for (auto const* bad : {"-1", "1.0", "garbage", ""}) {
     Headers const headers = {{"Retry-After", bad}};
-    EXPECT_EQ(
-        ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
-        std::nullopt)
+    EXPECT_EQ(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after, std::nullopt)
         << bad;
   }
 }
 
 TEST(ExtractServerHints, DoNotRetryHeaderOffByDefault) {
   Headers const headers = {{"X-Should-Retry", "false"}};
-  EXPECT_FALSE(
-      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).do_not_retry);
+  EXPECT_FALSE(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).do_not_retry);
 }
 
 TEST(ExtractServerHints, DoNotRetryHeaderPresence) {
@@ -408,8 +357,7 @@ TEST(ExtractServerHints, DoNotRetryHeaderPresence) {
   EXPECT_FALSE(do_not_retry({{"X-Should-Retry", " TRUE "}}));
   EXPECT_FALSE(do_not_retry({{"X-Should-Retry", "True"}}));
   // The first occurrence decides.
-  EXPECT_TRUE(
-      do_not_retry({{"X-Should-Retry", "false"}, {"X-Should-Retry", "true"}}));
+  EXPECT_TRUE(do_not_retry({{"X-Should-Retry", "false"}, {"X-Should-Retry", "true"}}));
 }
 
 TEST(ExtractServerHints, BothHintsTogether) {
@@ -425,14 +373,10 @@ TEST(ExtractServerHints, MillisecondHeaders) {
   auto retry_after = [](Headers const& headers) {
     return ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after;
   };
-  EXPECT_THAT(retry_after({{"retry-after-ms", "1500"}}),
-              Optional(Duration(milliseconds(1500))));
-  EXPECT_THAT(retry_after({{"Retry-After-Ms", "20"}}),
-              Optional(Duration(milliseconds(20))));
-  EXPECT_THAT(retry_after({{"x-ms-retry-after-ms", "750"}}),
-              Optional(Duration(milliseconds(750))));
-  EXPECT_THAT(retry_after({{"X-MS-Retry-After-MS", "0"}}),
-              Optional(Duration(0)));
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1500"}}), Optional(Duration(milliseconds(1500))));
+  EXPECT_THAT(retry_after({{"Retry-After-Ms", "20"}}), Optional(Duration(milliseconds(20))));
+  EXPECT_THAT(retry_after({{"x-ms-retry-after-ms", "750"}}), Optional(Duration(milliseconds(750))));
+  EXPECT_THAT(retry_after({{"X-MS-Retry-After-MS", "0"}}), Optional(Duration(0)));
 }
 
 TEST(ExtractServerHints, MillisecondPrecedence) {
@@ -441,31 +385,27 @@ TEST(ExtractServerHints, MillisecondPrecedence) {
   };
   // retry-after-ms beats x-ms-retry-after-ms beats Retry-After, whatever the
   // order of the headers.
-  EXPECT_THAT(retry_after({{"Retry-After", "2"},
-                           {"x-ms-retry-after-ms", "300"},
-                           {"retry-after-ms", "100"}}),
-              Optional(Duration(milliseconds(100))));
   EXPECT_THAT(
-      retry_after({{"Retry-After", "2"}, {"x-ms-retry-after-ms", "300"}}),
-      Optional(Duration(milliseconds(300))));
-  // A millisecond hint of 0 still wins over a longer Retry-After.
-  EXPECT_THAT(retry_after({{"Retry-After", "2"}, {"retry-after-ms", "0"}}),
-              Optional(Duration(0)));
-  // An invalid value counts as absent: the next header is tried.
-  EXPECT_THAT(retry_after({{"retry-after-ms", "1.5"},
-                           {"x-ms-retry-after-ms", "300"},
-                           {"Retry-After", "2"}}),
+      retry_after(
+          {{"Retry-After", "2"}, {"x-ms-retry-after-ms", "300"}, {"retry-after-ms", "100"}}),
+      Optional(Duration(milliseconds(100))));
+  EXPECT_THAT(retry_after({{"Retry-After", "2"}, {"x-ms-retry-after-ms", "300"}}),
               Optional(Duration(milliseconds(300))));
-  EXPECT_THAT(retry_after({{"retry-after-ms", "soon"},
-                           {"x-ms-retry-after-ms", "-1"},
-                           {"Retry-After", "2"}}),
-              Optional(Duration(seconds(2))));
-  EXPECT_EQ(retry_after({{"retry-after-ms", "x"}, {"x-ms-retry-after-ms", ""}}),
-            std::nullopt);
-  // The first occurrence of a name decides for that name.
+  // A millisecond hint of 0 still wins over a longer Retry-After.
+  EXPECT_THAT(retry_after({{"Retry-After", "2"}, {"retry-after-ms", "0"}}), Optional(Duration(0)));
+  // An invalid value counts as absent: the next header is tried.
   EXPECT_THAT(
-      retry_after({{"retry-after-ms", "40"}, {"retry-after-ms", "90"}}),
-      Optional(Duration(milliseconds(40))));
+      retry_after(
+          {{"retry-after-ms", "1.5"}, {"x-ms-retry-after-ms", "300"}, {"Retry-After", "2"}}),
+      Optional(Duration(milliseconds(300))));
+  EXPECT_THAT(
+      retry_after(
+          {{"retry-after-ms", "soon"}, {"x-ms-retry-after-ms", "-1"}, {"Retry-After", "2"}}),
+      Optional(Duration(seconds(2))));
+  EXPECT_EQ(retry_after({{"retry-after-ms", "x"}, {"x-ms-retry-after-ms", ""}}), std::nullopt);
+  // The first occurrence of a name decides for that name.
+  EXPECT_THAT(retry_after({{"retry-after-ms", "40"}, {"retry-after-ms", "90"}}),
+              Optional(Duration(milliseconds(40))));
 }
 
 TEST(ExtractServerHints, MillisecondHintsAreClamped) {
@@ -474,51 +414,40 @@ TEST(ExtractServerHints, MillisecondHintsAreClamped) {
   auto retry_after = [&](Headers const& headers) {
     return ExtractServerHints(headers, Epoch(kNoon), options).retry_after;
   };
-  EXPECT_THAT(retry_after({{"retry-after-ms", "1501"}}),
-              Optional(Duration(milliseconds(1500))));
-  EXPECT_THAT(retry_after({{"retry-after-ms", "1499"}}),
-              Optional(Duration(milliseconds(1499))));
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1501"}}), Optional(Duration(milliseconds(1500))));
+  EXPECT_THAT(retry_after({{"retry-after-ms", "1499"}}), Optional(Duration(milliseconds(1499))));
   EXPECT_THAT(retry_after({{"x-ms-retry-after-ms", "99999999999999999999"}}),
               Optional(Duration(milliseconds(1500))));
   // Default maximum: 60 s.
-  EXPECT_THAT(ExtractServerHints({{"retry-after-ms", "3600000"}}, Epoch(kNoon),
-                                 HintOptions{})
-                  .retry_after,
-              Optional(Duration(seconds(60))));
+  EXPECT_THAT(
+      ExtractServerHints({{"retry-after-ms", "3600000"}}, Epoch(kNoon), HintOptions{}).retry_after,
+      Optional(Duration(seconds(60))));
 }
 
 TEST(ExtractServerHints, UtcRetryAfterDate) {
   Headers const headers = {{"Date", "Fri, 17 May 2024 12:00:00 UTC"},
                            {"Retry-After", "Fri, 17 May 2024 12:00:05 UTC"}};
-  EXPECT_THAT(
-      ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
-      Optional(Duration(seconds(5))));
+  EXPECT_THAT(ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).retry_after,
+              Optional(Duration(seconds(5))));
 }
 
 TEST(ExtractServerHints, KeyState) {
   auto key_state = [](Headers const& headers) {
     return ExtractServerHints(headers, Epoch(kNoon), HintOptions{}).key_state;
   };
-  EXPECT_EQ(key_state({{"Idempotency-Key-State", "completed"}}),
-            KeyState::kCompleted);
-  EXPECT_EQ(key_state({{"idempotency-key-state", "PROCESSING"}}),
-            KeyState::kProcessing);
-  EXPECT_EQ(key_state({{"IDEMPOTENCY-KEY-STATE", "Abandoned"}}),
-            KeyState::kAbandoned);
-  EXPECT_EQ(key_state({{"Idempotency-Key-State", "expired"}}),
-            KeyState::kExpired);
-  EXPECT_EQ(key_state({{"Idempotency-Key-State", "unknown"}}),
-            KeyState::kUnknown);
-  EXPECT_EQ(key_state({{"Idempotency-Key-State", " fenced "}}),
-            KeyState::kFenced);
-  EXPECT_EQ(key_state({{"Idempotency-Key-State", "rejected"}}),
-            KeyState::kRejected);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "completed"}}), KeyState::kCompleted);
+  EXPECT_EQ(key_state({{"idempotency-key-state", "PROCESSING"}}), KeyState::kProcessing);
+  EXPECT_EQ(key_state({{"IDEMPOTENCY-KEY-STATE", "Abandoned"}}), KeyState::kAbandoned);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "expired"}}), KeyState::kExpired);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "unknown"}}), KeyState::kUnknown);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", " fenced "}}), KeyState::kFenced);
+  EXPECT_EQ(key_state({{"Idempotency-Key-State", "rejected"}}), KeyState::kRejected);
   EXPECT_EQ(key_state({{"Idempotency-Key-State", "gone"}}), KeyState::kNone);
   EXPECT_EQ(key_state({{"Idempotency-Key", "completed"}}), KeyState::kNone);
   // The first occurrence decides.
-  EXPECT_EQ(key_state({{"Idempotency-Key-State", "rejected"},
-                       {"Idempotency-Key-State", "completed"}}),
-            KeyState::kRejected);
+  EXPECT_EQ(
+      key_state({{"Idempotency-Key-State", "rejected"}, {"Idempotency-Key-State", "completed"}}),
+      KeyState::kRejected);
 }
 
 TEST(ExtractServerHints, Replayed) {
@@ -533,8 +462,7 @@ TEST(ExtractServerHints, Replayed) {
   EXPECT_FALSE(replayed({{"Idempotent-Replayed", "1"}}));
   EXPECT_FALSE(replayed({{"Idempotent-Replayed", "yes"}}));
   EXPECT_FALSE(replayed({{"Idempotent-Replayed", ""}}));
-  EXPECT_FALSE(replayed({{"Idempotent-Replayed", "false"},
-                         {"Idempotent-Replayed", "true"}}));
+  EXPECT_FALSE(replayed({{"Idempotent-Replayed", "false"}, {"Idempotent-Replayed", "true"}}));
 }
 
 TEST(ExtractServerHints, AllHintsTogether) {

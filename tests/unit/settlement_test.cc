@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 #include "saferetry/server_hints.h"
 
 namespace saferetry {

@@ -25,7 +25,8 @@ TEST(StatusQueryTest, PercentEncoding) {
 }
 
 TEST(StatusQueryTest, TemplateExpansion) {
-  EXPECT_EQ(ExpandKeyTemplate("http://h/orders/by-key/{key}", "k/1"), "http://h/orders/by-key/k%2F1");
+  EXPECT_EQ(ExpandKeyTemplate("http://h/orders/by-key/{key}", "k/1"),
+            "http://h/orders/by-key/k%2F1");
   EXPECT_EQ(ExpandKeyTemplate("http://h/{key}?k={key}", "x y"), "http://h/x%20y?k=x%20y");
   EXPECT_EQ(ExpandKeyTemplate("http://h/{ke}", "x"), "http://h/{ke}");
 }
@@ -36,7 +37,8 @@ TEST(StatusQueryTest, Validation) {
   EXPECT_THAT(std::string(ValidateStatusQuery(q).message()),
               StartsWith("status_query.url_template: must contain {key}"));
   q.url_template = "ftp://h/{key}";
-  EXPECT_THAT(std::string(ValidateStatusQuery(q).message()), StartsWith("status_query.url_template:"));
+  EXPECT_THAT(std::string(ValidateStatusQuery(q).message()),
+              StartsWith("status_query.url_template:"));
   q.url_template = "https://h:8443/orders/by-key/{key}";
   EXPECT_TRUE(ValidateStatusQuery(q).ok());
   StatusQuery cb;
@@ -60,13 +62,15 @@ TEST(StatusQueryTest, AnswerMapping) {
 }
 
 TEST(StatusQueryTest, QueryRequestDropsBodyHeaders) {
-  Request original{"POST", "http://h/orders",
+  Request original{"POST",
+                   "http://h/orders",
                    {{"Content-Type", "application/json"},
                     {"Authorization", "Bearer t"},
                     {"content-length", "2"},
                     {"Digest", "sha-256=x"},
                     {"X-Tenant-Id", "t1"}},
-                   "{}", Idempotency::kFromMethod};
+                   "{}",
+                   Idempotency::kFromMethod};
   StatusQuery q;
   q.url_template = "http://h/orders/by-key/{key}";
   Request r = BuildStatusQueryRequest(q, original, "k1");

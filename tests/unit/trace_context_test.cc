@@ -9,14 +9,14 @@
 
 #include "saferetry/trace_context.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "saferetry/client.h"
@@ -97,20 +97,20 @@ TEST(ParseTraceParentTest, AHigherVersionIsReadByItsFirstFourFields) {
 const char* const kMalformed[] = {
     "",
     "garbage",
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",         // no flags
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",     // version 00, too long
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-00",   // version 00, extra field
-    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",      // upper case
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01",      // upper case
-    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",      // zero trace id
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",      // zero parent id
-    "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",      // version ff
-    "0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",      // not hex
-    "00-4bf92f3577b34da6a3ce929d0e0e473z-00f067aa0ba902b7-01",      // not hex
-    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x",      // not hex
-    "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",      // separators
-    "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",      // fields shifted
-    "0-04bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",      // fields shifted
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",        // no flags
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",    // version 00, too long
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-00",  // version 00, extra field
+    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",     // upper case
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01",     // upper case
+    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",     // zero trace id
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",     // zero parent id
+    "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     // version ff
+    "0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     // not hex
+    "00-4bf92f3577b34da6a3ce929d0e0e473z-00f067aa0ba902b7-01",     // not hex
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x",     // not hex
+    "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",     // separators
+    "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",     // fields shifted
+    "0-04bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",     // fields shifted
     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nX-Evil: 1",  // injection
 };
 
@@ -153,17 +153,17 @@ TEST(SanitizeTraceStateTest, AValidValueComesBackUnchanged) {
 
 TEST(SanitizeTraceStateTest, InvalidValuesAreDropped) {
   for (const char* value : {
-           "Congo=t61",             // upper-case key
-           "1congo=t61",            // simple key starting with a digit
-           "congo",                 // no '='
-           "congo=",                // empty value
-           "congo=a\x7f",           // DEL
-           "congo=a=b",             // '=' in the value
-           "congo=t61,congo=t62",   // a key twice
-           "@vendor=x",             // empty tenant
-           "tenant@=x",             // empty system
+           "Congo=t61",                   // upper-case key
+           "1congo=t61",                  // simple key starting with a digit
+           "congo",                       // no '='
+           "congo=",                      // empty value
+           "congo=a\x7f",                 // DEL
+           "congo=a=b",                   // '=' in the value
+           "congo=t61,congo=t62",         // a key twice
+           "@vendor=x",                   // empty tenant
+           "tenant@=x",                   // empty system
            "tenant@vendor12345678901=x",  // system id too long
-           "congo=t\x01",           // control character
+           "congo=t\x01",                 // control character
            "congo=t61\r\nX-Evil: 1",
        }) {
     EXPECT_EQ(SanitizeTraceState(value), std::nullopt) << value;
@@ -233,8 +233,8 @@ struct Span {
 class RecordingTracer : public AttemptTracer {
  public:
   std::optional<AttemptSpan> OnAttemptStart(const AttemptSpanStart& start) override {
-    starts.push_back(Span{start.number, start.is_status_query, start.resend_count,
-                          start.caller != nullptr});
+    starts.push_back(
+        Span{start.number, start.is_status_query, start.resend_count, start.caller != nullptr});
     caller_states.emplace_back(start.caller_tracestate);
     urls.emplace_back(start.url);
     AttemptSpan span;
@@ -243,7 +243,13 @@ class RecordingTracer : public AttemptTracer {
     } else {
       span.traceparent.trace_id[15] = 1;
     }
-    span.traceparent.parent_id = {0, 0, 0, 0, 0, 0, static_cast<std::uint8_t>(start.is_status_query ? 0xbb : 0xaa),
+    span.traceparent.parent_id = {0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  static_cast<std::uint8_t>(start.is_status_query ? 0xbb : 0xaa),
                                   static_cast<std::uint8_t>(start.number)};
     if (replace_state.has_value()) span.tracestate = replace_state;
     return span;
@@ -271,8 +277,10 @@ class TraceCallTest : public ::testing::Test {
     o.budget = MakeUnlimitedBudget();
     o.status_query_budget = MakeUnlimitedBudget();
     client_ = *Client::Create(std::move(o));
-    post_ = Request{"POST", "http://127.0.0.1:8080/orders",
-                    {{"Content-Type", "application/json"}}, R"({"sku":"a"})"};
+    post_ = Request{"POST",
+                    "http://127.0.0.1:8080/orders",
+                    {{"Content-Type", "application/json"}},
+                    R"({"sku":"a"})"};
     call_.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
   }
 
@@ -406,7 +414,8 @@ TEST_F(TraceCallTest, TheRequestWithoutItsTraceHeadersIsOtherwiseTheSame) {
   EXPECT_EQ(sent.idempotency, Idempotency::kIdempotent);
   std::vector<std::string> names;
   for (const Header& h : sent.headers) names.push_back(h.first);
-  EXPECT_THAT(names, ElementsAre("A", "B", "X-Request-Timeout-Ms", "X-Retry-Attempt", "traceparent"));
+  EXPECT_THAT(names,
+              ElementsAre("A", "B", "X-Request-Timeout-Ms", "X-Retry-Attempt", "traceparent"));
 }
 
 TEST_F(TraceCallTest, TheCallersContextIsNotChangedInTheRequest) {
@@ -504,10 +513,10 @@ TEST_F(TraceCallTest, ATracerGivesEachAttemptAndQueryItsSpan) {
               expected[i]);
     EXPECT_EQ(tracer.caller_states[i], kState);
   }
-  EXPECT_THAT(tracer.urls, ElementsAre("http://127.0.0.1:8080/orders",
-                                       "http://127.0.0.1:8080/orders",
-                                       "http://127.0.0.1:8080/orders/by-key/" + *r.idempotency_key,
-                                       "http://127.0.0.1:8080/orders/by-key/" + *r.idempotency_key));
+  EXPECT_THAT(tracer.urls,
+              ElementsAre("http://127.0.0.1:8080/orders", "http://127.0.0.1:8080/orders",
+                          "http://127.0.0.1:8080/orders/by-key/" + *r.idempotency_key,
+                          "http://127.0.0.1:8080/orders/by-key/" + *r.idempotency_key));
   EXPECT_THAT(tracer.ended, ElementsAre("000000000000aa01", "000000000000aa02", "000000000000bb01",
                                         "000000000000bb02"));
   EXPECT_EQ(tracer.call_ends, 1);
@@ -569,10 +578,17 @@ TEST_F(TraceCallTest, AnInvalidSpanFromTheTracerFallsBackToTheCallers) {
       AttemptSpan span;
       span.traceparent = *start.caller;
       switch (start.number + (start.is_status_query ? 2 : 0)) {
-        case 1: span.traceparent.parent_id = SpanId{}; break;
-        case 2: span.traceparent.trace_id = TraceId{}; break;
-        case 3: span.traceparent.version = 0xff; break;
-        default: return std::nullopt;
+        case 1:
+          span.traceparent.parent_id = SpanId{};
+          break;
+        case 2:
+          span.traceparent.trace_id = TraceId{};
+          break;
+        case 3:
+          span.traceparent.version = 0xff;
+          break;
+        default:
+          return std::nullopt;
       }
       return span;
     }
@@ -613,8 +629,7 @@ TEST_F(TraceCallTest, RedirectHopsCountAsResends) {
   Step redirected = Step::Respond(503);
   redirected.result.redirects = 2;
   fake_->Push(redirected).Push(Step::Respond(200));
-  CallResult r = client_->Execute(Request{"GET", "http://127.0.0.1:8080/orders/1", {}, ""},
-                                  call_);
+  CallResult r = client_->Execute(Request{"GET", "http://127.0.0.1:8080/orders/1", {}, ""}, call_);
   ASSERT_EQ(r.outcome, Outcome::kSucceeded);
   ASSERT_EQ(r.evidence.size(), 2u);
   EXPECT_EQ(r.evidence[0].resend_count, 0);

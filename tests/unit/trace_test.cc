@@ -6,10 +6,10 @@
 
 #include "saferetry/trace.h"
 
-#include <memory>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "nlohmann/json.hpp"
 #include "saferetry/client.h"
@@ -28,8 +28,8 @@ using testkit::FakeTransport;
 using testkit::ScriptedRandom;
 using testkit::Step;
 
-constexpr const char* kSecrets[] = {"s3cr3t-token", "session=abc123", "sid=zzz", "key-999",
-                                    "pa55word", "bob:", "pr0xy-pass", "tok3n"};
+constexpr const char* kSecrets[] = {"s3cr3t-token", "session=abc123", "sid=zzz",    "key-999",
+                                    "pa55word",     "bob:",           "pr0xy-pass", "tok3n"};
 
 class TraceTest : public ::testing::Test {
  protected:
@@ -38,7 +38,7 @@ class TraceTest : public ::testing::Test {
     o.transport = transport_;
     o.clock = clock_;
     o.random = std::make_shared<ScriptedRandom>();  // u = 0.5
-    o.budget = *MakeTokenThrottle({});           // 10 tokens
+    o.budget = *MakeTokenThrottle({});              // 10 tokens
     auto c = Client::Create(std::move(o));
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
@@ -216,7 +216,8 @@ TEST_F(TraceTest, EventsCarryTheTraceIdsSentAndTheResendCount) {
       if (start.number < 3 && !start.is_status_query) return std::nullopt;  // the caller's
       AttemptSpan span;
       span.traceparent = *start.caller;
-      span.traceparent.parent_id = {0, 0, 0, 0, 0, 0, 0xab, static_cast<std::uint8_t>(start.number)};
+      span.traceparent.parent_id = {0, 0, 0,    0,
+                                    0, 0, 0xab, static_cast<std::uint8_t>(start.number)};
       span.traceparent.flags = 0;
       return span;
     }
@@ -256,8 +257,7 @@ TEST(RedactorTest, HeadersUrlsAndText) {
   EXPECT_EQ(r.Value("Accept", "*/*"), "*/*");
   EXPECT_EQ(r.Redact({{"Accept", "*/*"}, {"X-Session", "s"}}),
             (Headers{{"Accept", "*/*"}, {"X-Session", "[REDACTED]"}}));
-  EXPECT_EQ(r.Url("https://bob:hunter2@api.example:8443/x?y=1"),
-            "https://api.example:8443/x?y=1");
+  EXPECT_EQ(r.Url("https://bob:hunter2@api.example:8443/x?y=1"), "https://api.example:8443/x?y=1");
   EXPECT_EQ(r.Url("https://bob@api.example/"), "https://api.example/");
   EXPECT_EQ(r.Url("https://api.example/a:b@c"), "https://api.example/a:b@c");
   EXPECT_EQ(r.Text("GET http://a:1@h/ then http://c:2@d"), "GET http://h/ then http://d");
@@ -273,8 +273,8 @@ TEST(RedactionTest, IsSecretHeader) {
                            "Proxy-Authorization", "proxy-authorization", "Set-Cookie"}) {
     EXPECT_TRUE(IsSecretHeader(name)) << name;
   }
-  for (const char* name :
-       {"Accept", "X-Api-Key", "Authorization2", "Cookies", "", "Idempotency-Key", "Content-Type"}) {
+  for (const char* name : {"Accept", "X-Api-Key", "Authorization2", "Cookies", "",
+                           "Idempotency-Key", "Content-Type"}) {
     EXPECT_FALSE(IsSecretHeader(name)) << name;
   }
   const std::vector<std::string> extra = {"X-Api-Key", "x-session-token", ""};

@@ -125,9 +125,13 @@ TEST(UserBudgetTest, RegistryKnowsItsNamesAndGuardsTheBuiltIns) {
   const auto unknown = budgets.Make({"leaky", "{}", "$.x"});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(unknown.status().message(), "no budget named \"leaky\" is registered");
-  ASSERT_TRUE(budgets.Register("null", [](const BudgetSpec&) {
-    return absl::StatusOr<std::shared_ptr<RetryBudget>>(std::shared_ptr<RetryBudget>());
-  }).ok());
+  ASSERT_TRUE(budgets
+                  .Register("null",
+                            [](const BudgetSpec&) {
+                              return absl::StatusOr<std::shared_ptr<RetryBudget>>(
+                                  std::shared_ptr<RetryBudget>());
+                            })
+                  .ok());
   EXPECT_EQ(budgets.Make({"null", "{}", "$.x"}).status().message(),
             "$.x: the factory of \"null\" made no budget");
 }
@@ -184,12 +188,12 @@ TEST(UserBudgetTest, LoadingChecksTheNameAndTheOptionsNamingTheirPath) {
                     &budgets),
             "$.saferetry.budgetOptions.cap: must be >= retriesPerCall");
   // A message without the path gets it in front.
-  EXPECT_EQ(ErrorOf(R"({"saferetry": {"budget": "perCallCredit", "budgetOptions": {"x": 1}}})",
-                    &budgets),
-            R"($.saferetry.budgetOptions: unknown field "x")");
-  EXPECT_EQ(ErrorOf(R"({"saferetry": {"budget": "perCallCredit", "budgetOptions": [1]}})",
-                    &budgets),
-            "$.saferetry.budgetOptions: expected an object, got an array");
+  EXPECT_EQ(
+      ErrorOf(R"({"saferetry": {"budget": "perCallCredit", "budgetOptions": {"x": 1}}})", &budgets),
+      R"($.saferetry.budgetOptions: unknown field "x")");
+  EXPECT_EQ(
+      ErrorOf(R"({"saferetry": {"budget": "perCallCredit", "budgetOptions": [1]}})", &budgets),
+      "$.saferetry.budgetOptions: expected an object, got an array");
   // Options belong to a registered budget; a built-in one reads its own object.
   EXPECT_EQ(ErrorOf(R"({"saferetry": {"budget": "none", "budgetOptions": {}}})", &budgets),
             R"($.saferetry.budgetOptions: only for a registered budget; "none" is built in and )"

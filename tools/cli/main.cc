@@ -15,9 +15,9 @@
 #include <signal.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -150,9 +150,8 @@ absl::StatusOr<std::string> ReadData(const std::string& data) {
 absl::StatusOr<Header> ParseHeaderFlag(std::string_view text) {
   const std::size_t colon = text.find(':');
   if (colon == std::string_view::npos) {
-    return Usage("--header",
-                 absl::StrCat("expected \"Name: value\", got \"", absl::CHexEscape(AsAbsl(text)),
-                              "\" (no colon)"));
+    return Usage("--header", absl::StrCat("expected \"Name: value\", got \"",
+                                          absl::CHexEscape(AsAbsl(text)), "\" (no colon)"));
   }
   std::string_view value = text.substr(colon + 1);
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
@@ -409,8 +408,10 @@ absl::StatusOr<Duration> ParseAge(const std::string& text) {
 // "--proxy: ...").
 std::string AsFlagError(absl::string_view message) {
   static constexpr std::pair<const char*, const char*> kFlags[] = {
-      {"no_proxy: ", "--noproxy: "}, {"proxy: ", "--proxy: "},
-      {"ca_file: ", "--cacert: "},   {"ca_dir: ", "--capath: "},
+      {"no_proxy: ", "--noproxy: "},
+      {"proxy: ", "--proxy: "},
+      {"ca_file: ", "--cacert: "},
+      {"ca_dir: ", "--capath: "},
       {"http_version: ", "--http2-prior-knowledge: "}};
   for (const auto& [field, flag] : kFlags) {
     if (absl::StartsWith(message, field)) {
@@ -454,8 +455,8 @@ CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string
   if (proxy_given) {
     o.proxy = proxy;
   } else {
-    const bool https = absl::StartsWithIgnoreCase(absl::string_view(url.data(), url.size()),
-                                                  "https:");
+    const bool https =
+        absl::StartsWithIgnoreCase(absl::string_view(url.data(), url.size()), "https:");
     o.proxy = https ? env("https_proxy") : env("http_proxy");
     if (o.proxy.empty() && https) o.proxy = env("HTTPS_PROXY");
     if (o.proxy.empty()) o.proxy = env("all_proxy");
@@ -649,8 +650,7 @@ int RunReconcile(int argc, char** argv, std::shared_ptr<Clock> clock) {
   absl::StatusOr<ReconcileReport> report = reconciler.RunOnce();
   if (!report.ok()) {
     PrintError(absl::StrCat("--journal: ", report.status().message()));
-    return report.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
-                                                                        : kExitJournal;
+    return report.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitJournal;
   }
   for (const ReconciledIntent& r : report->tried) {
     std::string line = ReconcileText(r.intent.key, r.result);
@@ -701,16 +701,16 @@ int Run(int argc, char** argv) {
       "input.",
       "saferetry"};
   app.add_option("URL", flags.url, "Absolute http:// or https:// URL")->required();
-  CLI::Option* method = app.add_option(
-      "-X,--request", flags.method, "Method (default GET, or POST when a body is given)");
+  CLI::Option* method = app.add_option("-X,--request", flags.method,
+                                       "Method (default GET, or POST when a body is given)");
   CLI::Option* data =
       app.add_option("-d,--data", flags.data, "Request body; @FILE reads a file, @- stdin");
   app.add_option("-H,--header", flags.headers,
                  "\"Name: value\", sent on every attempt (repeatable)")
       ->allow_extra_args(false);
-  CLI::Option* key = app.add_option(
-      "--idempotency-key", flags.idempotency_key,
-      "Key sent on every attempt (default: a fresh UUIDv4 for POST and PATCH)");
+  CLI::Option* key =
+      app.add_option("--idempotency-key", flags.idempotency_key,
+                     "Key sent on every attempt (default: a fresh UUIDv4 for POST and PATCH)");
   app.add_flag("--no-idempotency-key", flags.no_idempotency_key, "Send no idempotency key")
       ->excludes(key);
   app.add_option("--status-url", flags.status_url,
@@ -718,12 +718,13 @@ int Run(int argc, char** argv) {
   app.add_flag("--assume-dedup", flags.assume_dedup,
                "The server deduplicates keys: an ambiguous attempt may be resent with the same "
                "key");
-  CLI::Option* deadline = app.add_option(
-      "--deadline", flags.deadline, "Total time from process start, e.g. 1500ms, 2s, 1m (default 30s)");
-  CLI::Option* attempt_timeout = app.add_option(
-      "--attempt-timeout", flags.attempt_timeout, "Cap on each attempt (default: what remains)");
-  CLI::Option* max_attempts = app.add_option(
-      "--max-attempts", flags.max_attempts, "Sends of the request (default 3, at most 10)");
+  CLI::Option* deadline =
+      app.add_option("--deadline", flags.deadline,
+                     "Total time from process start, e.g. 1500ms, 2s, 1m (default 30s)");
+  CLI::Option* attempt_timeout = app.add_option("--attempt-timeout", flags.attempt_timeout,
+                                                "Cap on each attempt (default: what remains)");
+  CLI::Option* max_attempts = app.add_option("--max-attempts", flags.max_attempts,
+                                             "Sends of the request (default 3, at most 10)");
   CLI::Option* max_status_queries = app.add_option(
       "--max-status-queries", flags.max_status_queries,
       "Polls: status queries and resends answered 409 (default 0: derived from the deadline, "
@@ -745,9 +746,9 @@ int Run(int argc, char** argv) {
       "--proxy", flags.proxy,
       "Proxy for every request, e.g. http://proxy:3128 (\"\": none). Default: the environment's "
       "https_proxy/http_proxy/all_proxy, as curl reads them");
-  CLI::Option* noproxy = app.add_option(
-      "--noproxy", flags.noproxy,
-      "Comma-separated hosts that bypass the proxy (\"*\": all). Default: no_proxy");
+  CLI::Option* noproxy =
+      app.add_option("--noproxy", flags.noproxy,
+                     "Comma-separated hosts that bypass the proxy (\"*\": all). Default: no_proxy");
   app.add_option("--cacert", flags.cacert,
                  "PEM file of the CAs to trust instead of the system's (a private CA)");
   app.add_option("--capath", flags.capath,
@@ -792,9 +793,9 @@ int Run(int argc, char** argv) {
   }
   for (const std::string& w : inv->warnings) PrintError(absl::StrCat("warning: ", w));
 
-  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(TransportOptionsFor(
-      flags.url, flags.proxy, proxy->count() > 0, flags.noproxy, noproxy->count() > 0,
-      flags.cacert, flags.capath, flags.http_version));
+  absl::StatusOr<std::shared_ptr<Transport>> transport = MakeCurlTransport(
+      TransportOptionsFor(flags.url, flags.proxy, proxy->count() > 0, flags.noproxy,
+                          noproxy->count() > 0, flags.cacert, flags.capath, flags.http_version));
   if (!transport.ok()) return TransportExitCode(transport.status());
   inv->client.transport = *std::move(transport);
   inv->client.clock = clock;

@@ -69,8 +69,8 @@ nlohmann::ordered_json ReconcileJson(std::string_view key, const CallResult& res
 }
 
 std::string ReconcileText(std::string_view key, const CallResult& result) {
-  return ReconcileJson(key, result).dump(-1, ' ', false,
-                                         nlohmann::ordered_json::error_handler_t::replace);
+  return ReconcileJson(key, result)
+      .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::string FormatWallTime(WallTime t) {
@@ -153,8 +153,7 @@ std::string OutcomeLine(const CallResult& result) {
                                   AsAbsl(StopReasonName(result.stop_reason)), ") after ",
                                   Count(result.attempts, "attempt", "attempts"));
   if (result.status_queries > 0) {
-    absl::StrAppend(&line, " and ",
-                    Count(result.status_queries, "status query", "status queries"));
+    absl::StrAppend(&line, " and ", Count(result.status_queries, "status query", "status queries"));
   }
   if (result.last_response.has_value()) {
     absl::StrAppend(&line, ", HTTP ", result.last_response->status_code);
@@ -180,12 +179,10 @@ std::string DescribeEvidence(const AttemptEvidence& ev) {
                                   ": delivery=", AsAbsl(DeliveryName(ev.delivery)));
   if (ev.http_status.has_value()) absl::StrAppend(&line, " http=", *ev.http_status);
   if (!ev.transport_status.ok()) {
-    absl::StrAppend(&line, " transport=\"", RedactUrlsInText(ev.transport_status.ToString()),
-                    "\"");
+    absl::StrAppend(&line, " transport=\"", RedactUrlsInText(ev.transport_status.ToString()), "\"");
   }
   absl::StrAppend(&line, " class=", AsAbsl(AttemptClassName(ev.classification)), " (",
-                  AsAbsl(ev.reason), ")",
-                  " took=", Millis(ev.end - ev.start));
+                  AsAbsl(ev.reason), ")", " took=", Millis(ev.end - ev.start));
   if (ev.deadline_remaining != Duration::max()) {
     absl::StrAppend(&line, " remaining=", Millis(ev.deadline_remaining));
   }

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,8 +22,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -149,27 +148,31 @@ int main(int argc, char** argv) {
   std::string plot;
 
   app.add_option("--preset", preset,
-                 "contention | brown-out | lost-responses | hang | outage | tail")->required();
+                 "contention | brown-out | lost-responses | hang | outage | tail")
+      ->required();
   app.add_flag("--sweep", sweep, "Run the whole figure instead of one point");
-  auto* clients_opt = app.add_option("--clients", clients, "contention: clients that start together");
-  app.add_option("--trials", trials, "Trials per point, averaged (contention default 100, others 1)");
+  auto* clients_opt =
+      app.add_option("--clients", clients, "contention: clients that start together");
+  app.add_option("--trials", trials,
+                 "Trials per point, averaged (contention default 100, others 1)");
   app.add_option("--seed", seed, "Seed of the first trial (trial i uses seed + i)");
   app.add_option("--policy", policy_file, "JSON policy file for the saferetry client");
   auto* jitter_opt = app.add_option("--jitter", jitter, "none | full | equal | decorrelated");
-  auto* failure_opt = app.add_option("--failure-rate", failure_rate, "Independent failure rate, 0..1");
+  auto* failure_opt =
+      app.add_option("--failure-rate", failure_rate, "Independent failure rate, 0..1");
   auto* loss_opt = app.add_option(
       "--loss-rate", loss_rate,
       "Lost-response rate, 0..1 (lost-responses: a reset; hang: hangs until the attempt timeout)");
-  auto* slow_opt = app.add_option("--slow-rate", slow_rate,
-                                  "lost-responses, hang: slow-commit rate, 0..1 (hang default 0.02)");
+  auto* slow_opt = app.add_option(
+      "--slow-rate", slow_rate, "lost-responses, hang: slow-commit rate, 0..1 (hang default 0.02)");
   auto* load_opt = app.add_option("--load-factor", load_factor,
                                   "brown-out overload: offered load / server capacity");
-  auto* tail_rate_opt = app.add_option(
-      "--tail-rate", tail_rate,
-      "tail: fraction of responses in the slow tail, 0..1 (default 0.02)");
-  auto* tail_factor_opt = app.add_option(
-      "--tail-factor", tail_factor,
-      "tail: how much slower a tail response is, 1..10000 (default 100)");
+  auto* tail_rate_opt =
+      app.add_option("--tail-rate", tail_rate,
+                     "tail: fraction of responses in the slow tail, 0..1 (default 0.02)");
+  auto* tail_factor_opt =
+      app.add_option("--tail-factor", tail_factor,
+                     "tail: how much slower a tail response is, 1..10000 (default 100)");
   auto* hedge_delay_opt = app.add_option(
       "--hedge-delay-ms", hedge_delay_ms,
       "tail: fixed hedge delay in milliseconds (default: the observed p95 attempt latency)");

@@ -11,11 +11,10 @@
 namespace saferetry {
 namespace sim {
 
-absl::StatusOr<BasePolicy> LoadBasePolicy(const std::string& path,
-                                          const BudgetRegistry* budgets) {
+absl::StatusOr<BasePolicy> LoadBasePolicy(const std::string& path, const BudgetRegistry* budgets) {
   // A copy of the registry lives as long as the budget factory below.
-  auto registry = std::make_shared<const BudgetRegistry>(
-      budgets != nullptr ? *budgets : BudgetRegistry());
+  auto registry =
+      std::make_shared<const BudgetRegistry>(budgets != nullptr ? *budgets : BudgetRegistry());
   LoadOptions load;
   load.budgets = registry.get();
   absl::StatusOr<Policy> policy = LoadPolicyFile(path, load);

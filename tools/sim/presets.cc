@@ -83,9 +83,8 @@ struct Totals {
     row["goodput_per_s"] = Round(goodput / n, 1);
     row["failed"] = mean(sum.failed);
     row["unknown"] = mean(sum.unknown);
-    row["unknown_rate"] =
-        Round(sum.calls == 0 ? 0 : static_cast<double>(sum.unknown) / static_cast<double>(sum.calls),
-              5);
+    row["unknown_rate"] = Round(
+        sum.calls == 0 ? 0 : static_cast<double>(sum.unknown) / static_cast<double>(sum.calls), 5);
     row["effects"] = mean(sum.effects);
     row["duplicates"] = mean(sum.duplicates);
     row["outcome_violations"] = mean(sum.outcome_violations);
@@ -146,7 +145,8 @@ Totals RunTrials(SimConfig config, const PresetOptions& o, int trials, bool keep
 
 absl::Status CheckRate(std::string_view flag, const std::optional<double>& v, double max) {
   if (v.has_value() && !(*v >= 0 && *v <= max)) {
-    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()), ": must be in [0, ", max, "], got ", *v));
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(flag.data(), flag.size()),
+                                                   ": must be in [0, ", max, "], got ", *v));
   }
   return absl::OkStatus();
 }
@@ -215,9 +215,9 @@ constexpr double kOverloadThroughput = 2000;
 
 std::vector<Row> BrownOut(const PresetOptions& o) {
   std::vector<ClientVariant> clients =
-      o.client.has_value() ? std::vector<ClientVariant>{*o.client}
-                           : (o.sweep ? BrownOutClients()
-                                      : std::vector<ClientVariant>{ClientVariant::kSaferetry});
+      o.client.has_value()
+          ? std::vector<ClientVariant>{*o.client}
+          : (o.sweep ? BrownOutClients() : std::vector<ClientVariant>{ClientVariant::kSaferetry});
   const int trials = TrialsOr(o, 1);
   std::vector<Row> rows;
 
@@ -293,8 +293,9 @@ std::vector<Row> LostResponses(const PresetOptions& o, bool hang) {
   std::vector<ClientVariant> clients =
       o.client.has_value()
           ? std::vector<ClientVariant>{*o.client}
-          : (o.sweep ? std::vector<ClientVariant>{ClientVariant::kCareless, ClientVariant::kSaferetry}
-                     : std::vector<ClientVariant>{ClientVariant::kSaferetry});
+          : (o.sweep
+                 ? std::vector<ClientVariant>{ClientVariant::kCareless, ClientVariant::kSaferetry}
+                 : std::vector<ClientVariant>{ClientVariant::kSaferetry});
   std::vector<double> ls;
   if (o.loss_rate.has_value()) {
     ls = {*o.loss_rate};
@@ -402,9 +403,8 @@ std::vector<Row> Outage(const PresetOptions& o) {
             // requests. A stray refusal (a momentary burst of arrivals at a
             // server with room to spare) is not overload.
             const std::int64_t sent = r.timeline[b].attempts + r.timeline[b].status_queries;
-            if (r.timeline[b].rejected > 0 &&
-                static_cast<double>(r.timeline[b].rejected) >=
-                    kOverloadedShare * static_cast<double>(sent)) {
+            if (r.timeline[b].rejected > 0 && static_cast<double>(r.timeline[b].rejected) >=
+                                                  kOverloadedShare * static_cast<double>(sent)) {
               last_rejected = b + 1;
             }
             rejected_after += r.timeline[b].rejected;
@@ -476,8 +476,8 @@ std::vector<Row> Tail(const PresetOptions& o) {
     SimConfig c;
     c.server = BaseServer();
     // ~10 ms of work, 5 ms per hop: ~20 ms per attempt outside the tail.
-    c.server.service = LatencyModel{LatencyModel::Kind::kAbsNormal, milliseconds(10),
-                                    milliseconds(2)};
+    c.server.service =
+        LatencyModel{LatencyModel::Kind::kAbsNormal, milliseconds(10), milliseconds(2)};
     c.server.tail_rate = rate;
     c.server.tail_factor = factor;
     c.server.failure_rate = o.failure_rate.value_or(0);
@@ -496,9 +496,8 @@ std::vector<Row> Tail(const PresetOptions& o) {
     if (base.hedging.enabled) h.client.hedging = base.hedging;  // the policy file's
     if (o.hedge_delay_ms.has_value()) {
       h.client.hedging.delay_from_p95 = false;
-      h.client.hedging.delay =
-          std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(
-              *o.hedge_delay_ms));
+      h.client.hedging.delay = std::chrono::duration_cast<Duration>(
+          std::chrono::duration<double, std::milli>(*o.hedge_delay_ms));
     } else if (!base.hedging.enabled) {
       h.client.hedging.delay_from_p95 = true;
     }
@@ -599,8 +598,7 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
     return std::shared_ptr<RetryBudget>(MakeRatioBudget(RatioBudgetOptions{}).value());
   };
   m.make_query_budget = base.make_query_budget ? base.make_query_budget : [] {
-    return std::shared_ptr<RetryBudget>(
-        MakeRatioBudget(DefaultStatusQueryAllowance()).value());
+    return std::shared_ptr<RetryBudget>(MakeRatioBudget(DefaultStatusQueryAllowance()).value());
   };
   switch (variant) {
     case ClientVariant::kNoRetry:
@@ -690,8 +688,8 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
         absl::StrCat("--hedge-delay-ms: must be in [0, 60000], got ", *o.hedge_delay_ms));
   }
   if (o.preset != "tail") {
-    const char* tail_flag = o.tail_rate       ? "--tail-rate"
-                            : o.tail_factor   ? "--tail-factor"
+    const char* tail_flag = o.tail_rate        ? "--tail-rate"
+                            : o.tail_factor    ? "--tail-factor"
                             : o.hedge_delay_ms ? "--hedge-delay-ms"
                                                : nullptr;
     if (tail_flag != nullptr) {
@@ -708,13 +706,15 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
         absl::StrCat("--clients: must be in [1, 100000], got ", *o.clients));
   }
   if (o.trials < 0 || o.trials > 100000) {
-    return absl::InvalidArgumentError(absl::StrCat("--trials: must be in [1, 100000], got ", o.trials));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trials: must be in [1, 100000], got ", o.trials));
   }
   if (!(o.rate > 0 && o.rate <= 1e6)) {
     return absl::InvalidArgumentError(absl::StrCat("--rate: must be in (0, 1e6], got ", o.rate));
   }
   if (!(o.seconds >= 0 && o.seconds <= 3600)) {
-    return absl::InvalidArgumentError(absl::StrCat("--seconds: must be in (0, 3600], got ", o.seconds));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seconds: must be in (0, 3600], got ", o.seconds));
   }
   if (o.preset == "contention") {
     if (o.failure_rate || o.loss_rate || o.load_factor || o.client || o.slow_rate) {
@@ -741,7 +741,8 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
     return BrownOut(o);
   }
   if (o.preset == "lost-responses") {
-    if (o.load_factor) return absl::InvalidArgumentError("--load-factor: not used by lost-responses");
+    if (o.load_factor)
+      return absl::InvalidArgumentError("--load-factor: not used by lost-responses");
     return LostResponses(o, /*hang=*/false);
   }
   if (o.preset == "hang") {
@@ -759,9 +760,9 @@ absl::StatusOr<std::vector<Row>> RunPreset(const PresetOptions& o) {
     if (o.load_factor) return absl::InvalidArgumentError("--load-factor: not used by tail");
     return Tail(o);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--preset: unknown preset \"", o.preset,
-      "\" (contention, brown-out, lost-responses, hang, outage, tail)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--preset: unknown preset \"", o.preset,
+                   "\" (contention, brown-out, lost-responses, hang, outage, tail)"));
 }
 
 }  // namespace sim

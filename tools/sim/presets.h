@@ -18,12 +18,11 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "tools/sim/simulator.h"
@@ -35,14 +34,14 @@ using Row = nlohmann::ordered_json;
 
 /// The clients compared by the presets.
 enum class ClientVariant {
-  kNoRetry,      ///< one attempt
-  kRetries3,     ///< 3 retries (4 attempts), no budget
-  kTokenBucket,  ///< 3 retries + gRPC retryThrottling {maxTokens 10, tokenRatio 0.1}
-  kRatioBudget,  ///< 3 retries + Finagle's default budget (20 % + 10/s over 10 s)
-  kSaferetry,    ///< the policy under test (library defaults or --policy)
-  kCareless,     ///< the policy's attempts, but keyless: every retry is a new request
-  kNoJitter10,   ///< 10 attempts, exponential backoff without jitter, no budget
-  kFullJitter10, ///< 10 attempts, full jitter, no budget
+  kNoRetry,       ///< one attempt
+  kRetries3,      ///< 3 retries (4 attempts), no budget
+  kTokenBucket,   ///< 3 retries + gRPC retryThrottling {maxTokens 10, tokenRatio 0.1}
+  kRatioBudget,   ///< 3 retries + Finagle's default budget (20 % + 10/s over 10 s)
+  kSaferetry,     ///< the policy under test (library defaults or --policy)
+  kCareless,      ///< the policy's attempts, but keyless: every retry is a new request
+  kNoJitter10,    ///< 10 attempts, exponential backoff without jitter, no budget
+  kFullJitter10,  ///< 10 attempts, full jitter, no budget
 };
 
 std::string_view ClientVariantName(ClientVariant v);

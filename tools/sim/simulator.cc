@@ -30,8 +30,8 @@ Duration LatencyModel::Sample(SimRng& rng) const {
     case Kind::kConstant:
       return mean;
     case Kind::kAbsNormal: {
-      const double ns = static_cast<double>(mean.count()) +
-                        static_cast<double>(stddev.count()) * rng.Normal();
+      const double ns =
+          static_cast<double>(mean.count()) + static_cast<double>(stddev.count()) * rng.Normal();
       return Duration(static_cast<Duration::rep>(std::fabs(ns)));
     }
     case Kind::kExponential:
@@ -47,7 +47,8 @@ Duration LatencyModel::Sample(SimRng& rng) const {
 }
 
 double SimResult::LoadAmplification() const {
-  return calls == 0 ? 0 : static_cast<double>(attempts + status_queries) / static_cast<double>(calls);
+  return calls == 0 ? 0
+                    : static_cast<double>(attempts + status_queries) / static_cast<double>(calls);
 }
 
 double SimResult::WriteAmplification() const {
@@ -79,13 +80,13 @@ constexpr std::size_t kMaxBuckets = 1 << 20;
 constexpr Duration kLongestHang = std::chrono::hours(24);
 
 enum class EventType : std::uint8_t {
-  kArrival,        // a call starts (closed loop: `call` is the client)
-  kServerReceive,  // a request reaches the server
-  kServerDone,     // the server finished a request and replies
-  kClientReceive,  // the reply reaches the client
-  kWaitOver,       // a backoff wait ends
-  kAttemptTimeout, // the attempt timeout fires
-  kHedge,          // a hedge timer fires (`send`: the timer's number)
+  kArrival,         // a call starts (closed loop: `call` is the client)
+  kServerReceive,   // a request reaches the server
+  kServerDone,      // the server finished a request and replies
+  kClientReceive,   // the reply reaches the client
+  kWaitOver,        // a backoff wait ends
+  kAttemptTimeout,  // the attempt timeout fires
+  kHedge,           // a hedge timer fires (`send`: the timer's number)
 };
 
 enum class Reply : std::uint8_t {
@@ -144,7 +145,7 @@ struct CallState {
   bool hedge_armed = false;
   bool hedging = false;  // the machine's policy allows hedges
   int hedges = 0;
-  bool safe = false;     // a read: applies no effect
+  bool safe = false;  // a read: applies no effect
   bool done = false;
   KeyState key_state = KeyState::kNone;
   Outcome outcome = Outcome::kFailed;
@@ -166,8 +167,7 @@ class Engine {
         arrival_rng_(config.seed ^ 0x9e3779b97f4a7c15ull),
         jitter_rng_(config.seed ^ 0xd1b54a32d192ed03ull),
         random_(&jitter_rng_),
-        budget_(config.client.make_budget ? config.client.make_budget()
-                                          : MakeUnlimitedBudget()),
+        budget_(config.client.make_budget ? config.client.make_budget() : MakeUnlimitedBudget()),
         query_budget_(config.client.make_query_budget ? config.client.make_query_budget()
                                                       : nullptr),
         classifier_(config.client.classifier ? config.client.classifier

@@ -218,11 +218,11 @@ struct SimConfig {
 
 /// One timeline bucket.
 struct TimelineBucket {
-  std::int64_t attempts = 0;       ///< sends of a request started in the bucket
-  std::int64_t status_queries = 0; ///< status queries started in the bucket
-  std::int64_t arrivals = 0;       ///< calls started in the bucket
-  std::int64_t succeeded = 0;      ///< calls that finished SUCCEEDED in the bucket
-  std::int64_t rejected = 0;       ///< requests the server turned away (capacity/outage)
+  std::int64_t attempts = 0;        ///< sends of a request started in the bucket
+  std::int64_t status_queries = 0;  ///< status queries started in the bucket
+  std::int64_t arrivals = 0;        ///< calls started in the bucket
+  std::int64_t succeeded = 0;       ///< calls that finished SUCCEEDED in the bucket
+  std::int64_t rejected = 0;        ///< requests the server turned away (capacity/outage)
 };
 
 struct SimResult {

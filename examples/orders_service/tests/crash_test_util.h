@@ -33,8 +33,8 @@ inline std::map<std::string, int> OrdersByKey(const std::string& db) {
     return out;
   }
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(conn, "SELECT idempotency_key, COUNT(*) FROM orders GROUP BY 1", -1,
-                         &stmt, nullptr) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(conn, "SELECT idempotency_key, COUNT(*) FROM orders GROUP BY 1", -1, &stmt,
+                         nullptr) == SQLITE_OK) {
     while (sqlite3_step(stmt) == SQLITE_ROW) {
       out[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] =
           sqlite3_column_int(stmt, 1);

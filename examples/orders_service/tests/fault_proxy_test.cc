@@ -20,8 +20,8 @@ namespace example {
 namespace {
 
 using ::saferetry::example::testkit::ClientFor;
-using ::saferetry::example::testkit::KeyHeaders;
 using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::KeyHeaders;
 using ::saferetry::example::testkit::PostOrder;
 using ::saferetry::example::testkit::StartService;
 using ::saferetry::example::testkit::TempDir;
@@ -294,7 +294,8 @@ TEST(FaultDeciderTest, ScriptComesFirstThenCertainties) {
 TEST(FaultDeciderTest, ValidationNamesTheField) {
   FaultOptions f;
   f.drop_after_commit = 2;
-  EXPECT_EQ(ValidateFaultOptions(f).message(), "faults.drop_after_commit: must be in [0, 1], got 2");
+  EXPECT_EQ(ValidateFaultOptions(f).message(),
+            "faults.drop_after_commit: must be in [0, 1], got 2");
   f.drop_after_commit = 0.6;
   f.hang_after_commit = 0.6;
   EXPECT_EQ(ValidateFaultOptions(f).message(), "faults: probabilities sum to 1.2, must be <= 1");

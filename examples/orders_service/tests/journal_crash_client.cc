@@ -192,9 +192,11 @@ int main(int argc, char** argv) {
 
   for (int i = 0; i < count; ++i) {
     const std::string key = prefix + "-" + std::to_string(i);
-    saferetry::Request order{"POST", base + "/orders", {{"Content-Type", "application/json"}},
-                             R"({"sku":"sku-42","quantity":1,"client_reference":")" + key +
-                                 R"("})"};
+    saferetry::Request order{
+        "POST",
+        base + "/orders",
+        {{"Content-Type", "application/json"}},
+        R"({"sku":"sku-42","quantity":1,"client_reference":")" + key + R"("})"};
     saferetry::CallOptions call;
     call.idempotency_key = key;
     call.timeout = std::chrono::milliseconds(1500);

@@ -103,7 +103,6 @@ pid_t SpawnClient(const std::string& journal, const std::string& base, const std
   return pid;
 }
 
-
 TEST(JournalCrashTest, KilledCallersLoseNoIntentAndDuplicateNoOrder) {
   TempDir dir;
   const std::string db = dir.File("orders.db");
@@ -126,8 +125,7 @@ TEST(JournalCrashTest, KilledCallersLoseNoIntentAndDuplicateNoOrder) {
     const int call = 1 + (i / 3) % 3;
     const std::string prefix = "hook" + std::to_string(i);
     runs[prefix] = call;
-    const pid_t pid =
-        SpawnClient(journal_path, base, prefix, call, point, call);
+    const pid_t pid = SpawnClient(journal_path, base, prefix, call, point, call);
     ASSERT_GT(pid, 0);
     int status = 0;
     waitpid(pid, &status, 0);

@@ -150,9 +150,9 @@ class PrivateCluster {
   // Stops the server the way a crash does (immediate: no checkpoint, every
   // connection cut) and starts it again with the same options.
   absl::Status Restart() {
-    const std::string pg_ctl =
-        "\"$bindir/pg_ctl\" -D " + Quote(dir_ + "/data") + " -l " + Quote(dir_ + "/server.log") +
-        " -m immediate -w -t 30 restart >/dev/null 2>&1";
+    const std::string pg_ctl = "\"$bindir/pg_ctl\" -D " + Quote(dir_ + "/data") + " -l " +
+                               Quote(dir_ + "/server.log") +
+                               " -m immediate -w -t 30 restart >/dev/null 2>&1";
     ShellResult r = Shell(std::string(kBindir) + "if [ \"$(id -u)\" = 0 ]; then runuser -u " +
                           "saferetry-ci -- " + pg_ctl + "; else " + pg_ctl + "; fi");
     return r.ok ? absl::OkStatus() : absl::InternalError("pg_ctl restart failed in " + dir_);
@@ -204,7 +204,6 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& cwd, const 
   }
   return pid;
 }
-
 
 // What the oracle looks at.
 struct Observed {
@@ -287,7 +286,8 @@ TEST(JournalFleetCrashOracleTest, CatchesDuplicatesOrphansAndDoubleResolution) {
   seen.found_resolved["b"].push_back("FAILED");
   EXPECT_TRUE(OracleViolations(seen).empty());
   seen.found_resolved["a"].push_back("FAILED");
-  EXPECT_EQ(OracleViolations(seen), std::vector<std::string>{"a: reported FAILED, journal SUCCEEDED"});
+  EXPECT_EQ(OracleViolations(seen),
+            std::vector<std::string>{"a: reported FAILED, journal SUCCEEDED"});
   Observed disagree = good;
   disagree.intents["a"] = IntentState::kFailed;
   EXPECT_EQ(OracleViolations(disagree), std::vector<std::string>{"a: FAILED with 1 orders"});
@@ -392,8 +392,8 @@ TEST(JournalFleetCrashTest, KilledClientsOfOneJournalAcrossARestartLoseNoIntent)
       c.prefix = "fleet" + std::to_string(spawned);
       c.dir = dir.File(c.prefix);
       std::filesystem::create_directory(c.dir);
-      std::vector<std::string> args = {JOURNAL_CRASH_CLIENT_BIN, "--journal-schema", schema, uri,
-                                       base, c.prefix};
+      std::vector<std::string> args = {
+          JOURNAL_CRASH_CLIENT_BIN, "--journal-schema", schema, uri, base, c.prefix};
       if (spawned % 4 == 3) {
         c.point = kPoints[hook_runs % 3];
         const int call = 1 + (hook_runs / 3) % 3;
@@ -533,7 +533,8 @@ TEST(JournalFleetCrashTest, KilledClientsOfOneJournalAcrossARestartLoseNoIntent)
   EXPECT_GT(succeeded, 0);
 
   std::size_t resolved_by_reconcilers = 0;
-  for (const auto& [key, outcomes] : observed.reconciled) resolved_by_reconcilers += outcomes.size();
+  for (const auto& [key, outcomes] : observed.reconciled)
+    resolved_by_reconcilers += outcomes.size();
   const auto secs = [](SteadyClock::duration d) {
     return std::chrono::duration_cast<milliseconds>(d).count() / 1000.0;
   };
@@ -541,14 +542,16 @@ TEST(JournalFleetCrashTest, KilledClientsOfOneJournalAcrossARestartLoseNoIntent)
   std::printf(
       "journal_fleet_crash: clients=%d (at once %d) kills=%d (random=%d crash_points=%d of %d) "
       "finished=%d journal_unavailable=%d restart=%s intents=%zu succeeded=%d failed=%d "
-      "orders=%lld resolved_by_reconcilers=%zu found_resolved=%zu reconcile_rounds=%d faults(reset=%lld 503=%lld "
+      "orders=%lld resolved_by_reconcilers=%zu found_resolved=%zu reconcile_rounds=%d "
+      "faults(reset=%lld 503=%lld "
       "drop=%lld hang=%lld) clients_s=%.1f total_s=%.1f\n",
       spawned, kSlots, hook_kills + random_kills, random_kills, hook_kills, hook_runs, finished,
       no_journal, restarted ? "yes" : "no", observed.intents.size(), succeeded, failed,
-      static_cast<long long>(counts.orders), resolved_by_reconcilers, observed.found_resolved.size(),
-      reconcile_rounds,
+      static_cast<long long>(counts.orders), resolved_by_reconcilers,
+      observed.found_resolved.size(), reconcile_rounds,
       static_cast<long long>(proxied.reset_before_commit),
-      static_cast<long long>(proxied.unavailable), static_cast<long long>(proxied.drop_after_commit),
+      static_cast<long long>(proxied.unavailable),
+      static_cast<long long>(proxied.drop_after_commit),
       static_cast<long long>(proxied.hang_after_commit), secs(clients_done - started),
       secs(SteadyClock::now() - started));
   if (cluster == nullptr) (void)PgAdmin(dsn, "DROP SCHEMA " + schema + " CASCADE");

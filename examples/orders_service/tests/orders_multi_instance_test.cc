@@ -68,19 +68,18 @@ absl::Status Admin(const std::string& sql) {
   pg.max_connections = 1;
   auto db = server::OpenPostgresDatabase(pg);
   if (!db.ok()) return db.status();
-  return (*db)->RunInTransaction(server::TransactionMode::kWrite, [&](server::Transaction& t) {
-    return t.Execute(sql).status();
-  });
+  return (*db)->RunInTransaction(server::TransactionMode::kWrite,
+                                 [&](server::Transaction& t) { return t.Execute(sql).status(); });
 }
 
 // A schema of its own for one run, dropped on destruction.
 class Schema {
  public:
   Schema()
-      : name_(absl::StrCat("multi_instance_", getpid(), "_",
-                           std::chrono::duration_cast<std::chrono::milliseconds>(
-                               Clock::now().time_since_epoch())
-                               .count())) {
+      : name_(absl::StrCat(
+            "multi_instance_", getpid(), "_",
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+                .count())) {
     status_ = Admin(absl::StrCat("CREATE SCHEMA ", name_));
   }
   ~Schema() {

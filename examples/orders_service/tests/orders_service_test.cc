@@ -21,8 +21,8 @@ namespace {
 
 using ::saferetry::example::testkit::ClientFor;
 using ::saferetry::example::testkit::Gate;
-using ::saferetry::example::testkit::KeyHeaders;
 using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::KeyHeaders;
 using ::saferetry::example::testkit::kOtherBody;
 using ::saferetry::example::testkit::PostOrder;
 using ::saferetry::example::testkit::StartService;
@@ -434,7 +434,8 @@ TEST(OrdersServiceTest, LeaseTakeoverFencesOffTheStaleWorker) {
     fresh = PostOrder(*c, KeyHeaders("k-lease"), kBody);
   });
   ASSERT_TRUE(second_gate.WaitArrived());
-  EXPECT_EQ((*service->store().idempotency().Read({"default", "create_order", "k-lease"}))->version, 2);
+  EXPECT_EQ((*service->store().idempotency().Read({"default", "create_order", "k-lease"}))->version,
+            2);
 
   first_gate.Open();
   first.join();

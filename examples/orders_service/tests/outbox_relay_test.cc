@@ -16,8 +16,8 @@ namespace example {
 namespace {
 
 using ::saferetry::example::testkit::ClientFor;
-using ::saferetry::example::testkit::KeyHeaders;
 using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::KeyHeaders;
 using ::saferetry::example::testkit::PostOrder;
 using ::saferetry::example::testkit::StartService;
 using ::saferetry::example::testkit::TempDir;

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -73,8 +73,7 @@ class Gate {
 // reads the "listening <port>" line it prints; the port is 0 when it did not
 // start. Returns the child's pid (<= 0 when fork failed). How the child is
 // stopped is the caller's choice.
-inline pid_t SpawnServiceProcess(const std::string& bin, std::vector<std::string> args,
-                                 int* port) {
+inline pid_t SpawnServiceProcess(const std::string& bin, std::vector<std::string> args, int* port) {
   *port = 0;
   int out[2];
   if (pipe(out) != 0) return -1;
@@ -111,8 +110,8 @@ inline std::unique_ptr<OrdersService> StartService(const TempDir& dir, ServiceOp
   return *std::move(service);
 }
 
-inline std::unique_ptr<httplib::Client> ClientFor(int port, std::chrono::milliseconds read_timeout =
-                                                                std::chrono::seconds(10)) {
+inline std::unique_ptr<httplib::Client> ClientFor(
+    int port, std::chrono::milliseconds read_timeout = std::chrono::seconds(10)) {
   auto client = std::make_unique<httplib::Client>("127.0.0.1", port);
   client->set_connection_timeout(std::chrono::seconds(5));
   client->set_read_timeout(read_timeout);

@@ -161,20 +161,20 @@ struct HandlerOptions {
 
 /// Counters by answer, for /stats or metrics.
 struct HandlerMetrics {
-  std::int64_t executed = 0;             // effect committed by a fresh execution
-  std::int64_t replayed = 0;             // stored answer replayed
-  std::int64_t conflicting_payload = 0;  // 422
-  std::int64_t in_progress = 0;          // 409 on a write
-  std::int64_t rejected_bad_request = 0; // 400 before anything is recorded
-  std::int64_t rejected_before_work = 0; // 503 rejected
-  std::int64_t expired_key = 0;          // 410 expired
-  std::int64_t fenced_refused = 0;       // 410 fenced
-  std::int64_t takeovers = 0;            // abandoned records taken over
-  std::int64_t takeover_found_effect = 0;// the hook found the effect had happened
-  std::int64_t stale_writes_rejected = 0;// completions refused by the fencing version
+  std::int64_t executed = 0;               // effect committed by a fresh execution
+  std::int64_t replayed = 0;               // stored answer replayed
+  std::int64_t conflicting_payload = 0;    // 422
+  std::int64_t in_progress = 0;            // 409 on a write
+  std::int64_t rejected_bad_request = 0;   // 400 before anything is recorded
+  std::int64_t rejected_before_work = 0;   // 503 rejected
+  std::int64_t expired_key = 0;            // 410 expired
+  std::int64_t fenced_refused = 0;         // 410 fenced
+  std::int64_t takeovers = 0;              // abandoned records taken over
+  std::int64_t takeover_found_effect = 0;  // the hook found the effect had happened
+  std::int64_t stale_writes_rejected = 0;  // completions refused by the fencing version
   std::int64_t status_queries = 0;
-  std::int64_t fences = 0;               // keys newly fenced
-  std::int64_t storage_errors = 0;       // 500
+  std::int64_t fences = 0;          // keys newly fenced
+  std::int64_t storage_errors = 0;  // 500
 };
 
 /// Keys and tenants: 1 to 255 visible ASCII characters.

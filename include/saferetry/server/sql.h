@@ -35,12 +35,12 @@ namespace server {
 /// A bound parameter: NULL, a 64-bit integer or text.
 class SqlValue {
  public:
-  SqlValue() = default;  // NULL
-  SqlValue(std::int64_t v) : value_(v) {}                 // NOLINT: implicit on purpose
+  SqlValue() = default;                                      // NULL
+  SqlValue(std::int64_t v) : value_(v) {}                    // NOLINT: implicit on purpose
   SqlValue(int v) : value_(static_cast<std::int64_t>(v)) {}  // NOLINT
-  SqlValue(std::string v) : value_(std::move(v)) {}       // NOLINT
-  SqlValue(std::string_view v) : value_(std::string(v)) {}  // NOLINT
-  SqlValue(const char* v) : value_(std::string(v)) {}     // NOLINT
+  SqlValue(std::string v) : value_(std::move(v)) {}          // NOLINT
+  SqlValue(std::string_view v) : value_(std::string(v)) {}   // NOLINT
+  SqlValue(const char* v) : value_(std::string(v)) {}        // NOLINT
 
   bool is_null() const { return std::holds_alternative<std::monostate>(value_); }
   const std::int64_t* as_int() const { return std::get_if<std::int64_t>(&value_); }

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "saferetry/transport.h"
 #include "saferetry/testing/fake_clock.h"
+#include "saferetry/transport.h"
 
 namespace saferetry {
 namespace testkit {

@@ -25,7 +25,8 @@ namespace testkit {
 
 /// A new, empty, thread-safe in-memory journal. Errors: kInvalidArgument
 /// naming the option (claim_grace) as `OpenSqliteJournal` does.
-absl::StatusOr<std::shared_ptr<IntentJournal>> MakeMemoryJournal(const JournalOptions& options = {});
+absl::StatusOr<std::shared_ptr<IntentJournal>> MakeMemoryJournal(
+    const JournalOptions& options = {});
 
 }  // namespace testkit
 }  // namespace saferetry

@@ -97,24 +97,26 @@ constexpr const char* kInsert =
     " $13, $14, $15, $16, $17, $18) ON CONFLICT (idem_key) DO NOTHING";
 const std::string kUpdateSent = absl::StrCat(
     "UPDATE saferetry_intents SET state = 'SENT', attempt = $2, updated_ms = $3"
-    " WHERE idem_key = $1 AND attempt < $2 AND ", kUnresolved);
+    " WHERE idem_key = $1 AND attempt < $2 AND ",
+    kUnresolved);
 const std::string kUpdateFinish = absl::StrCat(
     "UPDATE saferetry_intents SET state = $2, http_status = $3, stop_reason = $4,"
-    " resolved_by = $5, last_error = $6, updated_ms = $7 WHERE idem_key = $1 AND ", kUnresolved);
+    " resolved_by = $5, last_error = $6, updated_ms = $7 WHERE idem_key = $1 AND ",
+    kUnresolved);
 const std::string kUpdateClaim = absl::StrCat(
     "UPDATE saferetry_intents SET claim_owner = $2, claim_until_ms = $3, updated_ms = $4"
-    " WHERE idem_key = $1 AND ", kUnresolved,
-    " AND (claim_owner = '' OR claim_owner = $2 OR claim_until_ms <= $4)");
+    " WHERE idem_key = $1 AND ",
+    kUnresolved, " AND (claim_owner = '' OR claim_owner = $2 OR claim_until_ms <= $4)");
 constexpr const char* kUpdateRelease =
     "UPDATE saferetry_intents SET claim_owner = '', claim_until_ms = 0, updated_ms = $3"
     " WHERE idem_key = $1 AND claim_owner = $2";
 constexpr const char* kSelectState =
     "SELECT state, attempt FROM saferetry_intents WHERE idem_key = $1";
-const std::string kListUnfinished = absl::StrCat(
-    "SELECT ", kColumns, " FROM saferetry_intents WHERE ", kUnresolved,
-    " AND created_ms <= $1 AND ($2 = 0 OR deadline_ms <= $3)"
-    " AND ($4 = 0 OR claim_owner = '' OR claim_until_ms <= $3)"
-    " ORDER BY created_ms, idem_key LIMIT $5");
+const std::string kListUnfinished =
+    absl::StrCat("SELECT ", kColumns, " FROM saferetry_intents WHERE ", kUnresolved,
+                 " AND created_ms <= $1 AND ($2 = 0 OR deadline_ms <= $3)"
+                 " AND ($4 = 0 OR claim_owner = '' OR claim_until_ms <= $3)"
+                 " ORDER BY created_ms, idem_key LIMIT $5");
 constexpr const char* kDeleteResolved =
     "DELETE FROM saferetry_intents WHERE state IN ('SUCCEEDED', 'FAILED') AND updated_ms <= $1";
 const std::string kCountOldUnresolved = absl::StrCat(
@@ -126,10 +128,10 @@ const std::string kOldestUnresolved =
 // this transaction only, and the database's clock in Unix milliseconds
 // (floored, like every stored time).
 std::string BeginStatement(std::chrono::milliseconds busy_timeout, bool write) {
-  return absl::StrCat(
-      "SELECT ", write ? "set_config('synchronous_commit', 'on', true), " : "",
-      "set_config('lock_timeout', '", busy_timeout.count(), "ms', true),"
-      " floor(extract(epoch from now()) * 1000)::bigint");
+  return absl::StrCat("SELECT ", write ? "set_config('synchronous_commit', 'on', true), " : "",
+                      "set_config('lock_timeout', '", busy_timeout.count(),
+                      "ms', true),"
+                      " floor(extract(epoch from now()) * 1000)::bigint");
 }
 
 absl::Status NoIntent(std::string_view key) {
@@ -405,11 +407,11 @@ class PostgresJournal final : public IntentJournal {
     const IntentSummary redacted = internal::RedactSummary(summary);
     return Run(TransactionMode::kWrite, [&](Transaction& txn, const TxnTime& t) -> absl::Status {
       if (IsFinalOrUnknown(outcome)) {
-        auto updated = txn.Execute(
-            kUpdateFinish,
-            {std::string(key), std::string(IntentStateName(outcome)),
-             std::int64_t{redacted.http_status}, ToPgText(redacted.stop_reason),
-             ToPgText(redacted.resolved_by), ToPgText(redacted.last_error), t.now_ms});
+        auto updated =
+            txn.Execute(kUpdateFinish,
+                        {std::string(key), std::string(IntentStateName(outcome)),
+                         std::int64_t{redacted.http_status}, ToPgText(redacted.stop_reason),
+                         ToPgText(redacted.resolved_by), ToPgText(redacted.last_error), t.now_ms});
         if (!updated.ok()) return updated.status();
         if (txn.rows_affected() == 1) return absl::OkStatus();
       }
@@ -451,8 +453,8 @@ class PostgresJournal final : public IntentJournal {
           if (filter.limit == 0) {
             params.emplace_back();  // LIMIT NULL: no limit
           } else {
-            params.emplace_back(static_cast<std::int64_t>(std::min<std::size_t>(
-                filter.limit, std::numeric_limits<std::int64_t>::max())));
+            params.emplace_back(static_cast<std::int64_t>(
+                std::min<std::size_t>(filter.limit, std::numeric_limits<std::int64_t>::max())));
           }
           auto rows = txn.Execute(kListUnfinished, params);
           if (!rows.ok()) return rows.status();
@@ -476,8 +478,8 @@ class PostgresJournal final : public IntentJournal {
     bool won = false;
     absl::Status status =
         Run(TransactionMode::kWrite, [&](Transaction& txn, const TxnTime& t) -> absl::Status {
-          auto updated = txn.Execute(kUpdateClaim, {std::string(key), std::string(owner),
-                                                    t.Rebase(until), t.now_ms});
+          auto updated = txn.Execute(
+              kUpdateClaim, {std::string(key), std::string(owner), t.Rebase(until), t.now_ms});
           if (!updated.ok()) return updated.status();
           won = txn.rows_affected() == 1;
           if (won) return absl::OkStatus();
@@ -633,7 +635,7 @@ absl::Status ValidateOptions(const PostgresJournalOptions& options) {
 }
 
 absl::StatusOr<std::shared_ptr<IntentJournal>> OpenOn(std::shared_ptr<SqlDatabase> database,
-                                                     const PostgresJournalOptions& options) {
+                                                      const PostgresJournalOptions& options) {
   auto journal = std::make_shared<PostgresJournal>(std::move(database), options);
   if (auto s = journal->Migrate(); !s.ok()) return s;
   return std::shared_ptr<IntentJournal>(std::move(journal));
@@ -649,8 +651,8 @@ absl::StatusOr<std::shared_ptr<IntentJournal>> OpenPostgresJournal(
         absl::StrCat("max_connections: must be from 1 to 64, got ", options.max_connections));
   }
   if (options.connect_timeout.count() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("connect_timeout: must be > 0, got ",
-                                                   options.connect_timeout.count(), "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("connect_timeout: must be > 0, got ", options.connect_timeout.count(), "ms"));
   }
   if (auto s = ValidateOptions(options); !s.ok()) return s;
   server::PostgresOptions pg;

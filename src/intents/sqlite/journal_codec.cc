@@ -42,8 +42,8 @@ std::optional<std::string_view> ReadNetstring(std::string_view blob, std::size_t
 }
 
 absl::Status Corrupt(const IntentRow& row, std::string_view field, std::string_view why) {
-  return absl::DataLossError(
-      absl::StrCat("journal record \"", row.key, "\": ", std::string(field), ": ", std::string(why)));
+  return absl::DataLossError(absl::StrCat("journal record \"", row.key, "\": ", std::string(field),
+                                          ": ", std::string(why)));
 }
 
 }  // namespace

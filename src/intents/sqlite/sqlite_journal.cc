@@ -36,8 +36,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "journal_codec.h"
-#include "sqlite_support.h"
 #include "saferetry/journal.h"
+#include "sqlite_support.h"
 
 namespace saferetry {
 namespace {
@@ -45,10 +45,10 @@ namespace {
 using internal::CheckCompanionFiles;
 using internal::Connection;
 using internal::FromUnixMillis;
+using internal::IntentRow;
 using internal::PrepareFile;
 using internal::SqliteError;
 using internal::Statement;
-using internal::IntentRow;
 using internal::ToUnixMillis;
 
 // The schema, by version. Migration k (k >= 1) takes a file from version k-1
@@ -198,8 +198,7 @@ class SqliteJournal final : public IntentJournal {
       const bool busy = writer_.LastErrorWasBusy() || reader_.LastErrorWasBusy() ||
                         absl::StrContains(s.message(), "database is locked") ||
                         absl::StrContains(s.message(), "database table is locked");
-      if (s.ok() || !absl::IsUnavailable(s) || !busy ||
-          clock_->Now() >= give_up) {
+      if (s.ok() || !absl::IsUnavailable(s) || !busy || clock_->Now() >= give_up) {
         return s;
       }
       writer_.Close();
@@ -316,8 +315,7 @@ class SqliteJournal final : public IntentJournal {
     const std::int64_t created_max = filter.older_than.has_value()
                                          ? now_ms - filter.older_than->count()
                                          : std::numeric_limits<std::int64_t>::max();
-    const std::int64_t limit =
-        filter.limit == 0 ? -1 : static_cast<std::int64_t>(filter.limit);
+    const std::int64_t limit = filter.limit == 0 ? -1 : static_cast<std::int64_t>(filter.limit);
     std::lock_guard<std::mutex> lock(reader_mu_);
     absl::StatusOr<sqlite3_stmt*> stmt = reader_.Prepare(kListUnfinished.c_str());
     if (!stmt.ok()) return stmt.status();
@@ -515,9 +513,9 @@ class SqliteJournal final : public IntentJournal {
         version = *row ? s.Int(0) : 0;
       }
       if (version > kSchemaVersion) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("schema: the journal file is at version ", version,
-                         ", newer than this library's ", kSchemaVersion));
+        return absl::FailedPreconditionError(absl::StrCat("schema: the journal file is at version ",
+                                                          version, ", newer than this library's ",
+                                                          kSchemaVersion));
       }
       for (std::int64_t v = version; v < kSchemaVersion; ++v) {
         if (auto s = conn.Exec(kMigrations[v]); !s.ok()) return s;

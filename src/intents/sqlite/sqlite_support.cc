@@ -13,8 +13,8 @@ namespace saferetry {
 namespace internal {
 
 absl::Status SqliteError(sqlite3* db, int rc, std::string_view what) {
-  std::string message =
-      absl::StrCat(std::string(what), ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string message = absl::StrCat(std::string(what), ": ",
+                                     db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:

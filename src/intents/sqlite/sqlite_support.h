@@ -40,8 +40,8 @@ class Connection {
   }
 
   absl::Status Open(const std::string& path, std::chrono::milliseconds busy_timeout) {
-    const int rc = sqlite3_open_v2(path.c_str(), &db_,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    const int rc =
+        sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("path: ", path));
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, static_cast<int>(busy_timeout.count()));
@@ -138,8 +138,8 @@ class Statement {
   std::string Text(int column) const {
     const void* p = sqlite3_column_blob(stmt_, column);
     const int n = sqlite3_column_bytes(stmt_, column);
-    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p),
-                                                      static_cast<std::size_t>(n));
+    return p == nullptr ? std::string()
+                        : std::string(static_cast<const char*>(p), static_cast<std::size_t>(n));
   }
 
  private:

@@ -88,8 +88,9 @@ void Counter(std::vector<MetricFamily>& out, const char* name, const char* help,
 std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
   std::vector<MetricFamily> out;
   if (!s.calls_by_outcome_and_stop.empty()) {
-    MetricFamily f = Family("saferetry_calls_total",
-                            "Logical calls finished, by outcome and stop reason.", MetricType::Counter);
+    MetricFamily f =
+        Family("saferetry_calls_total", "Logical calls finished, by outcome and stop reason.",
+               MetricType::Counter);
     for (const auto& [key, n] : s.calls_by_outcome_and_stop) {
       AddValue(f,
                {{"saferetry_outcome", std::string(OutcomeName(key.first))},
@@ -99,10 +100,10 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
     out.push_back(std::move(f));
   }
   if (!s.attempts_by_resend_count.empty()) {
-    MetricFamily f = Family(
-        "saferetry_attempts_total",
-        "Sends of the request (status queries excluded), by resend count (0 = first send).",
-        MetricType::Counter);
+    MetricFamily f =
+        Family("saferetry_attempts_total",
+               "Sends of the request (status queries excluded), by resend count (0 = first send).",
+               MetricType::Counter);
     for (const auto& [resend, n] : s.attempts_by_resend_count) {
       AddValue(f, {{"http_request_resend_count", std::to_string(resend)}}, static_cast<double>(n));
     }
@@ -114,10 +115,10 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
   Counter(out, "saferetry_budget_refusals_total", "Calls stopped because the retry budget refused.",
           s.budget_refusals);
   if (!s.budget_refusals_by_name.empty()) {
-    MetricFamily f = Family(
-        "saferetry_budget_refusals_by_name_total",
-        "Calls stopped because the retry budget refused, by the budget's name for why.",
-        MetricType::Counter);
+    MetricFamily f =
+        Family("saferetry_budget_refusals_by_name_total",
+               "Calls stopped because the retry budget refused, by the budget's name for why.",
+               MetricType::Counter);
     for (const auto& [refusal, n] : s.budget_refusals_by_name) {
       AddValue(f, {{"saferetry_budget_refusal", refusal}}, static_cast<double>(n));
     }
@@ -128,9 +129,9 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
           "Calls whose ambiguous attempt a status query resolved as found.",
           s.unknown_resolved_by_status_query);
   if (s.waits_backoff + s.waits_server_hint > 0) {
-    MetricFamily f =
-        Family("saferetry_waits_total",
-               "Waits before a retry or status query, by source of the delay.", MetricType::Counter);
+    MetricFamily f = Family("saferetry_waits_total",
+                            "Waits before a retry or status query, by source of the delay.",
+                            MetricType::Counter);
     if (s.waits_backoff > 0) {
       AddValue(f, {{"saferetry_delay_source", "backoff"}}, static_cast<double>(s.waits_backoff));
     }
@@ -147,7 +148,8 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
     for (const RequestDurationSeries& r : s.request_duration) {
       Labels labels = EndpointLabels(r.endpoint);
       if (r.status_code.has_value()) {
-        labels = With(std::move(labels), "http_response_status_code", std::to_string(*r.status_code));
+        labels =
+            With(std::move(labels), "http_response_status_code", std::to_string(*r.status_code));
       }
       if (!r.error_type.empty()) labels = With(std::move(labels), "error_type", r.error_type);
       AddHistogram(f, std::move(labels), r.histogram);
@@ -155,21 +157,22 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
     out.push_back(std::move(f));
   }
   if (!s.call_duration_by_outcome.empty()) {
-    MetricFamily f = Family("saferetry_call_duration_seconds",
-                            "Duration of logical calls, retries and waits included.",
-                            MetricType::Histogram);
+    MetricFamily f =
+        Family("saferetry_call_duration_seconds",
+               "Duration of logical calls, retries and waits included.", MetricType::Histogram);
     for (const auto& [o, h] : s.call_duration_by_outcome) {
       AddHistogram(f, {{"saferetry_outcome", std::string(OutcomeName(o))}}, h);
     }
     out.push_back(std::move(f));
   }
   if (!s.call_series.empty()) {
-    MetricFamily started =
-        Family("saferetry_client_attempt_started_total",
-               "Sends of the request by attempt type (original, retry, hedge).", MetricType::Counter);
+    MetricFamily started = Family("saferetry_client_attempt_started_total",
+                                  "Sends of the request by attempt type (original, retry, hedge).",
+                                  MetricType::Counter);
     for (const EndpointCallSeries& c : s.call_series) {
-      const std::pair<const char*, std::int64_t> types[] = {
-          {"original", c.attempts_original}, {"retry", c.attempts_retry}, {"hedge", c.attempts_hedge}};
+      const std::pair<const char*, std::int64_t> types[] = {{"original", c.attempts_original},
+                                                            {"retry", c.attempts_retry},
+                                                            {"hedge", c.attempts_hedge}};
       for (const auto& [type, n] : types) {
         if (n == 0) continue;
         AddValue(started, With(EndpointLabels(c.endpoint), "saferetry_attempt_type", type),
@@ -224,9 +227,9 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
     if (!opened.metric.empty()) out.push_back(std::move(opened));
   }
   if (s.journal_oldest_unresolved_age.has_value()) {
-    MetricFamily f = Family("saferetry_journal_oldest_unresolved_age_seconds",
-                            "Age of the oldest unresolved journaled intent (0 when none).",
-                            MetricType::Gauge);
+    MetricFamily f =
+        Family("saferetry_journal_oldest_unresolved_age_seconds",
+               "Age of the oldest unresolved journaled intent (0 when none).", MetricType::Gauge);
     AddValue(f, {}, static_cast<double>(s.journal_oldest_unresolved_age->count()) / 1000.0);
     out.push_back(std::move(f));
   }

@@ -30,11 +30,13 @@ std::string Trimmed(const char* message) {
 // Maps a failed result (or a failed connection) to the Transaction error codes.
 absl::Status PgStatus(PGconn* conn, const PGresult* res, std::string_view what) {
   if (PQstatus(conn) != CONNECTION_OK) {
-    return absl::UnavailableError(absl::StrCat(std::string(what), ": ", Trimmed(PQerrorMessage(conn))));
+    return absl::UnavailableError(
+        absl::StrCat(std::string(what), ": ", Trimmed(PQerrorMessage(conn))));
   }
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
-  const std::string message = absl::StrCat(
-      std::string(what), ": ", Trimmed(res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn)));
+  const std::string message =
+      absl::StrCat(std::string(what), ": ",
+                   Trimmed(res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn)));
   const std::string sqlstate = state != nullptr ? state : "";
   if (sqlstate == "23505") return absl::AlreadyExistsError(message);
   if (sqlstate.rfind("23", 0) == 0) return absl::FailedPreconditionError(message);
@@ -84,8 +86,8 @@ class PostgresTransaction final : public Transaction {
       }
     }
     const std::string statement(sql);
-    Result res(PQexecParams(conn_, statement.c_str(), static_cast<int>(params.size()),
-                            types.data(), values.data(), nullptr, nullptr, 0));
+    Result res(PQexecParams(conn_, statement.c_str(), static_cast<int>(params.size()), types.data(),
+                            values.data(), nullptr, nullptr, 0));
     const ExecStatusType status = res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       failed_ = true;
@@ -104,8 +106,8 @@ class PostgresTransaction final : public Transaction {
         if (PQgetisnull(res.get(), r, c)) {
           row.columns.emplace_back(std::nullopt);
         } else {
-          row.columns.emplace_back(std::string(PQgetvalue(res.get(), r, c),
-                                               static_cast<std::size_t>(PQgetlength(res.get(), r, c))));
+          row.columns.emplace_back(std::string(
+              PQgetvalue(res.get(), r, c), static_cast<std::size_t>(PQgetlength(res.get(), r, c))));
         }
       }
       rows.push_back(std::move(row));
@@ -174,7 +176,8 @@ class PostgresDatabase final : public SqlDatabase {
     }
     // NOTICEs ("relation already exists, skipping") are not errors: keep
     // them off the service's stderr.
-    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn, [](void*, const char*) {}, nullptr);
     return conn;
   }
 
@@ -246,12 +249,13 @@ absl::StatusOr<std::shared_ptr<SqlDatabase>> OpenPostgresDatabase(const Postgres
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           "schema: must be 1 to 63 lower-case letters, digits and _, not starting with a digit, "
-          "got \"", options.schema, "\""));
+          "got \"",
+          options.schema, "\""));
     }
   }
   if (options.connect_timeout.count() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("connect_timeout: must be > 0, got ",
-                                                   options.connect_timeout.count(), "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("connect_timeout: must be > 0, got ", options.connect_timeout.count(), "ms"));
   }
   auto database = std::make_shared<PostgresDatabase>(options);
   auto conn = database->Acquire();

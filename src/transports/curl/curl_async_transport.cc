@@ -10,6 +10,8 @@
 // transfers next to the rest of the caller's loop, with no thread blocked in
 // libcurl.
 
+#include "saferetry/curl_async_transport.h"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -25,7 +27,6 @@
 #include "curl_errors.h"
 #include "curl_exchange.h"
 #include "curl_handle.h"
-#include "saferetry/curl_async_transport.h"
 
 namespace saferetry {
 namespace internal {
@@ -60,16 +61,17 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   const bool started = RequestStarted(h);
   if (ex.resend_blocked || code == CURLE_SEND_FAIL_REWIND) {
     result.delivery = Delivery::kMaybeDelivered;
-    result.status = CurlFailure(absl::StatusCode::kUnavailable, code, h.error,
-                            "the connection closed before any response; libcurl's resend of an "
-                            "unsafe request was refused, the first copy may have been delivered");
+    result.status =
+        CurlFailure(absl::StatusCode::kUnavailable, code, h.error,
+                    "the connection closed before any response; libcurl's resend of an "
+                    "unsafe request was refused, the first copy may have been delivered");
     return result;
   }
   const bool maybe =
       started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
   result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
   result.status = CurlFailure(info.status_code, code, h.error,
-                          maybe ? "the request may have been delivered" : "nothing was sent");
+                              maybe ? "the request may have been delivered" : "nothing was sent");
   return result;
 }
 
@@ -220,14 +222,12 @@ void CurlMultiTransport::CollectDone() {
 }
 
 void CurlMultiTransport::FailLater(TransportResult result, Callback done, AttemptId) {
-  loop_->Post([result = std::move(result), done = std::move(done)]() mutable {
-    done(std::move(result));
-  });
+  loop_->Post(
+      [result = std::move(result), done = std::move(done)]() mutable { done(std::move(result)); });
 }
 
 AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
-                                                    const AttemptOptions& options,
-                                                    Callback done) {
+                                                    const AttemptOptions& options, Callback done) {
   const AttemptId id = ++next_id_;
   TransportResult refused;
   refused.delivery = Delivery::kNotSent;
@@ -239,15 +239,16 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   if (options.extra_headers != nullptr) {
     for (std::size_t i = 0; i < options.extra_headers->size(); ++i) {
       if (!ValidateHeader((*options.extra_headers)[i], "extra_headers").ok()) {
-        refused.status = ValidateHeader((*options.extra_headers)[i],
-                                        absl::StrCat("extra_headers[", i, "]"));
+        refused.status =
+            ValidateHeader((*options.extra_headers)[i], absl::StrCat("extra_headers[", i, "]"));
         FailLater(std::move(refused), std::move(done), id);
         return id;
       }
     }
   }
   if (options.timeout <= Duration::zero()) {
-    refused.status = absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");
+    refused.status =
+        absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");
     FailLater(std::move(refused), std::move(done), id);
     return id;
   }
@@ -300,10 +301,10 @@ std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
   TransportResult r;
   const bool started = RequestStarted(*t.handle) || t.handle->exchange.any_response_byte;
   r.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
-  r.status = absl::CancelledError(started
-                                      ? "cancelled during the attempt; the request may have been "
-                                        "delivered"
-                                      : "cancelled before the request was sent");
+  r.status =
+      absl::CancelledError(started ? "cancelled during the attempt; the request may have been "
+                                     "delivered"
+                                   : "cancelled before the request was sent");
   // Removed mid-transfer: libcurl closes the connection (it cannot be
   // reused with a response half read), and the handle is destroyed rather
   // than pooled.

@@ -78,8 +78,8 @@ CurlCodeInfo DescribeCurlCode(CURLcode code) {
     case CURLE_SSL_INVALIDCERTSTATUS:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CRL_BADFILE:
-    case CURLE_SSL_CERTPROBLEM:        // Our client certificate.
-    case CURLE_SSL_CLIENTCERT:         // The server demanded one.
+    case CURLE_SSL_CERTPROBLEM:  // Our client certificate.
+    case CURLE_SSL_CLIENTCERT:   // The server demanded one.
       return Row(Code::kUnauthenticated, false, Rule::kBeforeSend);
     // Local TLS configuration that is not about a certificate.
     case CURLE_SSL_ENGINE_NOTFOUND:
@@ -102,14 +102,14 @@ CurlCodeInfo DescribeCurlCode(CURLcode code) {
     // looks the same from here).
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:          // Closed with no response byte.
-    case CURLE_PARTIAL_FILE:         // Body shorter than Content-Length.
+    case CURLE_GOT_NOTHING:   // Closed with no response byte.
+    case CURLE_PARTIAL_FILE:  // Body shorter than Content-Length.
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:         // Stream reset by the peer.
+    case CURLE_HTTP2_STREAM:  // Stream reset by the peer.
     case CURLE_HTTP3:
     case CURLE_CHUNK_FAILED:
     case CURLE_UNRECOVERABLE_POLL:
-    case CURLE_AGAIN:                // Only from curl_easy_send/recv.
+    case CURLE_AGAIN:  // Only from curl_easy_send/recv.
     case CURLE_SSL_SHUTDOWN_FAILED:
       return Row(Code::kUnavailable, true, Rule::kFromEvidence);
     // A syntactically broken answer: a response byte arrived, so the
@@ -133,7 +133,7 @@ CurlCodeInfo DescribeCurlCode(CURLcode code) {
       return Row(Code::kCancelled, false, Rule::kFromEvidence);
     case CURLE_WRITE_ERROR:
       return Row(Code::kResourceExhausted, false, Rule::kFromEvidence);
-    case CURLE_READ_ERROR:         // Our read callback never fails.
+    case CURLE_READ_ERROR:  // Our read callback never fails.
     case CURLE_UPLOAD_FAILED:
       return Row(Code::kInternal, false, Rule::kFromEvidence);
     case CURLE_OUT_OF_MEMORY:

@@ -113,8 +113,8 @@ extern "C" std::size_t OnBody(char* data, std::size_t size, std::size_t n, void*
   const std::size_t len = size * n;
   ex->any_response_byte = true;
   if (ex->response_body.empty() && ex->expected_length > 0) {
-    ex->response_body.reserve(static_cast<std::size_t>(
-        std::min<std::uint64_t>(ex->expected_length, ex->max_body)));
+    ex->response_body.reserve(
+        static_cast<std::size_t>(std::min<std::uint64_t>(ex->expected_length, ex->max_body)));
   }
   const std::size_t room = ex->max_body - ex->response_body.size();
   if (len <= room) {

@@ -43,8 +43,8 @@ struct Exchange {
   bool truncated = false;
   std::uint64_t expected_length = 0;  // Content-Length, 0 = unknown.
 
-  void Reset(const std::string* request_body, bool is_unsafe,
-             const CancellationToken* token, std::size_t cap) {
+  void Reset(const std::string* request_body, bool is_unsafe, const CancellationToken* token,
+             std::size_t cap) {
     body = request_body;
     body_offset = 0;
     unsafe = is_unsafe;

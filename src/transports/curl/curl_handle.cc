@@ -23,8 +23,7 @@ namespace {
 constexpr std::size_t kInPlaceBodyLimit = 64 * 1024;
 
 bool IsCredentialHeader(absl::string_view name) {
-  return absl::EqualsIgnoreCase(name, "Authorization") ||
-         absl::EqualsIgnoreCase(name, "Cookie") ||
+  return absl::EqualsIgnoreCase(name, "Authorization") || absl::EqualsIgnoreCase(name, "Cookie") ||
          absl::EqualsIgnoreCase(name, "Proxy-Authorization");
 }
 
@@ -154,8 +153,8 @@ absl::Status ValidateSharedOptions(const CurlTransportOptions& options) {
       }
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "http_version: unknown value ", static_cast<int>(options.http_version)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("http_version: unknown value ", static_cast<int>(options.http_version)));
   }
   return absl::OkStatus();
 }
@@ -283,8 +282,8 @@ std::string Origin(const std::string& url) {
     curl_url_get(u, CURLUPART_HOST, &host, 0);
     curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
     if (scheme != nullptr && host != nullptr && port != nullptr) {
-      origin = absl::StrCat(absl::AsciiStrToLower(scheme), "://", absl::AsciiStrToLower(host),
-                            ":", port);
+      origin = absl::StrCat(absl::AsciiStrToLower(scheme), "://", absl::AsciiStrToLower(host), ":",
+                            port);
     }
     curl_free(scheme);
     curl_free(host);

@@ -89,8 +89,8 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
       // The indexed field name is built only for the error message, keeping
       // the success path free of allocations.
       if (!ValidateHeader((*options.extra_headers)[i], "extra_headers").ok()) {
-        result.status = ValidateHeader((*options.extra_headers)[i],
-                                       absl::StrCat("extra_headers[", i, "]"));
+        result.status =
+            ValidateHeader((*options.extra_headers)[i], absl::StrCat("extra_headers[", i, "]"));
         return result;
       }
     }
@@ -101,7 +101,8 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     return result;
   }
   if (options.timeout == Duration::zero()) {
-    result.status = absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");
+    result.status =
+        absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");
     return result;
   }
   if (options.cancellation != nullptr && options.cancellation->IsCancelled()) {
@@ -143,7 +144,8 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     result.timings = ReadTimings(h.curl, elapsed, ex.any_response_byte);
     elapsed = result.timings.total;
 
-    if (!options_.follow_redirects || code != CURLE_OK || redirects >= options_.max_redirects) break;
+    if (!options_.follow_redirects || code != CURLE_OK || redirects >= options_.max_redirects)
+      break;
     const int sc = ex.status_code;
     if (sc != 301 && sc != 302 && sc != 303 && sc != 307 && sc != 308) break;
     char* location = nullptr;
@@ -179,8 +181,8 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
       if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && ex.truncated)) {
         result.status = absl::OkStatus();  // A cut body is still an answer.
       } else {
-        result.status = CurlFailure(info.status_code, code, h.error,
-                                    "the response broke after its headers");
+        result.status =
+            CurlFailure(info.status_code, code, h.error, "the response broke after its headers");
       }
     } else if (ex.cancelled) {
       result.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
@@ -194,13 +196,13 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
           "the connection closed before any response; libcurl's resend of an unsafe request "
           "was refused, the first copy may have been delivered");
     } else {
-      const bool maybe = started || ex.any_response_byte ||
-                         info.delivery == CurlDeliveryRule::kAfterSend;
+      const bool maybe =
+          started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
       result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
       if (!maybe && earlier_hop_answered) result.delivery = Delivery::kMaybeDelivered;
-      result.status = CurlFailure(info.status_code, code, h.error,
-                                  maybe ? "the request may have been delivered"
-                                        : "nothing was sent");
+      result.status =
+          CurlFailure(info.status_code, code, h.error,
+                      maybe ? "the request may have been delivered" : "nothing was sent");
     }
   }
   if (result.delivery == Delivery::kResponseReceived) result.response = TakeResponse(ex);
