@@ -1,5 +1,7 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 
+#include "saferetry/server/sqlite_store.h"
+
 #include <sqlite3.h>
 
 #include <condition_variable>
@@ -9,7 +11,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "saferetry/server/sqlite_store.h"
 
 namespace saferetry {
 namespace server {

@@ -1,5 +1,7 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 
+#include "saferetry/server/postgres_store.h"
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "saferetry/server/postgres_store.h"
 
 namespace saferetry {
 namespace server {

@@ -5,12 +5,13 @@
 // the row lock (`FOR UPDATE`), which SQLite does not need because a write
 // transaction holds the database's write lock from BEGIN IMMEDIATE on.
 
+#include "saferetry/server/idempotency_store.h"
+
 #include <cstdlib>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "saferetry/server/idempotency_store.h"
 
 namespace saferetry {
 namespace server {
