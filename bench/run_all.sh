@@ -20,19 +20,19 @@ cpu=$(taskset -pc $$ | sed 's/.*: //; s/[,-].*//')
 
 echo "running call_benchmark (in process)..." >&2
 taskset -c "$cpu" "$bench/call_benchmark" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  > "$out/call.txt"
+  --benchmark_color=false > "$out/call.txt"
 echo "running decision_benchmark..." >&2
 taskset -c "$cpu" "$bench/decision_benchmark" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  --benchmark_counters_tabular=true > "$out/decision.txt"
+  --benchmark_color=false > "$out/decision.txt"
 echo "running curl_benchmark (libcurl, loopback)..." >&2
 "$bench/curl_benchmark" > "$out/curl.txt"
 echo "running async_benchmark (libcurl multi, loopback)..." >&2
 "$bench/async_benchmark" --calls 2000 --delay-ms 3000 > "$out/async.txt"
 
-# value FILE KEY: the number after "KEY=" on the last line that has it.
-value() { grep -o "$2=[-0-9.]*" "$1" | tail -1 | cut -d= -f2; }
-# call SCENARIO CLOCK FIELD
-call() { grep "^call scenario=$1 clock=$2 " "$out/call.txt" | grep -o "$3=[-0-9.]*" | cut -d= -f2; }
+# value FILE KEY: the number of the line "KEY=<number>".
+value() { grep -o "^$2=[-0-9.]*" "$1" | tail -1 | cut -d= -f2; }
+# call SCENARIO CLOCK FIELD: a field of the line "call scenario=... clock=... FIELD=<number> ...".
+call() { grep "call scenario=$1 clock=$2 " "$out/call.txt" | grep -o " $3=[-0-9.]*" | cut -d= -f2; }
 # The median CPU time (ns) of a Google Benchmark aggregate row.
 median_ns() { awk -v n="$2_median" '$1 == n { print $4; exit }' "$1"; }
 
