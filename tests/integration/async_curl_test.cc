@@ -231,7 +231,12 @@ TEST(AsyncCurlTest, ConnectionsAreReusedAcrossCalls) {
     }
   }
   EXPECT_EQ(server.requests().size(), static_cast<std::size_t>(kWave * kWaves));
-  EXPECT_EQ(server.connections(), kWave);
+  // At most one connection per call of a wave, opened in the first wave and
+  // reused by the other 19. Fewer is reuse too: on a loaded machine an
+  // answer can come back before the wave's last call starts, and libcurl
+  // hands that call the freed connection.
+  EXPECT_GE(server.connections(), 1);
+  EXPECT_LE(server.connections(), kWave);
 }
 
 }  // namespace
