@@ -58,3 +58,7 @@ row "async: CPU ratio vs raw multi per-request loop" ">=" 0.95 \
   "$(value "$out/async.txt" async_ratio_vs_raw_multi_per_request)"
 row "async: saferetry bytes per call in flight" "<=" 1024 "$(value "$out/async.txt" async_bytes_per_inflight_call)"
 row "decision (classify + budget + backoff): ns" "<=" 30 "$(median_ns "$out/decision.txt" BM_Decision/ratio_budget)"
+echo
+echo "# measured: in-process figures are Google Benchmark CPU time, median of 5 repetitions, pinned to CPU $cpu;"
+echo "# libcurl figures are the client thread's CPU time with client and server pinned to one CPU, medians of"
+echo "# alternating rounds; async figures are the client process's CPU time against a raw curl multi loop."
