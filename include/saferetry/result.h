@@ -114,7 +114,9 @@ enum class AttemptClass {
 };
 
 /// Curl's (or the fake's) per-phase timers for one attempt, each measured from
-/// the attempt's start. Zero when the phase did not happen.
+/// the attempt's start. Zero when the phase did not happen. The curl
+/// transports report the phases that happened in order (dns <= connect <=
+/// tls <= first_byte <= total).
 struct PhaseTimings {
   Duration dns{0};
   Duration connect{0};

@@ -267,6 +267,20 @@ PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {
   t.tls = at(tls);
   t.first_byte = response_started ? at(first) : Duration(0);
   t.total = offset + Micros(total);
+  return PhasesInOrder(t);
+}
+
+PhaseTimings PhasesInOrder(PhaseTimings t) {
+  // From the last phase back: a stamp later than the phase that followed it
+  // is stale (left by the connection curl gave up on) and is bounded by it.
+  Duration* const phases[] = {&t.dns, &t.connect, &t.tls, &t.first_byte};
+  Duration bound = t.total;
+  for (int i = 3; i >= 0; --i) {
+    Duration& d = *phases[i];
+    if (d <= Duration::zero()) continue;
+    if (d > bound) d = bound;
+    bound = d;
+  }
   return t;
 }
 

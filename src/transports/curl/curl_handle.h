@@ -94,6 +94,13 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
 // connection it then opened.
 PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started);
 
+// `t` with its phases in order (dns <= connect <= tls <= first_byte <=
+// total, zero meaning "not reached"). When libcurl drops a connection and
+// opens another inside one perform, it can leave a stamp of the first
+// connection later than a phase of the second (a lookup at 263 us, a connect
+// at 229 us); such a stamp is cut to the phase that followed it.
+PhaseTimings PhasesInOrder(PhaseTimings t);
+
 // scheme://host:port of an absolute URL, lower case; empty when unparsable.
 std::string Origin(const std::string& url);
 
