@@ -431,12 +431,12 @@ int main() {
   };
 
   // The transport alone (one attempt, no client): where the cost is.
-  saferetry::Headers extra = {{"Idempotency-Key", "0b7c6f9e-3a52-4b8e-9a0c-2f1d5e6a7b8c"},
-                              {"X-Request-Timeout-Ms", "4990"},
-                              {"X-Retry-Attempt", "attempt=1; max=3"}};
+  const saferetry::HeaderRef extra[] = {{"Idempotency-Key", "0b7c6f9e-3a52-4b8e-9a0c-2f1d5e6a7b8c"},
+                                        {"X-Request-Timeout-Ms", "4990"},
+                                        {"X-Retry-Attempt", "attempt=1; max=3"}};
   saferetry::AttemptOptions attempt;
   attempt.timeout = std::chrono::seconds(5);
-  attempt.extra_headers = &extra;
+  attempt.extra_headers = extra;
   auto transport_call = [&] {
     saferetry::TransportResult r = transport->Send(request, attempt);
     return r.status.ok() && r.response->status_code == 200;

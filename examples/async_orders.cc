@@ -47,10 +47,8 @@ int main() {
       [&](const saferetry::Request& request, const saferetry::AttemptOptions& options) {
         std::lock_guard<std::mutex> lock(mu);
         std::string key;
-        if (options.extra_headers != nullptr) {
-          auto k = saferetry::FindHeader(*options.extra_headers, "Idempotency-Key");
-          if (k.has_value()) key = std::string(*k);
-        }
+        auto k = saferetry::FindHeaderRef(options.extra_headers, "Idempotency-Key");
+        if (k.has_value()) key = std::string(*k);
         const milliseconds latency(5 + (posts * 13) % 36);
         if (request.method == "GET") {
           key = request.url.substr(request.url.rfind('/') + 1);

@@ -105,13 +105,12 @@ class WireTap final : public saferetry::Transport {
   saferetry::TransportResult Send(const saferetry::Request& request,
                                   const saferetry::AttemptOptions& options) override {
     std::vector<std::string> parents;
-    auto collect = [&](const saferetry::Headers& headers) {
-      for (const auto& [name, value] : headers) {
-        if (name == saferetry::kTraceParentHeader) parents.push_back(value);
-      }
-    };
-    collect(request.headers);
-    if (options.extra_headers != nullptr) collect(*options.extra_headers);
+    for (const auto& [name, value] : request.headers) {
+      if (name == saferetry::kTraceParentHeader) parents.push_back(value);
+    }
+    for (const saferetry::HeaderRef& h : options.extra_headers) {
+      if (h.name == saferetry::kTraceParentHeader) parents.emplace_back(h.value);
+    }
     seen_.push_back(
         request.method + " " + request.url + "  traceparent: " +
         (parents.size() == 1 ? parents[0] : std::to_string(parents.size()) + " headers"));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 namespace saferetry {
 
@@ -33,6 +34,16 @@ inline constexpr std::string_view kDefaultRequestIdHeader = "X-Request-Id";
 using Header = std::pair<std::string, std::string>;
 /// Header lines in sending order; a name may repeat.
 using Headers = std::vector<Header>;
+
+/// One header line by reference: a name and a value in storage that whoever
+/// hands it out keeps alive for as long as it says (see
+/// `AttemptOptions::extra_headers`). Names compare case-insensitively.
+struct HeaderRef {
+  std::string_view name;
+  std::string_view value;
+};
+/// Header lines by reference, in sending order.
+using HeaderRefs = absl::Span<const HeaderRef>;
 
 /// Whether repeating the request can change the world more than once.
 enum class Idempotency {
@@ -84,10 +95,15 @@ bool IsIdempotent(const Request& request);
 /// The first header named `name` (case-insensitive), if any.
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name);
 
+/// The first header named `name` (case-insensitive) among `headers`, if any.
+std::optional<std::string_view> FindHeaderRef(HeaderRefs headers, std::string_view name);
+
 /// Checks one header: the name must be a non-empty RFC 9110 token, the value
 /// may not contain CR, LF or NUL. Errors are `InvalidArgument` naming `field`
 /// (e.g. "headers[2].value").
 absl::Status ValidateHeader(const Header& header, std::string_view field);
+/// The same check for a header given by reference.
+absl::Status ValidateHeader(std::string_view name, std::string_view value, std::string_view field);
 
 /// Checks a request before anything is sent: method is a token, the URL is an
 /// absolute http(s) URL with a host and a port in 1-65535, every header passes

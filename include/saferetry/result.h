@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "saferetry/clock.h"
 #include "saferetry/request.h"
@@ -203,6 +204,10 @@ struct AttemptEvidence {
   std::uint8_t trace_flags = 0;
 };
 
+/// The evidence of a call, in order: a vector-like sequence that keeps its
+/// first element inline.
+using Evidence = absl::InlinedVector<AttemptEvidence, 1>;
+
 /// The result of `Client::Execute`. Marked `[[nodiscard]]`: an ignored
 /// `kUnknown` is how duplicate charges start.
 struct [[nodiscard]] CallResult {
@@ -231,8 +236,9 @@ struct [[nodiscard]] CallResult {
   /// What the outcome rests on: a response to the request, a status
   /// answer, or nothing (always nothing for UNKNOWN).
   ResolvedBy resolved_by = ResolvedBy::kNone;
-  /// Every attempt and status query in order.
-  std::vector<AttemptEvidence> evidence;
+  /// Every attempt and status query in order. The first is stored in the
+  /// result itself: a call that succeeds at once allocates nothing for it.
+  Evidence evidence;
   /// Steady-clock time from start to finish.
   Duration elapsed{0};
 };

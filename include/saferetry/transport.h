@@ -24,8 +24,10 @@ struct AttemptOptions {
   /// The whole attempt must finish within this (`Duration::max()` = none).
   Duration timeout = Duration::max();
   /// Headers added after `request.headers` (idempotency key, deadline,
-  /// attempt number). May be null.
-  const Headers* extra_headers = nullptr;
+  /// attempt number, trace context), by reference: valid until `Send`
+  /// returns (for an `AsyncTransport`, until `Start` returns). A transport
+  /// that needs them later copies them. May be empty.
+  HeaderRefs extra_headers;
   /// When set and cancelled, an in-flight attempt is aborted if possible.
   const CancellationToken* cancellation = nullptr;
 };

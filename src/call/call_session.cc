@@ -198,16 +198,12 @@ void CallSession::SetUpTrace() {
                            stripped.headers.end());
     request_ = &*active_->request;
   }
-  active_->extra_base = call_.extra.size();
 }
 
-std::optional<TraceParent> CallSession::StampTrace(Headers& headers,
-                                                   const AttemptSpanStart& start) {
+std::optional<TraceParent> CallSession::StampTrace(const AttemptSpanStart& start) {
   std::optional<TraceParent> sent = caller_trace_;
   std::string_view parent_value = active_->traceparent;
   std::string_view state = active_->tracestate;
-  std::string formatted;
-  std::optional<std::string> span_state;
   if (tracer_ != nullptr) {
     std::optional<AttemptSpan> span = tracer_->OnAttemptStart(start);
     // A span that is not valid is ignored: the caller's context goes.
@@ -215,18 +211,24 @@ std::optional<TraceParent> CallSession::StampTrace(Headers& headers,
         IsValidTraceId(span->traceparent.trace_id) && IsValidSpanId(span->traceparent.parent_id)) {
       sent = span->traceparent;
       sent->version = 0;  // the version written
-      formatted = FormatTraceParent(*sent);
-      parent_value = formatted;
+      active_->sent_traceparent = FormatTraceParent(*sent);
+      parent_value = active_->sent_traceparent;
       if (span->tracestate.has_value()) {
-        span_state = SanitizeTraceState(*span->tracestate);
-        state = span_state.has_value() ? std::string_view(*span_state) : std::string_view();
+        std::optional<std::string> span_state = SanitizeTraceState(*span->tracestate);
+        active_->sent_tracestate = span_state.has_value() ? *std::move(span_state) : std::string();
+        state = active_->sent_tracestate;
       }
     }
   }
   if (!sent.has_value()) return std::nullopt;
-  headers.emplace_back(std::string(kTraceParentHeader), std::string(parent_value));
-  if (!state.empty()) headers.emplace_back(std::string(kTraceStateHeader), std::string(state));
+  send_headers_[send_header_count_++] = {kTraceParentHeader, parent_value};
+  if (!state.empty()) send_headers_[send_header_count_++] = {kTraceStateHeader, state};
   return sent;
+}
+
+void CallSession::SetSendOptions(const CallAction& action, AttemptOptions& ao) const {
+  ao.timeout = action.timeout;
+  ao.extra_headers = HeaderRefs(send_headers_.data(), send_header_count_);
 }
 
 CallSession::SentTrace* CallSession::TraceSlot(std::uint32_t attempt_id) {
@@ -256,8 +258,8 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
   slot->attempt_id = action.attempt_id;
   slot->resend_count = request_sends_++;
   slot->sent = caller_trace_;
+  send_header_count_ = ExtraHeaderRefs(call_, false, false, send_headers_.data());
   if (active_ != nullptr) {
-    call_.extra.resize(active_->extra_base);
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
     start.caller_tracestate = active_->tracestate;
@@ -265,10 +267,9 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
     start.resend_count = slot->resend_count;
     start.method = request_->method;
     start.url = request_->url;
-    slot->sent = StampTrace(call_.extra, start);
+    slot->sent = StampTrace(start);
   }
-  ao.timeout = action.timeout;
-  ao.extra_headers = &call_.extra;
+  SetSendOptions(action, ao);
   const TimePoint t0 = client_.clock->Now();
   if (std::optional<TransportResult> unmarked = JournalBeforeSend(call_, action.number)) {
     // Not journaled, not sent: the machine sees an attempt that never left.
@@ -321,7 +322,8 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     return next;
   }
   if (!query_request_.has_value()) query_request_ = StatusQueryRequest(call_, *request_);
-  query_extra_ = StatusQueryHeaders(call_, action);
+  StampStatusQueryHeaders(call_, action);
+  send_header_count_ = ExtraHeaderRefs(call_, true, action.fence, send_headers_.data());
   query_trace_.resend_count = query_sends_++;
   query_trace_.sent = caller_trace_;
   if (active_ != nullptr) {
@@ -333,11 +335,10 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     start.resend_count = query_trace_.resend_count;
     start.method = query_request_->method;
     start.url = query_request_->url;
-    query_trace_.sent = StampTrace(query_extra_, start);
+    query_trace_.sent = StampTrace(start);
   }
   *query = &*query_request_;
-  ao.timeout = action.timeout;
-  ao.extra_headers = &query_extra_;
+  SetSendOptions(action, ao);
   return std::nullopt;
 }
 

@@ -118,9 +118,11 @@ class CallSession {
   // Reads the caller's context (the call's, else the request's headers)
   // and, when saferetry writes the headers, takes them out of the request.
   void SetUpTrace();
-  // Asks the tracer, appends this send's headers to `headers`; returns the
-  // traceparent sent.
-  std::optional<TraceParent> StampTrace(Headers& headers, const AttemptSpanStart& start);
+  // Asks the tracer, appends this send's headers to `send_headers_` (from
+  // `send_header_count_` on); returns the traceparent sent.
+  std::optional<TraceParent> StampTrace(const AttemptSpanStart& start);
+  // The options of one send: its timeout and `send_headers_`.
+  void SetSendOptions(const CallAction& action, AttemptOptions& ao) const;
   SentTrace* TraceSlot(std::uint32_t attempt_id);
   static void RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev);
 
@@ -129,7 +131,11 @@ class CallSession {
   const CallOptions& options_;
   PreparedCall call_;
   std::optional<Request> query_request_;
-  Headers query_extra_;
+  // The headers saferetry adds to the send being prepared, by reference
+  // (`AttemptOptions::extra_headers`): `ExtraHeaderRefs`, then the trace
+  // context.
+  std::array<HeaderRef, kMaxExtraHeaders + 2> send_headers_{};
+  std::size_t send_header_count_ = 0;
   // A resolve: the request rebuilt from the journal, the template asked.
   bool resolve_ = false;
   std::optional<Request> resolve_request_;
@@ -144,7 +150,8 @@ class CallSession {
     std::string traceparent;         // the caller's, as given, without white space
     std::string tracestate;          // the caller's, sanitised; empty: none
     std::optional<Request> request;  // the request without its own trace headers
-    std::size_t extra_base = 0;      // `call_.extra` before the trace headers
+    std::string sent_traceparent;    // the tracer's, for the send being prepared
+    std::string sent_tracestate;
   };
   AttemptTracer* tracer_ = nullptr;
   std::unique_ptr<ActiveTrace> active_;

@@ -3,11 +3,14 @@
 #include "call/call_setup.h"
 
 #include <algorithm>
+#include <charconv>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "saferetry/server_hints.h"
+#include "saferetry/status_query.h"
 
 namespace saferetry {
 
@@ -296,21 +299,18 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
 void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call) {
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
-  const std::optional<std::string>& key = call.key;
-  call.extra.clear();
-  call.extra.reserve(3);
-  if (key.has_value() && !key_in_request) {
-    call.extra.emplace_back(policy.idempotency_header, FormatIdempotencyKey(*key, policy.key_form));
+  call.key_header = std::string_view();
+  call.quoted_key.clear();
+  if (call.key.has_value() && !key_in_request) {
+    call.key_header = policy.idempotency_header;
+    if (policy.key_form != KeyForm::kBare) {
+      call.quoted_key = FormatIdempotencyKey(*call.key, policy.key_form);
+    }
   }
-  if (!policy.deadline_header.empty() && !call.policy.deadline.is_infinite()) {
-    call.deadline_index = call.extra.size();
-    call.extra.emplace_back(policy.deadline_header, std::string());
-  }
-  call.query_header_count = call.extra.size();
-  if (!policy.attempt_header.empty()) {
-    call.attempt_index = call.extra.size();
-    call.extra.emplace_back(policy.attempt_header, std::string());
-  }
+  call.deadline_header = !policy.deadline_header.empty() && !call.policy.deadline.is_infinite()
+                             ? std::string_view(policy.deadline_header)
+                             : std::string_view();
+  call.attempt_header = policy.attempt_header;
 }
 
 absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
@@ -409,31 +409,67 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   return call;
 }
 
+namespace {
+
+// Writes `remaining` in whole milliseconds, rounded down (as
+// `EncodeDeadlineHeader`), into `call`'s deadline value.
+void StampDeadline(PreparedCall& call, Duration remaining) {
+  const long long ms =
+      remaining <= Duration::zero()
+          ? 0
+          : static_cast<long long>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count());
+  char* const begin = call.deadline_value.data();
+  const std::to_chars_result r = std::to_chars(begin, begin + call.deadline_value.size(), ms);
+  call.deadline_size = static_cast<std::uint8_t>(r.ptr - begin);
+}
+
+}  // namespace
+
 void StampAttemptHeaders(PreparedCall& call, const CallAction& action) {
   // The attempt's own timeout is what the server may spend.
-  if (call.deadline_index.has_value()) {
-    call.extra[*call.deadline_index].second = EncodeDeadlineHeader(action.timeout);
+  if (!call.deadline_header.empty()) StampDeadline(call, action.timeout);
+  if (!call.attempt_header.empty()) {
+    constexpr std::string_view kAttempt = "attempt=";
+    constexpr std::string_view kMax = "; max=";
+    char* p = call.attempt_value.data();
+    char* const end = p + call.attempt_value.size();
+    p = std::copy(kAttempt.begin(), kAttempt.end(), p);
+    p = std::to_chars(p, end, action.number).ptr;
+    p = std::copy(kMax.begin(), kMax.end(), p);
+    p = std::to_chars(p, end, call.policy.max_attempts).ptr;
+    call.attempt_size = static_cast<std::uint8_t>(p - call.attempt_value.data());
   }
-  if (call.attempt_index.has_value()) {
-    call.extra[*call.attempt_index].second =
-        absl::StrCat("attempt=", action.number, "; max=", call.policy.max_attempts);
+}
+
+void StampStatusQueryHeaders(PreparedCall& call, const CallAction& action) {
+  if (!call.deadline_header.empty()) StampDeadline(call, action.timeout);
+}
+
+std::size_t ExtraHeaderRefs(const PreparedCall& call, bool status_query, bool fence,
+                            HeaderRef* out) {
+  std::size_t n = 0;
+  if (!call.key_header.empty()) {
+    out[n++] = {call.key_header,
+                call.quoted_key.empty() ? std::string_view(*call.key) : call.quoted_key};
   }
+  if (!call.deadline_header.empty()) {
+    out[n++] = {call.deadline_header, {call.deadline_value.data(), call.deadline_size}};
+  }
+  if (!status_query) {
+    if (!call.attempt_header.empty()) {
+      out[n++] = {call.attempt_header, {call.attempt_value.data(), call.attempt_size}};
+    }
+  } else if (fence) {
+    out[n++] = {kFenceHeader, "true"};
+  }
+  return n;
 }
 
 Request StatusQueryRequest(const PreparedCall& call, const Request& original) {
   StatusQuery query;
   query.url_template = std::string(call.status_url_template);
   return BuildStatusQueryRequest(query, original, *call.key);
-}
-
-Headers StatusQueryHeaders(const PreparedCall& call, const CallAction& action) {
-  Headers h(call.extra.begin(),
-            call.extra.begin() + static_cast<std::ptrdiff_t>(call.query_header_count));
-  if (call.deadline_index.has_value()) {
-    h[*call.deadline_index].second = EncodeDeadlineHeader(action.timeout);
-  }
-  if (action.fence) h.emplace_back(std::string(kFenceHeader), "true");
-  return h;
 }
 
 }  // namespace internal

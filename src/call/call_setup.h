@@ -8,7 +8,9 @@
 #ifndef SAFERETRY_SRC_CALL_CALL_SETUP_H_
 #define SAFERETRY_SRC_CALL_CALL_SETUP_H_
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -56,13 +58,23 @@ struct PreparedCall {
   /// Status queries go to the policy's callback.
   bool use_callback = false;
   std::optional<std::string> key;
-  /// Headers appended to every attempt: the key (unless the request carries
-  /// it), the deadline, the attempt number. Status queries carry the first
-  /// `query_header_count` of them (key and deadline).
-  Headers extra;
-  std::size_t query_header_count = 0;
-  std::optional<std::size_t> deadline_index;
-  std::optional<std::size_t> attempt_index;
+  /// The headers saferetry adds, written in place so that a call allocates
+  /// nothing for them (`ExtraHeaderRefs` lists them for a send): the key
+  /// header unless the request carries it, the deadline header unless the
+  /// deadline is infinite, the attempt header. Names point into the policy;
+  /// an empty name: not sent. Status queries carry the key and the deadline.
+  std::string_view key_header;
+  /// The key as sent in the quoted form (`KeyForm::kQuotedString`); empty
+  /// for the bare form, which sends `*key` itself.
+  std::string quoted_key;
+  std::string_view deadline_header;
+  std::string_view attempt_header;
+  /// The values of the last stamp (`StampAttemptHeaders`,
+  /// `StampStatusQueryHeaders`): milliseconds, "attempt=n; max=m".
+  std::array<char, 24> deadline_value{};
+  std::uint8_t deadline_size = 0;
+  std::array<char, 48> attempt_value{};
+  std::uint8_t attempt_size = 0;
   /// The journal the intent is recorded in (`JournalBegin`); null when the
   /// call is not journaled (no journal, or no key).
   IntentJournal* journal = nullptr;
@@ -89,8 +101,8 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
                            std::string_view query_template, CallPolicy& policy);
 
-/// Fills `call.extra` (and its indexes) for `call.key` and `call.policy`:
-/// the key header unless `key_in_request`, the deadline header, the attempt
+/// Sets the header fields of `call` for `call.key` and `call.policy`: the
+/// key header unless `key_in_request`, the deadline header, the attempt
 /// header.
 void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call);
 
@@ -101,15 +113,27 @@ void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, Pr
 /// requests.
 bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits, bool server_deduplicates);
 
-/// Fills the per-send headers for `action` (a send of the request): the
+/// Writes the per-send values for `action` (a send of the request): the
 /// attempt's timeout in the deadline header and "attempt=n; max=m".
 void StampAttemptHeaders(PreparedCall& call, const CallAction& action);
+/// Writes the per-send value for `action` (a status query): its timeout in
+/// the deadline header.
+void StampStatusQueryHeaders(PreparedCall& call, const CallAction& action);
 
-/// The status-query request for `call` (the template expanded with the key)
-/// and its headers for `action`: the key, the deadline, and the fence when
-/// the action asks for it.
+/// The most headers `ExtraHeaderRefs` writes: key, deadline, attempt or
+/// fence.
+inline constexpr std::size_t kMaxExtraHeaders = 3;
+
+/// Writes the headers saferetry adds to a send of `call` into `out` (at
+/// least `kMaxExtraHeaders` long) and returns their number: the key and the
+/// deadline, then the attempt header (`status_query` false) or the fence
+/// header (`fence`). The views point into `call` and its policy: valid until
+/// the next stamp.
+std::size_t ExtraHeaderRefs(const PreparedCall& call, bool status_query, bool fence,
+                            HeaderRef* out);
+
+/// The status-query request for `call` (the template expanded with the key).
 Request StatusQueryRequest(const PreparedCall& call, const Request& original);
-Headers StatusQueryHeaders(const PreparedCall& call, const CallAction& action);
 
 /// The evidence of one finished attempt or query, from the transport's
 /// result: delivery, status, hints, timings, the downstream request id.

@@ -195,8 +195,18 @@ std::optional<std::string_view> FindHeader(const Headers& headers, std::string_v
   return std::nullopt;
 }
 
+std::optional<std::string_view> FindHeaderRef(HeaderRefs headers, std::string_view name) {
+  for (const HeaderRef& h : headers) {
+    if (absl::EqualsIgnoreCase(AsAbsl(h.name), AsAbsl(name))) return h.value;
+  }
+  return std::nullopt;
+}
+
 absl::Status ValidateHeader(const Header& header, std::string_view field) {
-  auto const& [name, value] = header;
+  return ValidateHeader(header.first, header.second, field);
+}
+
+absl::Status ValidateHeader(std::string_view name, std::string_view value, std::string_view field) {
   if (name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(AsAbsl(field), ".name: must be a non-empty token"));

@@ -106,7 +106,7 @@ int MethodIndex(std::string_view method) {
 // free: at most `kMaxIntervals` exchanges are considered (the first ones).
 constexpr std::size_t kMaxIntervals = 64;
 
-Duration IdleTime(const std::vector<AttemptEvidence>& evidence) {
+Duration IdleTime(const Evidence& evidence) {
   std::array<std::pair<TimePoint, TimePoint>, kMaxIntervals> spans;
   std::size_t n = 0;
   for (const AttemptEvidence& ev : evidence) {
@@ -126,7 +126,7 @@ Duration IdleTime(const std::vector<AttemptEvidence>& evidence) {
 
 // True when request attempt `i` was sent while another request attempt that
 // started before it was still in flight.
-bool IsHedge(const std::vector<AttemptEvidence>& evidence, std::size_t i) {
+bool IsHedge(const Evidence& evidence, std::size_t i) {
   const AttemptEvidence& a = evidence[i];
   for (std::size_t j = 0; j < evidence.size(); ++j) {
     const AttemptEvidence& b = evidence[j];

@@ -94,19 +94,18 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
   // Headers as the server sees them: the request's, then saferetry's.
   std::optional<std::string> key;
   bool fence = false;
-  auto scan = [&](const Headers& headers) {
-    for (const Header& h : headers) {
-      if (absl::EqualsIgnoreCase(h.first, key_header_)) {
-        std::string v = h.second;
-        if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-        key = v;
-      } else if (absl::EqualsIgnoreCase(h.first, "Idempotency-Key-Fence")) {
-        fence = absl::EqualsIgnoreCase(h.second, "true");
-      }
+  auto scan = [&](std::string_view name_view, std::string_view value) {
+    const absl::string_view name(name_view.data(), name_view.size());
+    if (absl::EqualsIgnoreCase(name, key_header_)) {
+      std::string v(value);
+      if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+      key = v;
+    } else if (absl::EqualsIgnoreCase(name, "Idempotency-Key-Fence")) {
+      fence = absl::EqualsIgnoreCase(absl::string_view(value.data(), value.size()), "true");
     }
   };
-  scan(request.headers);
-  if (options.extra_headers != nullptr) scan(*options.extra_headers);
+  for (const Header& h : request.headers) scan(h.first, h.second);
+  for (const HeaderRef& h : options.extra_headers) scan(h.name, h.value);
 
   const absl::string_view path = PathOf(request.url);
   std::lock_guard<std::mutex> lock(mu_);

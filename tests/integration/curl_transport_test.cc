@@ -122,9 +122,9 @@ TEST(CurlTransportTest, PostSendsContentLengthWithoutExpectOrFormType) {
   const std::string body(2 * 1024 * 1024 + 3, 'x');
   Request req = Post(server.Url("/upload"), body);
   req.headers = {{"X-A", "1"}, {"X-Empty", ""}};
-  Headers extra = {{"Idempotency-Key", "k-1"}, {"X-Request-Timeout-Ms", "900"}};
+  const HeaderRef extra[] = {{"Idempotency-Key", "k-1"}, {"X-Request-Timeout-Ms", "900"}};
   AttemptOptions opts;
-  opts.extra_headers = &extra;
+  opts.extra_headers = extra;
   TransportResult r = transport->Send(req, opts);
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.response->status_code, 201);
@@ -431,9 +431,9 @@ TEST(CurlTransportTest, BadInputIsRefusedBeforeSending) {
     EXPECT_THAT(std::string(r.status.message()), StartsWith(c.field)) << r.status;
     EXPECT_EQ(r.delivery, Delivery::kNotSent);
   }
-  Headers extra = {{"X-Key", "v\n"}};
+  const HeaderRef extra[] = {{"X-Key", "v\n"}};
   AttemptOptions opts;
-  opts.extra_headers = &extra;
+  opts.extra_headers = extra;
   TransportResult r = transport->Send(Get(server.Url("/")), opts);
   EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status.message()), StartsWith("extra_headers[0]"));

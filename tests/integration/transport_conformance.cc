@@ -251,7 +251,7 @@ Request Post(TransportHarness& h, std::string_view path = "/o", std::string body
   return r;
 }
 
-AttemptOptions Within(Duration timeout, const Headers* extra = nullptr) {
+AttemptOptions Within(Duration timeout, HeaderRefs extra = {}) {
   AttemptOptions o;
   o.timeout = timeout;
   o.extra_headers = extra;
@@ -297,10 +297,10 @@ int Copies(const Request& request, const Sent& s) {
 
 TEST_P(TransportConformance, AnswerArrivesByteForByte) {
   auto h = Make(Scenario::kAnswer);
-  const Headers extra = {{"Idempotency-Key", "k-1"}, {"X-Retry-Attempt", "attempt=1; max=3"}};
+  const HeaderRef extra[] = {{"Idempotency-Key", "k-1"}, {"X-Retry-Attempt", "attempt=1; max=3"}};
   for (Request request : {Get(*h, "/items?id=1"), Post(*h, "/orders", std::string("a\0b", 3))}) {
     SCOPED_TRACE(request.method);
-    Sent s = SendOne(*h, request, Within(kLongTimeout, &extra));
+    Sent s = SendOne(*h, request, Within(kLongTimeout, extra));
     ExpectRulesKept(request, s);
     ASSERT_TRUE(s.result.status.ok()) << s.result.status;
     EXPECT_EQ(s.result.delivery, Delivery::kResponseReceived);
@@ -319,7 +319,7 @@ TEST_P(TransportConformance, AnswerArrivesByteForByte) {
     EXPECT_TRUE(absl::EndsWith(request.url, got.target)) << got.target;
     EXPECT_EQ(got.body, request.body);
     for (const auto& header : request.headers) EXPECT_EQ(got.Header(header.first), header.second);
-    for (const auto& header : extra) EXPECT_EQ(got.Header(header.first), header.second);
+    for (const HeaderRef& header : extra) EXPECT_EQ(got.Header(header.name), header.value);
   }
 }
 

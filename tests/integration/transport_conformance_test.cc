@@ -183,13 +183,13 @@ class FakeServer {
   explicit FakeServer(Scenario scenario) : scenario_(scenario) {}
 
   // The step the fake takes for `request`, recording what the server sees.
-  Step Take(const Request& request, const Headers* extra) {
+  Step Take(const Request& request, HeaderRefs extra) {
     ReceivedRequest got;
     got.method = request.method;
     const std::size_t path = request.url.find('/', request.url.find("//") + 2);
     got.target = path == std::string::npos ? "/" : request.url.substr(path);
     got.headers = request.headers;
-    if (extra != nullptr) got.headers.insert(got.headers.end(), extra->begin(), extra->end());
+    for (const HeaderRef& h : extra) got.headers.emplace_back(h.name, h.value);
     got.body = request.body;
     got.connection = view_.connections;
     std::size_t size = got.method.size() + got.target.size() + got.body.size();

@@ -243,16 +243,16 @@ class ModelServer final : public Transport {
     CheckFits(at, options.timeout);
     std::optional<std::string> key;
     bool fence = false;
-    auto scan = [&](const Headers& headers) {
-      for (const Header& h : headers) {
-        if (absl::EqualsIgnoreCase(h.first, "Idempotency-Key")) key = h.second;
-        if (absl::EqualsIgnoreCase(h.first, std::string(kFenceHeader))) {
-          fence = absl::EqualsIgnoreCase(h.second, "true");
-        }
+    auto scan = [&](std::string_view name, std::string_view value) {
+      const absl::string_view n(name.data(), name.size());
+      const absl::string_view v(value.data(), value.size());
+      if (absl::EqualsIgnoreCase(n, "Idempotency-Key")) key = std::string(value);
+      if (absl::EqualsIgnoreCase(n, std::string(kFenceHeader))) {
+        fence = absl::EqualsIgnoreCase(v, "true");
       }
     };
-    scan(request.headers);
-    if (options.extra_headers != nullptr) scan(*options.extra_headers);
+    for (const Header& h : request.headers) scan(h.first, h.second);
+    for (const HeaderRef& h : options.extra_headers) scan(h.name, h.value);
 
     const bool query = absl::StartsWith(request.url, kByKeyPrefix);
     const std::size_t index = sends_.size();

@@ -66,9 +66,8 @@ struct SentRequest {
   static SentRequest Of(const Request& request, const AttemptOptions& options, TimePoint at) {
     SentRequest sent;
     sent.request = request;
-    if (options.extra_headers != nullptr) {
-      sent.request.headers.insert(sent.request.headers.end(), options.extra_headers->begin(),
-                                  options.extra_headers->end());
+    for (const HeaderRef& h : options.extra_headers) {
+      sent.request.headers.emplace_back(std::string(h.name), std::string(h.value));
     }
     sent.timeout = options.timeout;
     sent.at = at;

@@ -236,14 +236,14 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
     FailLater(std::move(refused), std::move(done), id);
     return id;
   }
-  if (options.extra_headers != nullptr) {
-    for (std::size_t i = 0; i < options.extra_headers->size(); ++i) {
-      if (!ValidateHeader((*options.extra_headers)[i], "extra_headers").ok()) {
-        refused.status =
-            ValidateHeader((*options.extra_headers)[i], absl::StrCat("extra_headers[", i, "]"));
-        FailLater(std::move(refused), std::move(done), id);
-        return id;
-      }
+  for (std::size_t i = 0; i < options.extra_headers.size(); ++i) {
+    if (!ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
+                        "extra_headers")
+             .ok()) {
+      refused.status = ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
+                                      absl::StrCat("extra_headers[", i, "]"));
+      FailLater(std::move(refused), std::move(done), id);
+      return id;
     }
   }
   if (options.timeout <= Duration::zero()) {

@@ -27,14 +27,12 @@ bool IsCredentialHeader(absl::string_view name) {
          absl::EqualsIgnoreCase(name, "Proxy-Authorization");
 }
 
-bool HasHeader(const Headers& headers, const Headers* extra, absl::string_view name) {
+bool HasHeader(const Headers& headers, HeaderRefs extra, absl::string_view name) {
   for (const auto& h : headers) {
     if (absl::EqualsIgnoreCase(h.first, name)) return true;
   }
-  if (extra != nullptr) {
-    for (const auto& h : *extra) {
-      if (absl::EqualsIgnoreCase(h.first, name)) return true;
-    }
+  for (const HeaderRef& h : extra) {
+    if (absl::EqualsIgnoreCase(absl::string_view(h.name.data(), h.name.size()), name)) return true;
   }
   return false;
 }
@@ -70,7 +68,7 @@ long TimeoutMillis(Duration timeout) {
 
 void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptions& options,
                      const Hop& hop, bool uses_body) {
-  const Headers* extra = options.extra_headers;
+  const HeaderRefs extra = options.extra_headers;
   // libcurl would add "Expect: 100-continue" to large uploads (a round trip
   // of latency, up to 1 s against servers that ignore it) and a form
   // Content-Type to every POST: an empty "Name:" line removes its default.
@@ -82,7 +80,7 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
     for (const auto& hd : hs) total += hd.first.size() + hd.second.size() + 3;
   };
   measure(request.headers);
-  if (extra != nullptr) measure(*extra);
+  for (const HeaderRef& hd : extra) total += hd.name.size() + hd.value.size() + 3;
   total += sizeof("Expect:") + sizeof("Content-Type:");
 
   h.header_text.clear();
@@ -101,14 +99,16 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
     }
     h.header_text.push_back('\0');
   };
-  auto add_all = [&](const Headers& hs) {
-    for (const auto& hd : hs) {
-      if (hop.strip_credentials && IsCredentialHeader(hd.first)) continue;
-      add_line(hd.first, hd.second, false);
-    }
-  };
-  add_all(request.headers);
-  if (extra != nullptr) add_all(*extra);
+  for (const auto& hd : request.headers) {
+    if (hop.strip_credentials && IsCredentialHeader(hd.first)) continue;
+    add_line(hd.first, hd.second, false);
+  }
+  for (const HeaderRef& hd : extra) {
+    if (hop.strip_credentials &&
+        IsCredentialHeader(absl::string_view(hd.name.data(), hd.name.size())))
+      continue;
+    add_line(hd.name, hd.value, false);
+  }
   if (drop_expect) add_line("Expect", {}, true);
   if (drop_content_type) add_line("Content-Type", {}, true);
 

@@ -84,15 +84,15 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     result.status = std::move(s);
     return result;
   }
-  if (options.extra_headers != nullptr) {
-    for (std::size_t i = 0; i < options.extra_headers->size(); ++i) {
-      // The indexed field name is built only for the error message, keeping
-      // the success path free of allocations.
-      if (!ValidateHeader((*options.extra_headers)[i], "extra_headers").ok()) {
-        result.status =
-            ValidateHeader((*options.extra_headers)[i], absl::StrCat("extra_headers[", i, "]"));
-        return result;
-      }
+  for (std::size_t i = 0; i < options.extra_headers.size(); ++i) {
+    // The indexed field name is built only for the error message, keeping
+    // the success path free of allocations.
+    if (!ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
+                        "extra_headers")
+             .ok()) {
+      result.status = ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
+                                     absl::StrCat("extra_headers[", i, "]"));
+      return result;
     }
   }
   if (options.timeout < Duration::zero()) {
