@@ -203,7 +203,8 @@ class CircuitBreakerRegistry {
   /// empty key.
   CircuitBreaker* ForKey(const std::string& key);
   /// The breaker of `url`'s host; null when `url` has no http(s) host.
-  CircuitBreaker* ForUrl(std::string_view url) { return ForKey(CircuitBreakerKey(url)); }
+  /// Allocates nothing for a host it has seen.
+  CircuitBreaker* ForUrl(std::string_view url);
 
   /// Every breaker's snapshot as of `now`, by key.
   std::map<std::string, CircuitBreakerSnapshot> Snapshot(TimePoint now) const;

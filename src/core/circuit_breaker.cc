@@ -6,18 +6,13 @@
 #include <cctype>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace saferetry {
 namespace {
 
 constexpr int kMaxHalfOpenProbes = 1000;
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -209,17 +204,26 @@ CircuitBreakerSnapshot CircuitBreaker::Snapshot(TimePoint now) const {
   return s;
 }
 
-std::string CircuitBreakerKey(std::string_view url) {
+namespace {
+
+void AppendLower(std::string_view s, std::string& out) {
+  for (char c : s) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+}
+
+// Writes the breaker key of `url` into `out` (empty when it has none),
+// reusing its storage.
+void WriteCircuitBreakerKey(std::string_view url, std::string& out) {
+  out.clear();
   const std::size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos || scheme_end == 0) return std::string();
-  const std::string scheme = Lower(url.substr(0, scheme_end));
+  if (scheme_end == std::string_view::npos || scheme_end == 0) return;
+  const std::string_view scheme = url.substr(0, scheme_end);
   std::string_view default_port;
-  if (scheme == "http") {
+  if (absl::EqualsIgnoreCase(absl::string_view(scheme.data(), scheme.size()), "http")) {
     default_port = "80";
-  } else if (scheme == "https") {
+  } else if (absl::EqualsIgnoreCase(absl::string_view(scheme.data(), scheme.size()), "https")) {
     default_port = "443";
   } else {
-    return std::string();
+    return;
   }
   std::string_view authority = url.substr(scheme_end + 3);
   authority = authority.substr(0, authority.find_first_of("/?#"));
@@ -230,7 +234,7 @@ std::string CircuitBreakerKey(std::string_view url) {
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {
     const std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) return std::string();
+    if (close == std::string_view::npos) return;
     host = authority.substr(0, close + 1);
     std::string_view rest = authority.substr(close + 1);
     if (!rest.empty() && rest.front() == ':') port = rest.substr(1);
@@ -238,9 +242,29 @@ std::string CircuitBreakerKey(std::string_view url) {
     host = authority.substr(0, colon);
     port = authority.substr(colon + 1);
   }
-  if (host.empty() || host == "[]") return std::string();
+  if (host.empty() || host == "[]") return;
   if (port.empty()) port = default_port;
-  return absl::StrCat(scheme, "://", Lower(host), ":", absl::string_view(port.data(), port.size()));
+  AppendLower(scheme, out);
+  out.append("://");
+  AppendLower(host, out);
+  out.push_back(':');
+  out.append(port.data(), port.size());
+}
+
+}  // namespace
+
+std::string CircuitBreakerKey(std::string_view url) {
+  std::string key;
+  WriteCircuitBreakerKey(url, key);
+  return key;
+}
+
+CircuitBreaker* CircuitBreakerRegistry::ForUrl(std::string_view url) {
+  // One buffer per thread: finding the breaker of a known host allocates
+  // nothing.
+  thread_local std::string key;
+  WriteCircuitBreakerKey(url, key);
+  return ForKey(key);
 }
 
 absl::StatusOr<std::shared_ptr<CircuitBreakerRegistry>> CircuitBreakerRegistry::Create(
@@ -253,6 +277,7 @@ absl::StatusOr<std::shared_ptr<CircuitBreakerRegistry>> CircuitBreakerRegistry::
 CircuitBreaker* CircuitBreakerRegistry::ForKey(const std::string& key) {
   if (key.empty()) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
+  // operator[] allocates only for a host seen the first time.
   std::unique_ptr<CircuitBreaker>& slot = breakers_[key];
   if (slot == nullptr) slot = std::make_unique<CircuitBreaker>(options_);
   return slot.get();

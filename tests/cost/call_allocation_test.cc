@@ -1,0 +1,170 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// What one successful call allocates, counted through the global operator
+// new of this executable: a successful GET nothing, a keyed POST with a
+// minted key one allocation (the key the result returns), with the caller's
+// key at most two. Breakers and a hedging policy configured add nothing on
+// the success path. The transport's own allocations (copying its canned
+// response into the result) are counted apart and not charged to the call.
+//
+// Built only without sanitizers (their allocators count differently); the
+// timings of the same calls are in bench/call_benchmark.
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "saferetry/circuit_breaker.h"
+#include "saferetry/client.h"
+#include "saferetry/testing/fake_clock.h"
+
+// The replacement operator delete frees what the replacement operator new
+// took from malloc; GCC, seeing both inlined, takes free() for a mismatch.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+
+std::atomic<long long> g_allocations{0};
+
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace saferetry {
+namespace {
+
+long long Allocations() { return g_allocations.load(std::memory_order_relaxed); }
+
+// Answers 200 with six headers and a 200-byte body built beforehand; counts
+// what copying it into the result allocates.
+class CannedTransport final : public Transport {
+ public:
+  CannedTransport() {
+    response_.status_code = 200;
+    response_.headers = {{"Content-Type", "application/json"},
+                         {"Content-Length", "200"},
+                         {"Date", "Wed, 02 Dec 2026 04:00:00 GMT"},
+                         {"X-Request-Id", "req-7f3a9c2e"},
+                         {"Cache-Control", "no-store"},
+                         {"Server", "orders/1.4"}};
+    response_.body.assign(200, 'x');
+  }
+  TransportResult Send(const Request&, const AttemptOptions&) override {
+    const long long before = Allocations();
+    TransportResult r;
+    r.delivery = Delivery::kResponseReceived;
+    r.response = response_;
+    own_ += Allocations() - before;
+    return r;
+  }
+  long long own() const { return own_; }
+
+ private:
+  Response response_;
+  long long own_ = 0;
+};
+
+struct Setup {
+  bool system_clock = true;
+  bool breakers = false;
+  bool hedging = false;
+};
+
+std::unique_ptr<Client> MakeClient(std::shared_ptr<CannedTransport> transport, const Setup& s) {
+  ClientOptions o;
+  o.transport = std::move(transport);
+  if (!s.system_clock) o.clock = std::make_shared<testkit::FakeClock>();
+  if (s.breakers) o.circuit_breakers = CircuitBreakerRegistry::Create({}).value();
+  if (s.hedging) {
+    RetryPolicyOptions p;
+    p.hedging.enabled = true;
+    o.policy = RetryPolicy::Create(p).value();
+  }
+  return Client::Create(std::move(o)).value();
+}
+
+const Request kGet{"GET", "http://127.0.0.1:8080/orders/1", {}, "", {}};
+const Request kPost{"POST",
+                    "http://127.0.0.1:8080/orders",
+                    {{"Content-Type", "application/json"}},
+                    R"({"sku":"sku-42","quantity":1})",
+                    {}};
+
+// The allocations of each of `n` calls, the transport's taken out.
+std::vector<long long> PerCall(Client& client, CannedTransport& transport, const Request& request,
+                               std::vector<CallOptions>& calls) {
+  std::vector<long long> out;
+  out.reserve(calls.size());
+  for (const CallOptions& call : calls) {
+    const long long before = Allocations();
+    const long long transport_before = transport.own();
+    CallResult r = client.Execute(request, call);
+    const long long after = Allocations();
+    out.push_back(after - before - (transport.own() - transport_before));
+    EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+    EXPECT_EQ(r.attempts, 1);
+  }
+  return out;
+}
+
+constexpr int kCalls = 64;
+
+class CallAllocationTest : public ::testing::TestWithParam<Setup> {};
+
+TEST_P(CallAllocationTest, ASuccessfulGetAllocatesNothing) {
+  auto transport = std::make_shared<CannedTransport>();
+  auto client = MakeClient(transport, GetParam());
+  std::vector<CallOptions> warm(1);
+  PerCall(*client, *transport, kGet, warm);  // first use of the host's breaker
+  std::vector<CallOptions> calls(kCalls);
+  EXPECT_THAT(PerCall(*client, *transport, kGet, calls), ::testing::Each(0));
+  EXPECT_GT(transport->own(), 0);  // the counting works
+}
+
+TEST_P(CallAllocationTest, AKeyedPostWithAMintedKeyAllocatesTheKeyOnly) {
+  auto transport = std::make_shared<CannedTransport>();
+  auto client = MakeClient(transport, GetParam());
+  std::vector<CallOptions> warm(1);
+  PerCall(*client, *transport, kPost, warm);
+  std::vector<CallOptions> calls(kCalls);
+  EXPECT_THAT(PerCall(*client, *transport, kPost, calls), ::testing::Each(1));
+}
+
+TEST_P(CallAllocationTest, AKeyedPostWithTheCallersKeyAllocatesAtMostTwo) {
+  auto transport = std::make_shared<CannedTransport>();
+  auto client = MakeClient(transport, GetParam());
+  std::vector<CallOptions> calls(kCalls + 1);
+  for (int i = 0; i <= kCalls; ++i) {
+    // A key the caller holds already (short: stored inline in its string).
+    calls[i].idempotency_key = "k-" + std::to_string(i);
+  }
+  const std::vector<long long> each = PerCall(*client, *transport, kPost, calls);
+  EXPECT_THAT(std::vector<long long>(each.begin() + 1, each.end()),
+              ::testing::Each(::testing::Le(2)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Clients, CallAllocationTest,
+                         ::testing::Values(Setup{true, false, false}, Setup{false, false, false},
+                                           Setup{true, true, false}, Setup{true, false, true},
+                                           Setup{true, true, true}),
+                         [](const ::testing::TestParamInfo<Setup>& param) {
+                           std::string name =
+                               param.param.system_clock ? "SystemClock" : "FakeClock";
+                           if (param.param.breakers) name += "Breakers";
+                           if (param.param.hedging) name += "Hedging";
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace saferetry
