@@ -96,6 +96,11 @@ KeyState ParseKeyState(std::string_view value);
 /// Thread-safe (a pure function).
 ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
                                const HintOptions& options);
+/// The same, reading `clock.WallNow()` only when a `Retry-After` date needs
+/// it (no valid `Date` header to measure it against): what a call does, so
+/// that an answer without such a date costs no clock read. One pass over the
+/// headers.
+ServerHints ExtractServerHints(const Headers& headers, Clock& clock, const HintOptions& options);
 
 }  // namespace saferetry
 

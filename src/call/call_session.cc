@@ -270,11 +270,10 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
     slot->sent = StampTrace(start);
   }
   SetSendOptions(action, ao);
-  const TimePoint t0 = client_.clock->Now();
   if (std::optional<TransportResult> unmarked = JournalBeforeSend(call_, action.number)) {
     // Not journaled, not sent: the machine sees an attempt that never left.
     --request_sends_;
-    return AfterAttempt(machine, action.attempt_id, *std::move(unmarked), t0);
+    return AfterAttempt(machine, action.attempt_id, *std::move(unmarked), client_.clock->Now());
   }
   return std::nullopt;
 }
@@ -283,7 +282,7 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
                                      TransportResult tr, TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
+  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
   if (SentTrace* slot = TraceSlot(attempt_id); slot != nullptr && attempt_id != 0) {
     RecordTrace(*slot, tr.redirects, ev);
     slot->attempt_id = 0;
@@ -311,7 +310,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     const TimePoint t0 = clock.Now();
     StatusQueryReply reply = spec.callback(*call_.key, action.timeout);
     const TimePoint t1 = clock.Now();
-    AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock.WallNow(), call_.retry->options());
+    AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock, call_.retry->options());
     // Not a request: no trace context, but counted with the queries.
     ev.resend_count = query_sends_++;
     CallAction next =
@@ -346,7 +345,7 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
                                          TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock.WallNow(), call_.retry->options());
+  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
   RecordTrace(query_trace_, tr.redirects, ev);
   query_sends_ += tr.redirects;
   const StatusAnswer answer = MapStatusAnswer(tr);

@@ -254,8 +254,8 @@ CallResult InvalidCall(absl::Status status) {
   return r;
 }
 
-AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end,
-                           WallTime wall_now, const RetryPolicyOptions& options) {
+AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end, Clock& clock,
+                           const RetryPolicyOptions& options) {
   AttemptEvidence ev;
   ev.start = start;
   ev.end = end;
@@ -264,7 +264,7 @@ AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint
   ev.timings = tr.timings;
   if (tr.response.has_value()) {
     ev.http_status = tr.response->status_code;
-    ev.hints = ExtractServerHints(tr.response->headers, wall_now, options.hints);
+    ev.hints = ExtractServerHints(tr.response->headers, clock, options.hints);
     if (!options.request_id_header.empty()) {
       auto id = FindHeader(tr.response->headers, options.request_id_header);
       if (id.has_value()) ev.downstream_request_id = std::string(*id);

@@ -137,8 +137,9 @@ Request StatusQueryRequest(const PreparedCall& call, const Request& original);
 
 /// The evidence of one finished attempt or query, from the transport's
 /// result: delivery, status, hints, timings, the downstream request id.
+/// `clock`'s wall time is read only for a `Retry-After` date.
 AttemptEvidence EvidenceOf(const TransportResult& result, TimePoint start, TimePoint end,
-                           WallTime wall_now, const RetryPolicyOptions& policy);
+                           Clock& clock, const RetryPolicyOptions& policy);
 
 /// Fills the defaults of `options` (clock, random, classifier, budgets) and
 /// validates the header names and hints, naming the field; the transport is

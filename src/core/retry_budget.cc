@@ -91,31 +91,39 @@ class RatioBudget final : public RetryBudget {
   explicit RatioBudget(RatioBudgetOptions options);  // Create() validates
 
  private:
+  // One second of the window. Deposits (the success path) are lock-free:
+  // they add to `window_deposits_` first and to the slot second, and a
+  // rotation takes a slot's count with one exchange, so every deposit is
+  // counted once in the window sum whatever interleaving (a deposit racing
+  // the rotation of its slot lands in the newer second). Withdrawals,
+  // refunds and rotations hold `mu_`.
   struct Slot {
-    std::int64_t epoch = -1;  // which second this slot holds
-    std::int64_t deposits = 0;
-    std::int64_t withdrawals = 0;
+    std::atomic<std::int64_t> epoch{std::numeric_limits<std::int64_t>::min()};
+    std::atomic<std::int64_t> deposits{0};
+    std::atomic<std::int64_t> withdrawals{0};
   };
   // Balance in millionths of a retry at second `epoch`, from a scan of the
-  // slots (used by the const query, which must not rotate slots).
-  std::int64_t ScanBalanceMicrosLocked(std::int64_t epoch) const;
+  // slots (used by the const query when a rotation is due, which it must not
+  // do itself).
+  std::int64_t ScanBalanceMicros(std::int64_t epoch) const;
   // reserve + percent * deposits - withdrawals, in millionths, saturating.
   std::int64_t BalanceMicros(std::int64_t deposits, std::int64_t withdrawals) const;
-  double BalanceLocked(std::int64_t epoch) const;
   // Rotates the window forward to `epoch` (if newer) and returns its slot.
+  // Holds mu_.
   Slot& SlotFor(std::int64_t epoch);
+  Slot& SlotOf(std::int64_t epoch) const;
   std::int64_t EpochOf(TimePoint now) const;
-  std::int64_t EffectiveEpochLocked(TimePoint now) const;
+  std::int64_t EffectiveEpoch(TimePoint now) const;
 
   RatioBudgetOptions options_;
   std::int64_t window_slots_;    // N, whole seconds
   std::int64_t percent_micros_;  // percent * 1e6
   std::int64_t reserve_micros_;  // min_per_second * N * 1e6
-  mutable std::mutex mu_;
-  std::vector<Slot> slots_;              // one per second of the window
-  std::int64_t newest_epoch_;            // guarded by mu_; the newest second seen
-  std::int64_t window_deposits_ = 0;     // guarded by mu_; sum over slots_
-  std::int64_t window_withdrawals_ = 0;  // guarded by mu_; sum over slots_
+  std::mutex mu_;
+  std::unique_ptr<Slot[]> slots_;  // one per second of the window
+  std::atomic<std::int64_t> newest_epoch_{std::numeric_limits<std::int64_t>::min()};
+  std::atomic<std::int64_t> window_deposits_{0};     // sum over slots_
+  std::atomic<std::int64_t> window_withdrawals_{0};  // sum over slots_
 };
 
 class CostQuota final : public RetryBudget {
@@ -236,8 +244,7 @@ RatioBudget::RatioBudget(RatioBudgetOptions options)
                           ? std::llround(options.percent * kMicro)
                           : 0),
       reserve_micros_(0),
-      slots_(static_cast<std::size_t>(window_slots_)),
-      newest_epoch_(std::numeric_limits<std::int64_t>::min()) {
+      slots_(new Slot[static_cast<std::size_t>(window_slots_)]) {
   double reserve = options.min_per_second * static_cast<double>(window_slots_) * kMicro;
   if (reserve >= kMaxReserveMicros) {
     reserve_micros_ = static_cast<std::int64_t>(kMaxReserveMicros);
@@ -250,38 +257,44 @@ std::int64_t RatioBudget::EpochOf(TimePoint now) const {
   return std::chrono::floor<std::chrono::seconds>(now.time_since_epoch()).count();
 }
 
-std::int64_t RatioBudget::EffectiveEpochLocked(TimePoint now) const {
-  return std::max(EpochOf(now), newest_epoch_);
+std::int64_t RatioBudget::EffectiveEpoch(TimePoint now) const {
+  return std::max(EpochOf(now), newest_epoch_.load(std::memory_order_acquire));
 }
 
-RatioBudget::Slot& RatioBudget::SlotFor(std::int64_t epoch) {
-  if (epoch > newest_epoch_) {
-    // Seconds newest_epoch_+1 .. epoch take over the slots of the seconds that
-    // just left the window; at most N slots need clearing however far we jump.
-    std::int64_t first = epoch - window_slots_ + 1;
-    if (newest_epoch_ != std::numeric_limits<std::int64_t>::min()) {
-      first = std::max(first, newest_epoch_ + 1);
-    }
-    for (std::int64_t e = first; e <= epoch; ++e) {
-      Slot& slot =
-          slots_[static_cast<std::size_t>(((e % window_slots_) + window_slots_) % window_slots_)];
-      window_deposits_ -= slot.deposits;
-      window_withdrawals_ -= slot.withdrawals;
-      slot = Slot{e, 0, 0};
-    }
-    newest_epoch_ = epoch;
-  }
+RatioBudget::Slot& RatioBudget::SlotOf(std::int64_t epoch) const {
   return slots_[static_cast<std::size_t>(((epoch % window_slots_) + window_slots_) %
                                          window_slots_)];
 }
 
-std::int64_t RatioBudget::ScanBalanceMicrosLocked(std::int64_t epoch) const {
+RatioBudget::Slot& RatioBudget::SlotFor(std::int64_t epoch) {
+  const std::int64_t newest = newest_epoch_.load(std::memory_order_relaxed);
+  if (epoch > newest) {
+    // Seconds newest+1 .. epoch take over the slots of the seconds that just
+    // left the window; at most N slots need clearing however far we jump.
+    std::int64_t first = epoch - window_slots_ + 1;
+    if (newest != std::numeric_limits<std::int64_t>::min()) first = std::max(first, newest + 1);
+    for (std::int64_t e = first; e <= epoch; ++e) {
+      Slot& slot = SlotOf(e);
+      window_deposits_.fetch_sub(slot.deposits.exchange(0, std::memory_order_relaxed),
+                                 std::memory_order_relaxed);
+      window_withdrawals_.fetch_sub(slot.withdrawals.exchange(0, std::memory_order_relaxed),
+                                    std::memory_order_relaxed);
+      slot.epoch.store(e, std::memory_order_release);
+    }
+    newest_epoch_.store(epoch, std::memory_order_release);
+  }
+  return SlotOf(epoch);
+}
+
+std::int64_t RatioBudget::ScanBalanceMicros(std::int64_t epoch) const {
   std::int64_t deposits = 0;
   std::int64_t withdrawals = 0;
-  for (const Slot& slot : slots_) {
-    if (slot.epoch > epoch - window_slots_ && slot.epoch <= epoch) {
-      deposits += slot.deposits;
-      withdrawals += slot.withdrawals;
+  for (std::int64_t i = 0; i < window_slots_; ++i) {
+    const Slot& slot = slots_[static_cast<std::size_t>(i)];
+    const std::int64_t e = slot.epoch.load(std::memory_order_acquire);
+    if (e > epoch - window_slots_ && e <= epoch) {
+      deposits += slot.deposits.load(std::memory_order_relaxed);
+      withdrawals += slot.withdrawals.load(std::memory_order_relaxed);
     }
   }
   return BalanceMicros(deposits, withdrawals);
@@ -292,30 +305,35 @@ std::int64_t RatioBudget::BalanceMicros(std::int64_t deposits, std::int64_t with
   // are counts >= 0. Saturate each product and the sums so that no window is
   // busy enough to wrap the balance around.
   const std::int64_t credit =
-      SaturatingAdd(reserve_micros_, SaturatingMulNonNegative(percent_micros_, deposits));
-  return SaturatingSub(credit, SaturatingMulNonNegative(kMicro, withdrawals));
-}
-
-double RatioBudget::BalanceLocked(std::int64_t epoch) const {
-  return static_cast<double>(ScanBalanceMicrosLocked(epoch)) / kMicro;
+      SaturatingAdd(reserve_micros_,
+                    SaturatingMulNonNegative(percent_micros_, std::max<std::int64_t>(0, deposits)));
+  return SaturatingSub(credit,
+                       SaturatingMulNonNegative(kMicro, std::max<std::int64_t>(0, withdrawals)));
 }
 
 void RatioBudget::OnCallStart(TimePoint now) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Slot& slot = SlotFor(EffectiveEpochLocked(now));
-  ++slot.deposits;
-  ++window_deposits_;
+  const std::int64_t epoch = EffectiveEpoch(now);
+  Slot* slot = &SlotOf(epoch);
+  if (slot->epoch.load(std::memory_order_acquire) != epoch) {
+    // The first deposit of a new second rotates the window.
+    std::lock_guard<std::mutex> lock(mu_);
+    slot = &SlotFor(std::max(epoch, newest_epoch_.load(std::memory_order_relaxed)));
+  }
+  // The sum first, the slot second (see Slot).
+  window_deposits_.fetch_add(1, std::memory_order_relaxed);
+  slot->deposits.fetch_add(1, std::memory_order_relaxed);
 }
 
 BudgetDecision RatioBudget::OnFailure(const BudgetFailure& /*failure*/, TimePoint now) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::int64_t epoch = EffectiveEpochLocked(now);
+  const std::int64_t epoch = EffectiveEpoch(now);
   Slot& slot = SlotFor(epoch);
-  if (BalanceMicros(window_deposits_, window_withdrawals_) < kMicro) {
+  if (BalanceMicros(window_deposits_.load(std::memory_order_relaxed),
+                    window_withdrawals_.load(std::memory_order_relaxed)) < kMicro) {
     return BudgetDecision::Refuse("ratio_exhausted");
   }
-  ++slot.withdrawals;
-  ++window_withdrawals_;
+  window_withdrawals_.fetch_add(1, std::memory_order_relaxed);
+  slot.withdrawals.fetch_add(1, std::memory_order_relaxed);
   return BudgetDecision::Allow(BudgetReceipt::Of(1, epoch));
 }
 
@@ -323,20 +341,29 @@ void RatioBudget::Refund(const BudgetReceipt& receipt, TimePoint now) {
   if (receipt.empty() || receipt.first() != 1) return;
   std::lock_guard<std::mutex> lock(mu_);
   // Rotate first, so "still in the window" is judged at `now`.
-  const std::int64_t epoch = EffectiveEpochLocked(now);
+  const std::int64_t epoch = EffectiveEpoch(now);
   (void)SlotFor(epoch);
   const std::int64_t second = receipt.second();
   if (second > epoch || second <= epoch - window_slots_) return;  // expired (or foreign)
-  Slot& slot =
-      slots_[static_cast<std::size_t>(((second % window_slots_) + window_slots_) % window_slots_)];
-  if (slot.epoch != second || slot.withdrawals <= 0) return;
-  --slot.withdrawals;
-  --window_withdrawals_;
+  Slot& slot = SlotOf(second);
+  if (slot.epoch.load(std::memory_order_relaxed) != second ||
+      slot.withdrawals.load(std::memory_order_relaxed) <= 0) {
+    return;
+  }
+  slot.withdrawals.fetch_sub(1, std::memory_order_relaxed);
+  window_withdrawals_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 double RatioBudget::Balance(TimePoint now) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return BalanceLocked(EffectiveEpochLocked(now));
+  // Lock-free: the window sums while no rotation is due, else a scan that
+  // leaves out the seconds that have left the window.
+  const std::int64_t newest = newest_epoch_.load(std::memory_order_acquire);
+  const std::int64_t epoch = EpochOf(now);
+  const std::int64_t micros =
+      epoch <= newest ? BalanceMicros(window_deposits_.load(std::memory_order_relaxed),
+                                      window_withdrawals_.load(std::memory_order_relaxed))
+                      : ScanBalanceMicros(epoch);
+  return static_cast<double>(micros) / kMicro;
 }
 
 // ---------------------------------------------------------------------------

@@ -73,6 +73,13 @@ using internal::EqualsIgnoreCase;
 // It names the same instant as "GMT", so it is rewritten before parsing; the
 // formats below then stay the strict RFC 9110 ones. Only a final " UTC"
 // token is touched, so asctime (which has no zone) still rejects it.
+// Where the wall time comes from: given, or read from a clock when needed.
+struct WallSource {
+  std::optional<WallTime> given;
+  Clock* clock = nullptr;
+  WallTime Get() const { return given.has_value() ? *given : clock->WallNow(); }
+};
+
 std::string NormalizeUtcZone(std::string_view trimmed) {
   std::string out(trimmed);
   constexpr std::string_view kUtc = "UTC";
@@ -139,9 +146,11 @@ std::optional<WallTime> ParseHttpDate(std::string_view value) {
   return std::nullopt;
 }
 
-std::optional<Duration> ParseRetryAfter(std::string_view value,
-                                        std::optional<std::string_view> date_header,
-                                        WallTime wall_now) {
+namespace {
+
+std::optional<Duration> RetryAfterFrom(std::string_view value,
+                                       std::optional<std::string_view> date_header,
+                                       const WallSource& wall) {
   auto const trimmed = TrimOws(value);
   if (trimmed.empty()) return std::nullopt;
   // delta-seconds = 1*DIGIT: no sign, no fraction, no exponent.
@@ -150,14 +159,23 @@ std::optional<Duration> ParseRetryAfter(std::string_view value,
   auto const date = ParseHttpDate(trimmed);
   if (!date.has_value()) return std::nullopt;
   // Measure against the server's own clock when it told us what time it is:
-  // then the client's clock skew cancels out.
-  WallTime reference = wall_now;
-  if (date_header.has_value()) {
-    if (auto server_now = ParseHttpDate(*date_header)) reference = *server_now;
-  }
+  // then the client's clock skew cancels out. Ours is read only otherwise.
+  std::optional<WallTime> reference;
+  if (date_header.has_value()) reference = ParseHttpDate(*date_header);
+  if (!reference.has_value()) reference = wall.Get();
   auto const delta =
-      SaturatingSub(date->time_since_epoch().count(), reference.time_since_epoch().count());
+      SaturatingSub(date->time_since_epoch().count(), reference->time_since_epoch().count());
   return Duration(std::max<Rep>(0, delta));
+}
+
+}  // namespace
+
+std::optional<Duration> ParseRetryAfter(std::string_view value,
+                                        std::optional<std::string_view> date_header,
+                                        WallTime wall_now) {
+  WallSource wall;
+  wall.given = wall_now;
+  return RetryAfterFrom(value, date_header, wall);
 }
 
 std::optional<Duration> ParseRetryAfterMs(std::string_view value) {
@@ -184,40 +202,94 @@ KeyState ParseKeyState(std::string_view value) {
   return KeyState::kNone;
 }
 
-ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
-                               const HintOptions& options) {
+namespace {
+
+// ASCII case-insensitive equality with a lower-case `lower`, lengths first:
+// most header names differ in length from the one looked for.
+bool NameIs(std::string_view name, std::string_view lower) {
+  if (name.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (absl::ascii_tolower(static_cast<unsigned char>(name[i])) != lower[i]) return false;
+  }
+  return true;
+}
+
+ServerHints Extract(const Headers& headers, const WallSource& wall, const HintOptions& options) {
+  // One pass: the first occurrence of each name.
+  std::optional<std::string_view> retry_after_ms, ms_retry_after_ms, retry_after, date, key_state,
+      replayed, do_not_retry;
+  const std::string_view do_not_retry_name = options.do_not_retry_header;
+  for (const Header& h : headers) {
+    const std::string_view name = h.first;
+    switch (name.size()) {
+      case 4:
+        if (!date.has_value() && NameIs(name, "date")) date = h.second;
+        break;
+      case 11:
+        if (!retry_after.has_value() && NameIs(name, "retry-after")) retry_after = h.second;
+        break;
+      case 14:
+        if (!retry_after_ms.has_value() && NameIs(name, "retry-after-ms"))
+          retry_after_ms = h.second;
+        break;
+      case 19:
+        if (!ms_retry_after_ms.has_value() && NameIs(name, "x-ms-retry-after-ms")) {
+          ms_retry_after_ms = h.second;
+        } else if (!replayed.has_value() && NameIs(name, "idempotent-replayed")) {
+          replayed = h.second;
+        }
+        break;
+      case 21:
+        if (!key_state.has_value() && NameIs(name, "idempotency-key-state")) key_state = h.second;
+        break;
+      default:
+        break;
+    }
+    if (!do_not_retry.has_value() && !do_not_retry_name.empty() &&
+        name.size() == do_not_retry_name.size() && EqualsIgnoreCase(name, do_not_retry_name)) {
+      do_not_retry = h.second;
+    }
+  }
+
   ServerHints hints;
   // Precedence (documented in server_hints.h): the millisecond headers first,
   // then Retry-After. An invalid value is as good as absent.
   std::optional<Duration> delay;
-  for (std::string_view name : {"retry-after-ms", "x-ms-retry-after-ms"}) {
-    if (auto value = FindHeader(headers, name)) delay = ParseRetryAfterMs(*value);
-    if (delay.has_value()) break;
+  if (retry_after_ms.has_value()) delay = ParseRetryAfterMs(*retry_after_ms);
+  if (!delay.has_value() && ms_retry_after_ms.has_value()) {
+    delay = ParseRetryAfterMs(*ms_retry_after_ms);
   }
-  if (!delay.has_value()) {
-    if (auto retry_after = FindHeader(headers, "Retry-After")) {
-      delay = ParseRetryAfter(*retry_after, FindHeader(headers, "Date"), wall_now);
-    }
+  if (!delay.has_value() && retry_after.has_value()) {
+    delay = RetryAfterFrom(*retry_after, date, wall);
   }
   if (delay.has_value()) {
     const Duration max = std::max(Duration::zero(), options.max_retry_after);
     hints.retry_after = std::min(*delay, max);
     hints.retry_after_above_max = *delay > max;
   }
-  if (auto state = FindHeader(headers, "Idempotency-Key-State")) {
-    hints.key_state = ParseKeyState(*state);
-  }
-  if (auto replayed = FindHeader(headers, "Idempotent-Replayed")) {
-    hints.replayed = EqualsIgnoreCase(TrimOws(*replayed), "true");
-  }
-  if (!options.do_not_retry_header.empty()) {
-    if (auto flag = FindHeader(headers, options.do_not_retry_header)) {
-      // Presence is the signal; only an explicit "true" (any case) keeps
-      // retries allowed, so "X-Should-Retry: true" style headers also work.
-      hints.do_not_retry = !EqualsIgnoreCase(TrimOws(*flag), "true");
-    }
+  if (key_state.has_value()) hints.key_state = ParseKeyState(*key_state);
+  if (replayed.has_value()) hints.replayed = EqualsIgnoreCase(TrimOws(*replayed), "true");
+  if (do_not_retry.has_value()) {
+    // Presence is the signal; only an explicit "true" (any case) keeps
+    // retries allowed, so "X-Should-Retry: true" style headers also work.
+    hints.do_not_retry = !EqualsIgnoreCase(TrimOws(*do_not_retry), "true");
   }
   return hints;
+}
+
+}  // namespace
+
+ServerHints ExtractServerHints(const Headers& headers, WallTime wall_now,
+                               const HintOptions& options) {
+  WallSource wall;
+  wall.given = wall_now;
+  return Extract(headers, wall, options);
+}
+
+ServerHints ExtractServerHints(const Headers& headers, Clock& clock, const HintOptions& options) {
+  WallSource wall;
+  wall.clock = &clock;
+  return Extract(headers, wall, options);
 }
 
 }  // namespace saferetry

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace saferetry {
 namespace {
@@ -478,6 +479,65 @@ TEST(ExtractServerHints, AllHintsTogether) {
   EXPECT_TRUE(hints.do_not_retry);
   EXPECT_EQ(hints.key_state, KeyState::kRejected);
   EXPECT_TRUE(hints.replayed);
+}
+
+// A clock that counts its wall-clock readings.
+class WallCountingClock final : public Clock {
+ public:
+  TimePoint Now() override { return TimePoint(seconds(1000)); }
+  WallTime WallNow() override {
+    ++wall_reads;
+    return WallTime(seconds(1767225600));  // 2026-01-01T00:00:00Z
+  }
+  void SleepFor(Duration) override {}
+  using Clock::SleepFor;
+  int wall_reads = 0;
+};
+
+TEST(ExtractServerHintsFromClockTest, ReadsTheWallClockOnlyForARetryAfterDateWithoutADate) {
+  WallCountingClock clock;
+  const Headers plain = {{"Content-Type", "application/json"},
+                         {"Retry-After", "3"},
+                         {"Idempotency-Key-State", "completed"}};
+  ServerHints hints = ExtractServerHints(plain, clock, {});
+  EXPECT_THAT(hints.retry_after, Optional(seconds(3)));
+  EXPECT_EQ(hints.key_state, KeyState::kCompleted);
+  EXPECT_EQ(clock.wall_reads, 0);
+
+  // Measured against the server's Date: our clock is not read.
+  const Headers dated = {{"Date", "Thu, 01 Jan 2026 00:00:00 GMT"},
+                         {"Retry-After", "Thu, 01 Jan 2026 00:00:07 GMT"}};
+  EXPECT_THAT(ExtractServerHints(dated, clock, {}).retry_after, Optional(seconds(7)));
+  EXPECT_EQ(clock.wall_reads, 0);
+
+  // No Date to measure against: ours, once.
+  const Headers undated = {{"retry-after", "Thu, 01 Jan 2026 00:00:05 GMT"}};
+  EXPECT_THAT(ExtractServerHints(undated, clock, {}).retry_after, Optional(seconds(5)));
+  EXPECT_EQ(clock.wall_reads, 1);
+}
+
+TEST(ExtractServerHintsFromClockTest, GivesWhatTheWallTimeFormGives) {
+  WallCountingClock clock;
+  HintOptions options;
+  options.do_not_retry_header = "X-Should-Retry";
+  const std::vector<Headers> cases = {
+      {},
+      {{"RETRY-AFTER-MS", "1500"}, {"Retry-After", "2"}},
+      {{"x-ms-retry-after-ms", "bad"}, {"Retry-After", "2"}, {"retry-after", "9"}},
+      {{"Idempotent-Replayed", " TRUE "}, {"x-should-retry", "false"}},
+      {{"Idempotency-Key-State", "fenced"}, {"Idempotency-Key-State", "completed"}},
+      {{"Retry-After", "Thu, 01 Jan 2026 00:10:00 GMT"}, {"Date", "garbage"}},
+      {{"Retry-After", "99999999999999999999"}},
+  };
+  for (const Headers& h : cases) {
+    const ServerHints a = ExtractServerHints(h, clock, options);
+    const ServerHints b = ExtractServerHints(h, WallTime(seconds(1767225600)), options);
+    EXPECT_EQ(a.retry_after, b.retry_after);
+    EXPECT_EQ(a.retry_after_above_max, b.retry_after_above_max);
+    EXPECT_EQ(a.key_state, b.key_state);
+    EXPECT_EQ(a.replayed, b.replayed);
+    EXPECT_EQ(a.do_not_retry, b.do_not_retry);
+  }
 }
 
 }  // namespace
