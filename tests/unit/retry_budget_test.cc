@@ -289,6 +289,29 @@ TEST(TokenThrottleTest, ValidationNamesTheField) {
   }
 }
 
+// Deposits take no lock: calls starting on many threads while the window
+// rotates (their times cross two second boundaries) are each counted once,
+// and after the window has moved past them none is left behind.
+TEST(RatioBudgetTest, ConcurrentDepositsAcrossRotationsAreCountedOnce) {
+  auto made = MakeRatioBudget({0.5, 0, seconds(10)});
+  ASSERT_TRUE(made.ok()) << made.status();
+  RetryBudget& budget = **made;
+  constexpr int kPerThread = 3000;
+  std::atomic<int> next{0};
+  RunOnThreads([&] {
+    for (int i = 0; i < kPerThread; ++i) {
+      // 100 s, 101 s and 102 s, interleaved across threads.
+      const int n = next.fetch_add(1, std::memory_order_relaxed);
+      budget.OnCallStart(At(100'000 + (n % 3) * 1000 + 7));
+    }
+  });
+  EXPECT_DOUBLE_EQ(budget.Balance(At(102'500)), 0.5 * kThreads * kPerThread);
+  // Ten seconds on, every one of them has left the window: one new deposit
+  // rotates it, and the running sums hold exactly that one.
+  budget.OnCallStart(At(112'000));
+  EXPECT_DOUBLE_EQ(budget.Balance(At(112'000)), 0.5);
+}
+
 TEST(TokenThrottleTest, ConcurrentUpdatesAreNotLost) {
   // Drained to 500 first; then each thread pairs a failure (-1) with a success
   // (+1). The total stays within [492, 500], far from the floor and the cap,
