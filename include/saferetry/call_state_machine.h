@@ -245,7 +245,7 @@ class CallStateMachine {
                           TimePoint now);
   CallAction SendNow(TimePoint now);
   CallAction OutOfTime(TimePoint now);
-  void RecordEvidence(AttemptEvidence evidence, TimePoint now);
+  void RecordEvidence(AttemptEvidence&& evidence, TimePoint now);
   bool Cancelled() const;
 
   CallPolicy policy_;

@@ -161,7 +161,7 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   return action;
 }
 
-void CallStateMachine::RecordEvidence(AttemptEvidence evidence, TimePoint now) {
+void CallStateMachine::RecordEvidence(AttemptEvidence&& evidence, TimePoint now) {
   result_.last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_.deadline.Remaining(now);
   evidence.budget_balance = budget_->Balance(now);

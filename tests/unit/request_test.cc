@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace saferetry {
 namespace {
 
@@ -257,6 +259,32 @@ TEST(ValidateRequest, LongUrlIsCutInMessage) {
   auto const m = Message(ValidateRequest(r));
   EXPECT_THAT(m, HasSubstr("\"..."));
   EXPECT_LT(m.size(), 150u);
+}
+
+// The URL's scan for spaces and control characters reads eight bytes at a
+// time: every position of every such byte is found, at its position, and
+// bytes of 0x80 and above (UTF-8 in a path) never are.
+TEST(ValidateRequestTest, EverySpaceOrControlByteIsFoundAtItsPosition) {
+  const std::string base = "http://h.example:8080/path/abcdefghijklmnopqrstuvwxyz0123456789";
+  for (const char bad : {'\x00', '\x01', '\x09', '\x0a', '\x1f', '\x20', '\x7f'}) {
+    for (std::size_t at = 0; at < base.size(); ++at) {
+      Request r;
+      r.url = base;
+      r.url[at] = bad;
+      const absl::Status s = ValidateRequest(r);
+      EXPECT_THAT(std::string(s.message()),
+                  HasSubstr(absl::StrCat("control character at position ", at, " in")))
+          << "byte " << static_cast<int>(bad) << " at " << at;
+    }
+  }
+  Request utf8;
+  utf8.url = "http://h.example:8080/caf\xc3\xa9/\x80\xff\xa0\xc2\x85/over-eight-bytes";
+  EXPECT_TRUE(ValidateRequest(utf8).ok());
+  for (std::size_t n = 0; n < 24; ++n) {
+    Request padded;
+    padded.url = "http://h/" + std::string(n, '\xe9');
+    EXPECT_TRUE(ValidateRequest(padded).ok()) << n;
+  }
 }
 
 }  // namespace
