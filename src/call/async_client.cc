@@ -236,7 +236,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Flight f;
     f.attempt_id = attempt_id;
     f.status_query = status_query;
-    f.start = clock().Now();
+    f.start = call.session->SendStart();
     const CallId id = call.id;
     f.transport_id = transport_->Start(request, ao, [this, id, attempt_id](TransportResult r) {
       OnTransportResult(id, attempt_id, std::move(r));

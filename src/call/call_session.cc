@@ -40,6 +40,7 @@ CallResult CallSession::EndEarly(CallResult result) const {
 
 std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
                                              TimePoint start) {
+  start_ = start;
   absl::StatusOr<PreparedCall> prepared =
       PrepareCall(client_, fingerprints, *request_, options_, start);
   // Bad input never reaches the listener: nothing started.
@@ -276,6 +277,16 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
     return AfterAttempt(machine, action.attempt_id, *std::move(unmarked), client_.clock->Now());
   }
   return std::nullopt;
+}
+
+TimePoint CallSession::SendStart() {
+  // Only in-memory work ran since `start_` was read unless the journal, a
+  // listener or a tracer did (each may take time).
+  const bool fresh = start_.has_value() && call_.journal == nullptr &&
+                     options_.listener == nullptr && tracer_ == nullptr;
+  const std::optional<TimePoint> start = start_;
+  start_.reset();
+  return fresh ? *start : client_.clock->Now();
 }
 
 CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id,

@@ -81,6 +81,13 @@ class CallSession {
   /// sent: the machine is told so and its next action returned.
   std::optional<CallAction> BeforeAttempt(CallStateMachine& machine, const CallAction& action,
                                           AttemptOptions& ao);
+  /// The start time of the send about to leave: the call's start when this
+  /// is the call's first send and only in-memory work ran since it was read
+  /// (no journal, listener or tracer), else the clock's reading. A call that
+  /// succeeds at once reads the clock three times: its start, the end of the
+  /// attempt, the wall clock only for a `Retry-After` date.
+  TimePoint SendStart();
+
   /// After a send of the request: its evidence to the machine, the listener.
   CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult tr,
                           TimePoint t0);
@@ -129,6 +136,8 @@ class CallSession {
   const ClientOptions& client_;
   const Request* request_;
   const CallOptions& options_;
+  // The call's start while no send has used it (`SendStart`).
+  std::optional<TimePoint> start_;
   PreparedCall call_;
   std::optional<Request> query_request_;
   // The headers saferetry adds to the send being prepared, by reference

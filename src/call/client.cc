@@ -83,7 +83,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           action = *next;
           break;
         }
-        const TimePoint t0 = clock.Now();
+        const TimePoint t0 = session.SendStart();
         TransportResult tr = transport.Send(session.request(), ao);
         action = session.AfterAttempt(machine, action.attempt_id, std::move(tr), t0);
         break;
@@ -97,7 +97,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           action = *next;
           break;
         }
-        const TimePoint t0 = clock.Now();
+        const TimePoint t0 = session.SendStart();
         TransportResult tr = transport.Send(*query, ao);
         action = session.AfterStatusQuery(machine, std::move(tr), t0);
         break;

@@ -6,6 +6,7 @@
 // key at most two. Breakers and a hedging policy configured add nothing on
 // the success path. The transport's own allocations (copying its canned
 // response into the result) are counted apart and not charged to the call.
+// And how often such a call reads the clock: twice.
 //
 // Built only without sanitizers (their allocators count differently); the
 // timings of the same calls are in bench/call_benchmark.
@@ -152,6 +153,47 @@ TEST_P(CallAllocationTest, AKeyedPostWithTheCallersKeyAllocatesAtMostTwo) {
   const std::vector<long long> each = PerCall(*client, *transport, kPost, calls);
   EXPECT_THAT(std::vector<long long>(each.begin() + 1, each.end()),
               ::testing::Each(::testing::Le(2)));
+}
+
+// The clock-read budget of a call that succeeds at once: its start and the
+// end of its attempt. The attempt's start is the call's when nothing that
+// can take time ran between (a listener, a journal or a tracer does).
+class CountingClock final : public Clock {
+ public:
+  TimePoint Now() override {
+    ++reads;
+    return inner.Now();
+  }
+  WallTime WallNow() override {
+    ++reads;
+    return inner.WallNow();
+  }
+  void SleepFor(Duration d) override { inner.SleepFor(d); }
+  using Clock::SleepFor;
+  testkit::FakeClock inner;
+  int reads = 0;
+};
+
+TEST(CallClockReadsTest, ASuccessfulCallReadsTheClockTwice) {
+  auto clock = std::make_shared<CountingClock>();
+  ClientOptions o;
+  o.transport = std::make_shared<CannedTransport>();
+  o.clock = clock;
+  auto client = Client::Create(std::move(o)).value();
+  for (const Request* request : {&kGet, &kPost}) {
+    clock->reads = 0;
+    CallResult r = client->Execute(*request, {});
+    EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+    EXPECT_EQ(clock->reads, 2) << request->method;
+  }
+  // A listener runs before the send: the attempt's start is read after it.
+  CallListener listener;
+  CallOptions with_listener;
+  with_listener.listener = &listener;
+  clock->reads = 0;
+  CallResult r = client->Execute(kGet, with_listener);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(clock->reads, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Clients, CallAllocationTest,
