@@ -42,8 +42,10 @@ std::int64_t ToMilliTruncated(double value) {
 std::int64_t SaturatingMulNonNegative(std::int64_t a, std::int64_t b) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   if (a <= 0 || b <= 0) return 0;
-  if (a > kMax / b) return kMax;
-  return a * b;
+  // The overflow check of the multiplication itself: no division.
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return kMax;
+  return product;
 }
 
 // Adds `add` (> 0) to `pool`, never above `cap` (pool <= cap always holds).
@@ -91,12 +93,12 @@ class RatioBudget final : public RetryBudget {
   explicit RatioBudget(RatioBudgetOptions options);  // Create() validates
 
  private:
-  // One second of the window. Deposits (the success path) are lock-free:
-  // they add to `window_deposits_` first and to the slot second, and a
-  // rotation takes a slot's count with one exchange, so every deposit is
-  // counted once in the window sum whatever interleaving (a deposit racing
-  // the rotation of its slot lands in the newer second). Withdrawals,
-  // refunds and rotations hold `mu_`.
+  // One second of the window. Deposits and withdrawals are lock-free: they
+  // add to the window's sum first and to the slot second, and a rotation
+  // takes a slot's counts with one exchange each, so every count is in the
+  // window sum once whatever the interleaving (one racing the rotation of
+  // its slot lands in the newer second). Refunds and rotations (once a
+  // second) hold `mu_`.
   struct Slot {
     std::atomic<std::int64_t> epoch{std::numeric_limits<std::int64_t>::min()};
     std::atomic<std::int64_t> deposits{0};
@@ -112,6 +114,10 @@ class RatioBudget final : public RetryBudget {
   // Holds mu_.
   Slot& SlotFor(std::int64_t epoch);
   Slot& SlotOf(std::int64_t epoch) const;
+  // The slot of `now`'s second and that second (the newest seen, when `now`
+  // is older): the newest slot without a lock or a division while its
+  // second lasts, else through `SlotFor` under `mu_`.
+  Slot& CurrentSlot(TimePoint now, std::int64_t& epoch);
   std::int64_t EpochOf(TimePoint now) const;
   std::int64_t EffectiveEpoch(TimePoint now) const;
 
@@ -122,6 +128,7 @@ class RatioBudget final : public RetryBudget {
   std::mutex mu_;
   std::unique_ptr<Slot[]> slots_;  // one per second of the window
   std::atomic<std::int64_t> newest_epoch_{std::numeric_limits<std::int64_t>::min()};
+  std::atomic<Slot*> current_{nullptr};              // the newest second's slot
   std::atomic<std::int64_t> window_deposits_{0};     // sum over slots_
   std::atomic<std::int64_t> window_withdrawals_{0};  // sum over slots_
 };
@@ -262,8 +269,10 @@ std::int64_t RatioBudget::EffectiveEpoch(TimePoint now) const {
 }
 
 RatioBudget::Slot& RatioBudget::SlotOf(std::int64_t epoch) const {
-  return slots_[static_cast<std::size_t>(((epoch % window_slots_) + window_slots_) %
-                                         window_slots_)];
+  // One division (a steady clock's seconds are never negative in practice).
+  std::int64_t index = epoch % window_slots_;
+  if (index < 0) index += window_slots_;
+  return slots_[static_cast<std::size_t>(index)];
 }
 
 RatioBudget::Slot& RatioBudget::SlotFor(std::int64_t epoch) {
@@ -282,8 +291,21 @@ RatioBudget::Slot& RatioBudget::SlotFor(std::int64_t epoch) {
       slot.epoch.store(e, std::memory_order_release);
     }
     newest_epoch_.store(epoch, std::memory_order_release);
+    current_.store(&SlotOf(epoch), std::memory_order_release);
   }
   return SlotOf(epoch);
+}
+
+RatioBudget::Slot& RatioBudget::CurrentSlot(TimePoint now, std::int64_t& epoch) {
+  epoch = EpochOf(now);
+  Slot* current = current_.load(std::memory_order_acquire);
+  if (current != nullptr && current->epoch.load(std::memory_order_acquire) == epoch) {
+    return *current;
+  }
+  // A new second (rotate), or a time older than the newest seen (its slot).
+  std::lock_guard<std::mutex> lock(mu_);
+  epoch = std::max(epoch, newest_epoch_.load(std::memory_order_relaxed));
+  return SlotFor(epoch);
 }
 
 std::int64_t RatioBudget::ScanBalanceMicros(std::int64_t epoch) const {
@@ -312,28 +334,29 @@ std::int64_t RatioBudget::BalanceMicros(std::int64_t deposits, std::int64_t with
 }
 
 void RatioBudget::OnCallStart(TimePoint now) {
-  const std::int64_t epoch = EffectiveEpoch(now);
-  Slot* slot = &SlotOf(epoch);
-  if (slot->epoch.load(std::memory_order_acquire) != epoch) {
-    // The first deposit of a new second rotates the window.
-    std::lock_guard<std::mutex> lock(mu_);
-    slot = &SlotFor(std::max(epoch, newest_epoch_.load(std::memory_order_relaxed)));
-  }
+  std::int64_t epoch = 0;
+  Slot* slot = &CurrentSlot(now, epoch);
   // The sum first, the slot second (see Slot).
   window_deposits_.fetch_add(1, std::memory_order_relaxed);
   slot->deposits.fetch_add(1, std::memory_order_relaxed);
 }
 
 BudgetDecision RatioBudget::OnFailure(const BudgetFailure& /*failure*/, TimePoint now) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::int64_t epoch = EffectiveEpoch(now);
-  Slot& slot = SlotFor(epoch);
-  if (BalanceMicros(window_deposits_.load(std::memory_order_relaxed),
-                    window_withdrawals_.load(std::memory_order_relaxed)) < kMicro) {
-    return BudgetDecision::Refuse("ratio_exhausted");
-  }
-  window_withdrawals_.fetch_add(1, std::memory_order_relaxed);
-  slot.withdrawals.fetch_add(1, std::memory_order_relaxed);
+  std::int64_t epoch = 0;
+  Slot* slot = &CurrentSlot(now, epoch);
+  // Withdrawn only while a whole retry is left, decided and taken in one
+  // compare-and-swap on the window's sum (the sum first, the slot second,
+  // as deposits). A withdrawal racing the once-a-second rotation may be
+  // judged against the deposits of the second that is leaving.
+  const std::int64_t deposits = window_deposits_.load(std::memory_order_relaxed);
+  std::int64_t withdrawals = window_withdrawals_.load(std::memory_order_relaxed);
+  do {
+    if (BalanceMicros(deposits, withdrawals) < kMicro) {
+      return BudgetDecision::Refuse("ratio_exhausted");
+    }
+  } while (!window_withdrawals_.compare_exchange_weak(withdrawals, withdrawals + 1,
+                                                      std::memory_order_relaxed));
+  slot->withdrawals.fetch_add(1, std::memory_order_relaxed);
   return BudgetDecision::Allow(BudgetReceipt::Of(1, epoch));
 }
 

@@ -312,6 +312,26 @@ TEST(RatioBudgetTest, ConcurrentDepositsAcrossRotationsAreCountedOnce) {
   EXPECT_DOUBLE_EQ(budget.Balance(At(112'000)), 0.5);
 }
 
+// Withdrawals take no lock either: failures on many threads at once are
+// allowed exactly as many times as the balance holds whole retries.
+TEST(RatioBudgetTest, ConcurrentWithdrawalsNeverOverdraw) {
+  auto made = MakeRatioBudget({0.1, 0, seconds(10)});
+  ASSERT_TRUE(made.ok()) << made.status();
+  RetryBudget& budget = **made;
+  for (int i = 0; i < 1000; ++i) budget.OnCallStart(At(100'000));
+  ASSERT_DOUBLE_EQ(budget.Balance(At(100'000)), 100.0);
+  std::atomic<int> allowed{0};
+  RunOnThreads([&] {
+    for (int i = 0; i < 50; ++i) {
+      if (budget.OnFailure({kTransient}, At(100'500)).allowed) {
+        allowed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  });
+  EXPECT_EQ(allowed.load(), 100);
+  EXPECT_DOUBLE_EQ(budget.Balance(At(100'500)), 0.0);
+}
+
 TEST(TokenThrottleTest, ConcurrentUpdatesAreNotLost) {
   // Drained to 500 first; then each thread pairs a failure (-1) with a success
   // (+1). The total stays within [492, 500], far from the floor and the cap,
