@@ -57,7 +57,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
   CallId Resolve(std::string key, ResolveOptions options, Callback done) {
     auto call = std::make_shared<Call>();
-    call->resolve.emplace(std::move(key), std::move(options));
+    call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
+                                                                             std::move(options));
     return Accept(std::move(call), std::move(done));
   }
 
@@ -120,8 +121,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     CallId id = 0;
     Request request;
     CallOptions options;
-    // A resolve (`AsyncClient::Resolve`): the key and its options.
-    std::optional<std::pair<std::string, ResolveOptions>> resolve;
+    // A resolve (`AsyncClient::Resolve`): the key and its options, behind a
+    // pointer (most calls are not resolves).
+    std::unique_ptr<std::pair<std::string, ResolveOptions>> resolve;
     Callback done;
     std::optional<internal::CallSession> session;
     std::optional<CallStateMachine> machine;
@@ -158,7 +160,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     const TimePoint start = clock().Now();
     call->session.emplace(options_.client, call->request, call->options);
     std::optional<CallResult> early =
-        call->resolve.has_value()
+        call->resolve != nullptr
             ? call->session->BeginResolve(call->resolve->first, call->resolve->second, start)
             : call->session->Begin(fingerprints_, unsent_, start);
     if (early.has_value()) {

@@ -74,15 +74,16 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   }
   if (IsResolved(intent->state)) return StoredOutcome(*intent);
 
-  resolve_query_.url_template = options.status_url_template.empty() ? intent->status_url_template
-                                                                    : options.status_url_template;
-  resolve_query_.fence_when_giving_up = options.fence;
-  if (resolve_query_.url_template.empty()) {
+  StatusQuery& query = rare().resolve_query;
+  query.url_template = options.status_url_template.empty() ? intent->status_url_template
+                                                           : options.status_url_template;
+  query.fence_when_giving_up = options.fence;
+  if (query.url_template.empty()) {
     return Unresolved(
         key, StopReason::kInvalidArgument,
         absl::InvalidArgumentError("resolve.status_url_template: the intent has none; give one"));
   }
-  if (absl::Status s = ValidateStatusQuery(resolve_query_); !s.ok()) {
+  if (absl::Status s = ValidateStatusQuery(query); !s.ok()) {
     return Unresolved(key, StopReason::kInvalidArgument, Prefixed("resolve.", s));
   }
 
@@ -102,8 +103,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   Request original{intent->method, intent->url, intent->headers,
                    may_resend ? *intent->body : std::string()};
   original.headers.insert(original.headers.end(), options.headers.begin(), options.headers.end());
-  resolve_request_.emplace(std::move(original));
-  request_ = &*resolve_request_;
+  request_ = &rare().resolve_request.emplace(std::move(original));
 
   CallPolicy& policy = call_.policy;
   // Status queries only, unless the caller allows one same-key resend to a
@@ -126,7 +126,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   policy.response_predicate = client_.policy->response_predicate();
   policy.response_predicate_max_body_bytes =
       client_.policy->options().response_predicate.max_body_bytes;
-  call_.status_url_template = resolve_query_.url_template;
+  call_.status_url_template = query.url_template;
   AssignCircuitBreakers(client_, *request_, call_.status_url_template, policy);
 
   call_.key = std::string(key);
@@ -279,6 +279,11 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
   return std::nullopt;
 }
 
+CallSession::Rare& CallSession::rare() {
+  if (rare_ == nullptr) rare_ = std::make_unique<Rare>();
+  return *rare_;
+}
+
 TimePoint CallSession::SendStart() {
   // Only in-memory work ran since `start_` was read unless the journal, a
   // listener or a tracer did (each may take time).
@@ -331,7 +336,8 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     }
     return next;
   }
-  if (!query_request_.has_value()) query_request_ = StatusQueryRequest(call_, *request_);
+  std::optional<Request>& query_request = rare().query_request;
+  if (!query_request.has_value()) query_request = StatusQueryRequest(call_, *request_);
   StampStatusQueryHeaders(call_, action);
   send_header_count_ = ExtraHeaderRefs(call_, true, action.fence, send_headers_.data());
   query_trace_.resend_count = query_sends_++;
@@ -343,11 +349,11 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     start.number = action.number;
     start.is_status_query = true;
     start.resend_count = query_trace_.resend_count;
-    start.method = query_request_->method;
-    start.url = query_request_->url;
+    start.method = query_request->method;
+    start.url = query_request->url;
     query_trace_.sent = StampTrace(start);
   }
-  *query = &*query_request_;
+  *query = &*query_request;
   SetSendOptions(action, ao);
   return std::nullopt;
 }

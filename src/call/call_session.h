@@ -139,16 +139,23 @@ class CallSession {
   // The call's start while no send has used it (`SendStart`).
   std::optional<TimePoint> start_;
   PreparedCall call_;
-  std::optional<Request> query_request_;
+  // What only a call that queries or a resolve needs, allocated when first
+  // needed: a call that succeeds at once neither allocates nor initialises
+  // it.
+  struct Rare {
+    std::optional<Request> query_request;
+    // A resolve: the request rebuilt from the journal, the template asked.
+    std::optional<Request> resolve_request;
+    StatusQuery resolve_query;
+  };
+  Rare& rare();
+  std::unique_ptr<Rare> rare_;
   // The headers saferetry adds to the send being prepared, by reference
   // (`AttemptOptions::extra_headers`): `ExtraHeaderRefs`, then the trace
   // context.
   std::array<HeaderRef, kMaxExtraHeaders + 2> send_headers_{};
   std::size_t send_header_count_ = 0;
-  // A resolve: the request rebuilt from the journal, the template asked.
   bool resolve_ = false;
-  std::optional<Request> resolve_request_;
-  StatusQuery resolve_query_;
 
   // Trace context (trace_context.h). Active when a context was given or a
   // tracer is set: saferetry then writes `traceparent` and `tracestate`
