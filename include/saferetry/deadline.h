@@ -13,6 +13,7 @@
 #ifndef SAFERETRY_DEADLINE_H_
 #define SAFERETRY_DEADLINE_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -135,6 +136,10 @@ bool WaitFits(const Deadline& deadline, TimePoint now, Duration delay,
 /// The header value for `remaining`: whole milliseconds, rounded down,
 /// never negative ("1500").
 std::string EncodeDeadlineHeader(Duration remaining);
+/// The number `EncodeDeadlineHeader` writes: `remaining` in whole
+/// milliseconds, rounded down (never promise time that is not there), 0 when
+/// none is left. For writers that format it into their own buffer.
+std::int64_t DeadlineHeaderMillis(Duration remaining);
 
 /// Parses an inbound deadline header ("1500": 1.5 s from `now`). Accepts 1 to
 /// 18 ASCII digits; anything else is InvalidArgument naming `field`.

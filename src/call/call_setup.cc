@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -411,16 +410,12 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
 
 namespace {
 
-// Writes `remaining` in whole milliseconds, rounded down (as
-// `EncodeDeadlineHeader`), into `call`'s deadline value.
+// Writes the deadline header's value for `remaining` (`DeadlineHeaderMillis`)
+// into `call`'s buffer.
 void StampDeadline(PreparedCall& call, Duration remaining) {
-  const long long ms =
-      remaining <= Duration::zero()
-          ? 0
-          : static_cast<long long>(
-                std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count());
   char* const begin = call.deadline_value.data();
-  const std::to_chars_result r = std::to_chars(begin, begin + call.deadline_value.size(), ms);
+  const std::to_chars_result r =
+      std::to_chars(begin, begin + call.deadline_value.size(), DeadlineHeaderMillis(remaining));
   call.deadline_size = static_cast<std::uint8_t>(r.ptr - begin);
 }
 

@@ -148,11 +148,15 @@ bool WaitFits(const Deadline& deadline, TimePoint now, Duration delay,
   return SaturatingAdd(Count(now), needed) <= Count(deadline.at());
 }
 
-std::string EncodeDeadlineHeader(Duration remaining) {
-  if (remaining <= Duration::zero()) return "0";
+std::int64_t DeadlineHeaderMillis(Duration remaining) {
+  if (remaining <= Duration::zero()) return 0;
   // duration_cast truncates toward zero, which for a positive value is the
   // "rounded down" the receiver must see: never promise time that is not there.
-  return absl::StrCat(std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count());
+  return std::chrono::duration_cast<std::chrono::milliseconds>(remaining).count();
+}
+
+std::string EncodeDeadlineHeader(Duration remaining) {
+  return absl::StrCat(DeadlineHeaderMillis(remaining));
 }
 
 absl::StatusOr<Deadline> DeadlineFromHeader(std::string_view value, TimePoint now,

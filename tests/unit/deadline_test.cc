@@ -209,6 +209,10 @@ TEST(DeadlineHeader, EncodeWholeMillisecondsRoundedDown) {
   EXPECT_EQ(EncodeDeadlineHeader(-seconds(3)), "0");
   EXPECT_EQ(EncodeDeadlineHeader(Duration::min()), "0");
   EXPECT_EQ(EncodeDeadlineHeader(Duration::max()), "9223372036854");
+  // The number the call writes into its own buffer is the same rule.
+  EXPECT_EQ(DeadlineHeaderMillis(milliseconds(1500) + nanoseconds(999999)), 1500);
+  EXPECT_EQ(DeadlineHeaderMillis(-seconds(3)), 0);
+  EXPECT_EQ(DeadlineHeaderMillis(Duration::max()), 9223372036854);
 }
 
 TEST(DeadlineHeader, Decode) {
