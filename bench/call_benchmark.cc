@@ -33,13 +33,12 @@
 #include <new>
 #include <string>
 
+#include "canned_call.h"
 #include "saferetry/client.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 
 namespace {
-
-std::atomic<long long> g_allocations{0};
 
 struct Figures {
   double cpu_ns = 0;
@@ -54,57 +53,8 @@ std::map<std::string, Figures>& Results() {
   return *kResults;
 }
 
-// Answers 200 with a response built once; counts what copying it allocates.
-class CannedTransport final : public saferetry::Transport {
- public:
-  CannedTransport() {
-    response_.status_code = 200;
-    response_.headers = {{"Content-Type", "application/json"},
-                         {"Content-Length", "200"},
-                         {"Date", "Wed, 02 Dec 2026 04:00:00 GMT"},
-                         {"X-Request-Id", "req-7f3a9c2e"},
-                         {"Cache-Control", "no-store"},
-                         {"Server", "orders/1.4"}};
-    response_.body = R"({"order_id":"ord-000123","status":"created","sku":"sku-42",)";
-    response_.body.resize(199, ' ');
-    response_.body += '}';
-  }
-  saferetry::TransportResult Send(const saferetry::Request&,
-                                  const saferetry::AttemptOptions&) override {
-    const long long before = g_allocations.load(std::memory_order_relaxed);
-    saferetry::TransportResult r;
-    r.delivery = saferetry::Delivery::kResponseReceived;
-    r.response = response_;
-    own_allocations_ += g_allocations.load(std::memory_order_relaxed) - before;
-    return r;
-  }
-  long long own_allocations() const { return own_allocations_; }
-
- private:
-  saferetry::Response response_;
-  long long own_allocations_ = 0;
-};
-
-// A clock that counts its readings, for the clock-read budget.
-class CountingClock final : public saferetry::Clock {
- public:
-  explicit CountingClock(std::shared_ptr<saferetry::Clock> inner) : inner_(std::move(inner)) {}
-  saferetry::TimePoint Now() override {
-    ++reads_;
-    return inner_->Now();
-  }
-  saferetry::WallTime WallNow() override {
-    ++reads_;
-    return inner_->WallNow();
-  }
-  void SleepFor(saferetry::Duration d) override { inner_->SleepFor(d); }
-  using saferetry::Clock::SleepFor;
-  long long reads() const { return reads_; }
-
- private:
-  std::shared_ptr<saferetry::Clock> inner_;
-  long long reads_ = 0;
-};
+using saferetry::cost::CannedTransport;
+using saferetry::cost::CountingClock;
 
 enum class Scenario { kGet, kKeyedPostMinted, kKeyedPostCallerKey };
 
@@ -164,9 +114,9 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
     // Assigning a short key is a copy into inline storage (a few ns).
     if (scenario == Scenario::kKeyedPostCallerKey)
       call.idempotency_key = kKeys[next_key++ % kKeys.size()];
-    const long long before = g_allocations.load(std::memory_order_relaxed);
+    const long long before = saferetry::cost::Allocations();
     saferetry::CallResult r = client->Execute(request, call);
-    allocs += g_allocations.load(std::memory_order_relaxed) - before;
+    allocs += saferetry::cost::Allocations() - before;
     benchmark::DoNotOptimize(r);
   }
   const double n = static_cast<double>(state.iterations());
@@ -246,17 +196,6 @@ std::string FunctionOf(const std::string& key) {
 }
 
 }  // namespace
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -11,70 +11,23 @@
 // Built only without sanitizers (their allocators count differently); the
 // timings of the same calls are in bench/call_benchmark.
 
-#include <atomic>
-#include <cstdlib>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
+#include "canned_call.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "saferetry/circuit_breaker.h"
 #include "saferetry/client.h"
 #include "saferetry/testing/fake_clock.h"
 
-// The replacement operator delete frees what the replacement operator new
-// took from malloc; GCC, seeing both inlined, takes free() for a mismatch.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-
-std::atomic<long long> g_allocations{0};
-
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
 namespace saferetry {
 namespace {
 
-long long Allocations() { return g_allocations.load(std::memory_order_relaxed); }
-
-// Answers 200 with six headers and a 200-byte body built beforehand; counts
-// what copying it into the result allocates.
-class CannedTransport final : public Transport {
- public:
-  CannedTransport() {
-    response_.status_code = 200;
-    response_.headers = {{"Content-Type", "application/json"},
-                         {"Content-Length", "200"},
-                         {"Date", "Wed, 02 Dec 2026 04:00:00 GMT"},
-                         {"X-Request-Id", "req-7f3a9c2e"},
-                         {"Cache-Control", "no-store"},
-                         {"Server", "orders/1.4"}};
-    response_.body.assign(200, 'x');
-  }
-  TransportResult Send(const Request&, const AttemptOptions&) override {
-    const long long before = Allocations();
-    TransportResult r;
-    r.delivery = Delivery::kResponseReceived;
-    r.response = response_;
-    own_ += Allocations() - before;
-    return r;
-  }
-  long long own() const { return own_; }
-
- private:
-  Response response_;
-  long long own_ = 0;
-};
+using cost::Allocations;
+using cost::CannedTransport;
+using cost::CountingClock;
 
 struct Setup {
   bool system_clock = true;
@@ -109,10 +62,10 @@ std::vector<long long> PerCall(Client& client, CannedTransport& transport, const
   out.reserve(calls.size());
   for (const CallOptions& call : calls) {
     const long long before = Allocations();
-    const long long transport_before = transport.own();
+    const long long transport_before = transport.own_allocations();
     CallResult r = client.Execute(request, call);
     const long long after = Allocations();
-    out.push_back(after - before - (transport.own() - transport_before));
+    out.push_back(after - before - (transport.own_allocations() - transport_before));
     EXPECT_EQ(r.outcome, Outcome::kSucceeded);
     EXPECT_EQ(r.attempts, 1);
   }
@@ -130,7 +83,7 @@ TEST_P(CallAllocationTest, ASuccessfulGetAllocatesNothing) {
   PerCall(*client, *transport, kGet, warm);  // first use of the host's breaker
   std::vector<CallOptions> calls(kCalls);
   EXPECT_THAT(PerCall(*client, *transport, kGet, calls), ::testing::Each(0));
-  EXPECT_GT(transport->own(), 0);  // the counting works
+  EXPECT_GT(transport->own_allocations(), 0);  // the counting works
 }
 
 TEST_P(CallAllocationTest, AKeyedPostWithAMintedKeyAllocatesTheKeyOnly) {
@@ -158,42 +111,26 @@ TEST_P(CallAllocationTest, AKeyedPostWithTheCallersKeyAllocatesAtMostTwo) {
 // The clock-read budget of a call that succeeds at once: its start and the
 // end of its attempt. The attempt's start is the call's when nothing that
 // can take time ran between (a listener, a journal or a tracer does).
-class CountingClock final : public Clock {
- public:
-  TimePoint Now() override {
-    ++reads;
-    return inner.Now();
-  }
-  WallTime WallNow() override {
-    ++reads;
-    return inner.WallNow();
-  }
-  void SleepFor(Duration d) override { inner.SleepFor(d); }
-  using Clock::SleepFor;
-  testkit::FakeClock inner;
-  int reads = 0;
-};
-
 TEST(CallClockReadsTest, ASuccessfulCallReadsTheClockTwice) {
-  auto clock = std::make_shared<CountingClock>();
+  auto clock = std::make_shared<CountingClock>(std::make_shared<testkit::FakeClock>());
   ClientOptions o;
   o.transport = std::make_shared<CannedTransport>();
   o.clock = clock;
   auto client = Client::Create(std::move(o)).value();
   for (const Request* request : {&kGet, &kPost}) {
-    clock->reads = 0;
+    const long long before = clock->reads();
     CallResult r = client->Execute(*request, {});
     EXPECT_EQ(r.outcome, Outcome::kSucceeded);
-    EXPECT_EQ(clock->reads, 2) << request->method;
+    EXPECT_EQ(clock->reads() - before, 2) << request->method;
   }
   // A listener runs before the send: the attempt's start is read after it.
   CallListener listener;
   CallOptions with_listener;
   with_listener.listener = &listener;
-  clock->reads = 0;
+  const long long before = clock->reads();
   CallResult r = client->Execute(kGet, with_listener);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
-  EXPECT_EQ(clock->reads, 3);
+  EXPECT_EQ(clock->reads() - before, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Clients, CallAllocationTest,
