@@ -372,6 +372,56 @@ TEST_P(ParityTest, DefaultsOnALateClockRideOutASlowThrottleAndAHang) {
   EXPECT_LE(h_.clock().Now(), start + seconds(30));  // the policy's default timeout
 }
 
+// As a user would run it, on what 0.3.0 changed in the call's hot path: the
+// client's defaults, a clock that wakes up to 5 ms late, a keyed POST whose
+// attempt hangs until its timeout, two "in progress" answers, a 503 whose
+// Retry-After is a date measured against the server's Date, then the order.
+// Every send carries the key, the deadline of its own timeout and (the
+// attempt only) its attempt number, written by the call in place; nothing is
+// resent and the outcome rests on the status answer.
+TEST_P(ParityTest, DefaultsOnALateClockCarryTheAddedHeadersThroughAHangAndADatedRetryAfter) {
+  h_.UseDefaults();
+  h_.clock().SetWakeLateness(milliseconds(5), /*seed=*/11);
+  h_.Push(Step::TimeoutAfterSend());
+  h_.Push(Step::Respond(409, {}, "processing"));
+  h_.Push(Step::Respond(409, {}, "processing"));
+  h_.Push(Step::Respond(503, {{"Date", "Thu, 01 Jan 2026 00:00:00 GMT"},
+                              {"Retry-After", "Thu, 01 Jan 2026 00:00:02 GMT"}}));
+  h_.Push(Step::Respond(200, {}, R"({"order_id":7})"));
+  CallOptions call;
+  call.status_url = kStatus;
+  const TimePoint start = h_.clock().Now();
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 4);
+  ASSERT_EQ(r.evidence.size(), 5u);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kAmbiguous);
+  // The dated hint, measured against the server's Date: exactly 2 s.
+  ASSERT_TRUE(r.evidence[3].delay_after.has_value());
+  EXPECT_EQ(*r.evidence[3].delay_after, seconds(2));
+  EXPECT_TRUE(r.evidence[3].delay_from_server_hint);
+  EXPECT_LE(h_.clock().Now(), start + seconds(30));
+
+  const std::vector<testkit::SentRequest> sent = h_.sent();
+  ASSERT_EQ(sent.size(), 5u);
+  ASSERT_TRUE(r.idempotency_key.has_value());
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Headers& headers = sent[i].request.headers;
+    EXPECT_EQ(FindHeader(headers, "Idempotency-Key"), *r.idempotency_key);
+    EXPECT_EQ(FindHeader(headers, "X-Request-Timeout-Ms"), EncodeDeadlineHeader(sent[i].timeout));
+    if (i == 0) {
+      EXPECT_EQ(sent[i].request.method, "POST");
+      EXPECT_EQ(FindHeader(headers, "X-Retry-Attempt"), "attempt=1; max=3");
+    } else {
+      EXPECT_EQ(sent[i].request.method, "GET");
+      EXPECT_EQ(FindHeader(headers, "X-Retry-Attempt"), std::nullopt);
+    }
+  }
+}
+
 TEST_P(ParityTest, CommitThenLostIsResolvedByStatusQuery) {
   auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
   server->ScriptFaults({OrderFault::kCommitThenLoseResponse});
