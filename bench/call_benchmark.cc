@@ -6,10 +6,11 @@
 //
 // The canned transport answers with a response it built beforehand: 200, six
 // headers and a 200-byte body, as a small JSON API answers. `Transport::Send`
-// returns the response by value, so the transport copies it on every call;
-// those allocations are the transport's, counted apart
-// (`transport_allocations_per_call`), and `allocations_per_call` is
-// saferetry's own (total minus the transport's).
+// returns the response by value: the loop hands each call's response back to
+// the transport (`Recycle`, a move), which hands it out again, so the
+// transport allocates nothing once warm. What it does allocate is counted
+// apart (`transport_allocations_per_call`, 0 after the first call), and
+// `allocations_per_call` is saferetry's own.
 //
 // Scenarios, each with the real `SystemClock` (what a service runs) and with
 // `FakeClock`:
@@ -19,14 +20,18 @@
 //                           guard's work included; a new key each call)
 // After the table, one line per scenario:
 //   `call scenario=<name> clock=<system|fake> cpu_ns_per_call=<x> allocations_per_call=<y>
-//    transport_allocations_per_call=<z> clock_reads_per_call=<w>`
+//    transport_allocations_per_call=<z> clock_reads_per_call=<w>
+//    floor_cpu_ns_per_call=<f> floor_ratio=<x/f>`
 // (CPU time per iteration from Google Benchmark; allocations through
 // operator new, on every iteration; clock reads through a counting clock in a
-// separate pass).
+// separate pass; the floor is `BM_Floor_*`, the same scenario through the
+// stripped-down call below, in the same run).
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -34,7 +39,11 @@
 #include <string>
 
 #include "canned_call.h"
+#include "saferetry/classifier.h"
 #include "saferetry/client.h"
+#include "saferetry/idempotency.h"
+#include "saferetry/retry_budget.h"
+#include "saferetry/server_hints.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 
@@ -89,13 +98,19 @@ std::unique_ptr<saferetry::Client> MakeClient(std::shared_ptr<saferetry::Transpo
 }
 
 // The caller's keys, made before the timed loop (a service has its key
-// already): distinct, so the guard records each.
-std::vector<std::string> CallerKeys(std::size_t n) {
+// already): distinct, so the guard records each. Made once, by the first
+// scenario that needs them.
+std::vector<std::string> MakeCallerKeys(std::size_t n) {
   std::vector<std::string> keys;
   keys.reserve(n);
   // Short enough to be stored inline: assigning one allocates nothing.
   for (std::size_t i = 0; i < n; ++i) keys.push_back("k-" + std::to_string(i));
   return keys;
+}
+
+const std::vector<std::string>& CallerKeys() {
+  static const std::vector<std::string> kKeys = MakeCallerKeys(1 << 16);
+  return kKeys;
 }
 
 void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
@@ -106,18 +121,21 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
           : std::shared_ptr<saferetry::Clock>(std::make_shared<saferetry::testkit::FakeClock>());
   auto client = MakeClient(transport, clock);
   const saferetry::Request request = RequestOf(scenario);
-  static const std::vector<std::string> kKeys = CallerKeys(1 << 16);
   saferetry::CallOptions call;
+  if (scenario == Scenario::kKeyedPostCallerKey) CallerKeys();  // made outside the timing
   std::size_t next_key = 0;
   long long allocs = 0;
   for (auto _ : state) {
     // Assigning a short key is a copy into inline storage (a few ns).
-    if (scenario == Scenario::kKeyedPostCallerKey)
-      call.idempotency_key = kKeys[next_key++ % kKeys.size()];
+    if (scenario == Scenario::kKeyedPostCallerKey) {
+      const std::vector<std::string>& keys = CallerKeys();
+      call.idempotency_key = keys[next_key++ % keys.size()];
+    }
     const long long before = saferetry::cost::Allocations();
     saferetry::CallResult r = client->Execute(request, call);
     allocs += saferetry::cost::Allocations() - before;
     benchmark::DoNotOptimize(r);
+    transport->Recycle(r.last_response);
   }
   const double n = static_cast<double>(state.iterations());
   Figures f;
@@ -160,6 +178,136 @@ BENCHMARK(BM_KeyedPostCallerKey_SystemClock);
 BENCHMARK(BM_Get_FakeClock);
 BENCHMARK(BM_KeyedPostMinted_FakeClock);
 BENCHMARK(BM_KeyedPostCallerKey_FakeClock);
+
+// The floor: a stripped-down call that does only the work no safe call can
+// skip, written straight against the public pieces, with no session, no state
+// machine and no policy: validate the request; read the clock; deposit in the
+// shared budget; mint or check the key; stamp the deadline (and key) headers
+// into a buffer of its own; send; read the clock; extract the server's hints
+// in one pass; classify; fill the `CallResult` the caller gets (outcome, the
+// response, one attempt's evidence). It handles no failure, no retry and no
+// status query, so it is a lower bound, not a client: `Client::Execute` is
+// measured against it (`floor_ratio=`).
+class Floor {
+ public:
+  Floor(std::shared_ptr<saferetry::Clock> clock)
+      : clock_(std::move(clock)),
+        budget_(saferetry::MakeRatioBudget({}).value()),
+        classifier_(saferetry::DefaultClassifierInstance()) {}
+
+  saferetry::CallResult Call(saferetry::Transport& transport, const saferetry::Request& request,
+                             const std::string& caller_key) {
+    saferetry::CallResult r;
+    if (absl::Status s = saferetry::ValidateRequest(request); !s.ok()) {
+      r.status = std::move(s);
+      return r;
+    }
+    const saferetry::TimePoint start = clock_->Now();
+    budget_->OnCallStart(start);
+    const bool safe = saferetry::IsSafeMethod(request.method);
+    std::array<saferetry::HeaderRef, 2> headers;
+    std::size_t n = 0;
+    if (!safe) {
+      if (caller_key.empty()) {
+        r.idempotency_key = saferetry::MintIdempotencyKey().value();
+      } else {
+        if (!fingerprints_.CheckAndRemember(caller_key, request.method, request.url, request.body)
+                 .ok()) {
+          return r;
+        }
+        r.idempotency_key = caller_key;
+      }
+      headers[n++] = {"Idempotency-Key", *r.idempotency_key};
+    }
+    const saferetry::Duration timeout = std::chrono::seconds(30);
+    std::array<char, 24> deadline{};
+    const auto end_of_value = std::to_chars(deadline.data(), deadline.data() + deadline.size(),
+                                            timeout / std::chrono::milliseconds(1))
+                                  .ptr;
+    headers[n++] = {"X-Request-Deadline-Ms",
+                    {deadline.data(), static_cast<std::size_t>(end_of_value - deadline.data())}};
+    saferetry::AttemptOptions options;
+    options.timeout = timeout;
+    options.extra_headers = saferetry::HeaderRefs(headers.data(), n);
+    saferetry::TransportResult sent = transport.Send(request, options);
+    const saferetry::TimePoint end = clock_->Now();
+
+    saferetry::AttemptEvidence& ev = r.evidence.emplace_back();
+    ev.number = 1;
+    ev.start = start;
+    ev.end = end;
+    ev.delivery = sent.delivery;
+    ev.timings = sent.timings;
+    if (sent.response.has_value()) {
+      ev.http_status = sent.response->status_code;
+      ev.hints = saferetry::ExtractServerHints(sent.response->headers, *clock_, hints_);
+    }
+    const saferetry::Classification c =
+        classifier_->Classify(ev, {saferetry::IsIdempotent(request), safe, !safe});
+    ev.classification = c.cls;
+    ev.reason = c.reason;
+    r.outcome = c.cls == saferetry::AttemptClass::kSuccess ? saferetry::Outcome::kSucceeded
+                                                           : saferetry::Outcome::kUnknown;
+    r.stop_reason = saferetry::StopReason::kSuccess;
+    r.attempts = 1;
+    r.last_response = std::move(sent.response);
+    r.elapsed = end - start;
+    return r;
+  }
+
+ private:
+  std::shared_ptr<saferetry::Clock> clock_;
+  std::shared_ptr<saferetry::RetryBudget> budget_;
+  std::shared_ptr<const saferetry::Classifier> classifier_;
+  saferetry::KeyFingerprints fingerprints_;
+  saferetry::HintOptions hints_;
+};
+
+void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {
+  auto transport = std::make_shared<CannedTransport>();
+  std::shared_ptr<saferetry::Clock> clock =
+      system_clock
+          ? saferetry::SystemClock()
+          : std::shared_ptr<saferetry::Clock>(std::make_shared<saferetry::testkit::FakeClock>());
+  Floor floor(clock);
+  const saferetry::Request request = RequestOf(scenario);
+  static const std::string kNoKey;
+  if (scenario == Scenario::kKeyedPostCallerKey) CallerKeys();  // made outside the timing
+  std::size_t next_key = 0;
+  for (auto _ : state) {
+    const std::string& key = scenario == Scenario::kKeyedPostCallerKey
+                                 ? CallerKeys()[next_key++ % CallerKeys().size()]
+                                 : kNoKey;
+    saferetry::CallResult r = floor.Call(*transport, request, key);
+    if (r.outcome != saferetry::Outcome::kSucceeded) {
+      state.SkipWithError("the floor's call did not succeed");
+      break;
+    }
+    benchmark::DoNotOptimize(r);
+    transport->Recycle(r.last_response);
+  }
+}
+
+void BM_Floor_Get_SystemClock(benchmark::State& s) { RunFloor(s, Scenario::kGet, true); }
+void BM_Floor_KeyedPostMinted_SystemClock(benchmark::State& s) {
+  RunFloor(s, Scenario::kKeyedPostMinted, true);
+}
+void BM_Floor_KeyedPostCallerKey_SystemClock(benchmark::State& s) {
+  RunFloor(s, Scenario::kKeyedPostCallerKey, true);
+}
+void BM_Floor_Get_FakeClock(benchmark::State& s) { RunFloor(s, Scenario::kGet, false); }
+void BM_Floor_KeyedPostMinted_FakeClock(benchmark::State& s) {
+  RunFloor(s, Scenario::kKeyedPostMinted, false);
+}
+void BM_Floor_KeyedPostCallerKey_FakeClock(benchmark::State& s) {
+  RunFloor(s, Scenario::kKeyedPostCallerKey, false);
+}
+BENCHMARK(BM_Floor_Get_SystemClock);
+BENCHMARK(BM_Floor_KeyedPostMinted_SystemClock);
+BENCHMARK(BM_Floor_KeyedPostCallerKey_SystemClock);
+BENCHMARK(BM_Floor_Get_FakeClock);
+BENCHMARK(BM_Floor_KeyedPostMinted_FakeClock);
+BENCHMARK(BM_Floor_KeyedPostCallerKey_FakeClock);
 
 // Keeps the CPU time per iteration of every run (the median, with
 // repetitions) for the summary lines.
@@ -205,11 +353,16 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   for (const auto& [key, f] : Results()) {
     const std::size_t space = key.find(' ');
+    const std::string function = FunctionOf(key);
+    const double cpu_ns = collector.CpuNs(function);
+    // "BM_Get_SystemClock" -> "BM_Floor_Get_SystemClock".
+    const double floor_ns = collector.CpuNs("BM_Floor_" + function.substr(3));
     std::printf(
         "call scenario=%s clock=%s cpu_ns_per_call=%.0f allocations_per_call=%.2f "
-        "transport_allocations_per_call=%.2f clock_reads_per_call=%.1f\n",
-        key.substr(0, space).c_str(), key.substr(space + 1).c_str(),
-        collector.CpuNs(FunctionOf(key)), f.allocations, f.transport_allocations, f.clock_reads);
+        "transport_allocations_per_call=%.2f clock_reads_per_call=%.1f floor_cpu_ns_per_call=%.0f "
+        "floor_ratio=%.2f\n",
+        key.substr(0, space).c_str(), key.substr(space + 1).c_str(), cpu_ns, f.allocations,
+        f.transport_allocations, f.clock_reads, floor_ns, floor_ns > 0 ? cpu_ns / floor_ns : 0.0);
   }
   return 0;
 }

@@ -41,11 +41,11 @@ CallResult CallSession::EndEarly(CallResult result) const {
 std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
                                              TimePoint start) {
   start_ = start;
-  absl::StatusOr<PreparedCall> prepared =
-      PrepareCall(client_, fingerprints, *request_, options_, start);
   // Bad input never reaches the listener: nothing started.
-  if (!prepared.ok()) return InvalidCall(prepared.status());
-  call_ = *std::move(prepared);
+  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options_, start, call_);
+      !s.ok()) {
+    return InvalidCall(std::move(s));
+  }
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
@@ -295,7 +295,7 @@ TimePoint CallSession::SendStart() {
 }
 
 CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id,
-                                     TransportResult tr, TimePoint t0) {
+                                     TransportResult&& tr, TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
   AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
@@ -358,7 +358,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   return std::nullopt;
 }
 
-CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportResult tr,
+CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportResult&& tr,
                                          TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();

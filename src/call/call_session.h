@@ -84,12 +84,13 @@ class CallSession {
   /// The start time of the send about to leave: the call's start when this
   /// is the call's first send and only in-memory work ran since it was read
   /// (no journal, listener or tracer), else the clock's reading. A call that
-  /// succeeds at once reads the clock three times: its start, the end of the
-  /// attempt, the wall clock only for a `Retry-After` date.
+  /// succeeds at once reads the clock twice: its start and the end of the
+  /// attempt (the wall clock too only for a `Retry-After` date that comes
+  /// with no `Date`).
   TimePoint SendStart();
 
   /// After a send of the request: its evidence to the machine, the listener.
-  CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult tr,
+  CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult&& tr,
                           TimePoint t0);
 
   /// Before a status query (`action` is kSendStatusQuery): tells the
@@ -99,7 +100,7 @@ class CallSession {
   std::optional<CallAction> BeforeStatusQuery(CallStateMachine& machine, const CallAction& action,
                                               const Request** query, AttemptOptions& ao);
   /// After a status query sent by the transport.
-  CallAction AfterStatusQuery(CallStateMachine& machine, TransportResult tr, TimePoint t0);
+  CallAction AfterStatusQuery(CallStateMachine& machine, TransportResult&& tr, TimePoint t0);
 
   /// Tells the listener about a wait.
   void OnWait(const CallAction& action) const;

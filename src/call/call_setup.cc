@@ -312,9 +312,9 @@ void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, Pr
   call.attempt_header = policy.attempt_header;
 }
 
-absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
-                                         const Request& request, const CallOptions& options,
-                                         TimePoint start) {
+absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
+                         const Request& request, const CallOptions& options, TimePoint start,
+                         PreparedCall& call) {
   absl::Status s = ValidateRequest(request);
   if (!s.ok()) return s;
   s = ValidateCallOptions(options);
@@ -332,7 +332,6 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   // One key per logical call: supplied in the options, already present in
   // the request's headers, or minted here.
   const bool idempotent = IsIdempotent(request);
-  PreparedCall call;
   call.retry = &retry;
   std::optional<std::string>& key = call.key;
   bool key_in_request = false;
@@ -405,7 +404,7 @@ absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerp
   AssignCircuitBreakers(client, request,
                         call.use_callback ? std::string_view() : call.status_url_template, policy);
   BuildExtraHeaders(p, key_in_request, call);
-  return call;
+  return absl::OkStatus();
 }
 
 namespace {

@@ -90,11 +90,12 @@ struct PreparedCall {
 
 /// Validates `request` and `options`, chooses the key and checks it against
 /// `fingerprints`, and builds the policy (with the hosts' circuit breakers
-/// from `client.circuit_breakers`, if any) and the headers. An error (naming
-/// the field) means nothing may be sent.
-absl::StatusOr<PreparedCall> PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
-                                         const Request& request, const CallOptions& options,
-                                         TimePoint start);
+/// from `client.circuit_breakers`, if any) and the headers, into `call` (a
+/// fresh `PreparedCall`: the session's own, filled in place rather than
+/// built and moved). An error (naming the field) means nothing may be sent.
+absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
+                         const Request& request, const CallOptions& options, TimePoint start,
+                         PreparedCall& call);
 
 /// Sets the policy's breakers from `client.circuit_breakers`: the request
 /// host's, and the status query's host's when it has a fixed one that differs.

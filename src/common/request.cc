@@ -4,6 +4,7 @@
 #include "saferetry/request.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -13,28 +14,40 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/strings_internal.h"
 
 namespace saferetry {
 namespace {
+
+using internal::EqualsIgnoreCase;
 
 // Debian's Abseil has its own string_view, distinct from std::string_view.
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" /
 // "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA.
-bool IsTokenChar(char c) {
-  constexpr std::string_view kTokenPunctuation = "!#$%&'*+-.^_`|~";
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-         kTokenPunctuation.find(c) != std::string_view::npos;
+constexpr std::array<bool, 256> TokenChars() {
+  std::array<bool, 256> table{};
+  for (int c = '0'; c <= '9'; ++c) table[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) table[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) table[c] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) table[static_cast<unsigned char>(c)] = true;
+  return table;
 }
+constexpr std::array<bool, 256> kTokenChars = TokenChars();
 
-// Returns the index of the first non-token character, or npos when `s` is a
-// (possibly empty) token.
+// The bytes of a URL's authority that the one-pass scan stops at.
+constexpr std::array<bool, 256> AuthoritySpecial() {
+  std::array<bool, 256> table{};
+  for (char c : std::string_view("/?#@:[]")) table[static_cast<unsigned char>(c)] = true;
+  return table;
+}
+constexpr std::array<bool, 256> kAuthoritySpecial = AuthoritySpecial();
+
 std::size_t FirstNonTokenChar(std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (!IsTokenChar(s[i])) return i;
+    if (!kTokenChars[static_cast<unsigned char>(s[i])]) return i;
   }
   return std::string_view::npos;
 }
@@ -44,6 +57,15 @@ std::size_t FirstNonTokenChar(std::string_view s) {
 bool HasCrOrLf(std::string_view s) {
   for (char c : s) {
     if (c == '\r' || c == '\n') return true;
+  }
+  return false;
+}
+
+// Whether a header value holds a byte it must not (CR, LF or NUL), in one
+// pass: the check every send makes; the error names which.
+bool HasCrLfOrNul(std::string_view s) {
+  for (char c : s) {
+    if (c == '\r' || c == '\n' || c == '\0') return true;
   }
   return false;
 }
@@ -93,28 +115,52 @@ absl::Status ValidateUrl(std::string_view url) {
     return UrlError(absl::StrCat("contains whitespace or a control character at position ", i,
                                  " in ", Quote(url)));
   }
-  auto const scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos || scheme_end == 0) {
-    return UrlError(absl::StrCat("must be an absolute http:// or https:// URL, got ", Quote(url)));
+  // The scheme: "http://" or "https://" in any case, or an error that says
+  // what is there.
+  std::size_t scheme_end = 0;
+  if (url.size() > 7 && EqualsIgnoreCase(url.substr(0, 7), "http://")) {
+    scheme_end = 4;
+  } else if (url.size() > 8 && EqualsIgnoreCase(url.substr(0, 8), "https://")) {
+    scheme_end = 5;
+  } else {
+    scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos || scheme_end == 0) {
+      return UrlError(
+          absl::StrCat("must be an absolute http:// or https:// URL, got ", Quote(url)));
+    }
+    auto const scheme = url.substr(0, scheme_end);
+    if (!EqualsIgnoreCase(scheme, "http") && !EqualsIgnoreCase(scheme, "https")) {
+      return UrlError(absl::StrCat("unsupported scheme ", Quote(scheme),
+                                   " (only http and https are supported)"));
+    }
   }
-  auto const scheme = url.substr(0, scheme_end);
-  // Schemes are case-insensitive (RFC 3986 §3.1).
-  if (!absl::EqualsIgnoreCase(AsAbsl(scheme), "http") &&
-      !absl::EqualsIgnoreCase(AsAbsl(scheme), "https")) {
-    return UrlError(
-        absl::StrCat("unsupported scheme ", Quote(scheme), " (only http and https are supported)"));
-  }
+  // The authority runs to the path, query or fragment; the host follows the
+  // last '@' (userinfo) in it. One pass finds both, and what the host part
+  // holds of ':', '[' and ']' (counted from the last '@').
   auto rest = url.substr(scheme_end + 3);
   std::size_t authority_end = 0;
-  while (authority_end < rest.size() && rest[authority_end] != '/' && rest[authority_end] != '?' &&
-         rest[authority_end] != '#') {
-    ++authority_end;
+  std::size_t at = std::string_view::npos;
+  std::size_t first_colon = std::string_view::npos;
+  bool two_colons = false;
+  bool bracket = false;
+  for (; authority_end < rest.size(); ++authority_end) {
+    const char c = rest[authority_end];
+    if (!kAuthoritySpecial[static_cast<unsigned char>(c)]) continue;
+    if (c == '/' || c == '?' || c == '#') break;
+    if (c == '@') {
+      at = authority_end;
+      first_colon = std::string_view::npos;
+      two_colons = bracket = false;
+    } else if (c == ':') {
+      two_colons = two_colons || first_colon != std::string_view::npos;
+      if (first_colon == std::string_view::npos) first_colon = authority_end;
+    } else {
+      bracket = true;
+    }
   }
   auto authority = rest.substr(0, authority_end);
-  // Userinfo ends at the last '@' of the authority.
-  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
-    authority = authority.substr(at + 1);
-  }
+  const std::size_t host_begin = at == std::string_view::npos ? 0 : at + 1;
+  authority = authority.substr(host_begin);
   if (authority.empty()) return UrlError("missing host");
 
   std::string_view host;
@@ -154,19 +200,18 @@ absl::Status ValidateUrl(std::string_view url) {
           absl::StrCat("unexpected characters after IPv6 literal: ", Quote(after_host)));
     }
   } else {
-    auto const colon = authority.find(':');
-    if (colon != std::string_view::npos &&
-        authority.find(':', colon + 1) != std::string_view::npos) {
+    if (two_colons) {
       return UrlError(absl::StrCat("invalid authority ", Quote(authority),
                                    " (an IPv6 address must be in brackets)"));
     }
+    const std::size_t colon =
+        first_colon == std::string_view::npos ? first_colon : first_colon - host_begin;
     host = authority.substr(0, colon);
     after_host = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
     if (host.empty()) return UrlError("missing host");
-    for (char c : host) {
-      if (c == '[' || c == ']') {
-        return UrlError(absl::StrCat("invalid character in host ", Quote(host)));
-      }
+    // A bracket in the authority of a host that is not an IPv6 literal.
+    if (bracket && host.find_first_of("[]") != std::string_view::npos) {
+      return UrlError(absl::StrCat("invalid character in host ", Quote(host)));
     }
   }
   if (after_host.empty()) return absl::OkStatus();
@@ -209,7 +254,7 @@ bool IsIdempotent(const Request& request) {
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {
   for (auto const& h : headers) {
     // The length first: most names differ in it, and that costs no call.
-    if (h.first.size() == name.size() && absl::EqualsIgnoreCase(h.first, AsAbsl(name))) {
+    if (EqualsIgnoreCase(h.first, name)) {
       return std::string_view(h.second);
     }
   }
@@ -218,7 +263,7 @@ std::optional<std::string_view> FindHeader(const Headers& headers, std::string_v
 
 std::optional<std::string_view> FindHeaderRef(HeaderRefs headers, std::string_view name) {
   for (const HeaderRef& h : headers) {
-    if (absl::EqualsIgnoreCase(AsAbsl(h.name), AsAbsl(name))) return h.value;
+    if (EqualsIgnoreCase(h.name, name)) return h.value;
   }
   return std::nullopt;
 }
@@ -256,7 +301,7 @@ absl::Status ValidateRequest(const Request& request) {
     // The field's name is built only for the error: this runs on every send.
     const Header& h = request.headers[i];
     if (!h.first.empty() && FirstNonTokenChar(h.first) == std::string_view::npos &&
-        !HasCrOrLf(h.second) && h.second.find('\0') == std::string::npos) {
+        !HasCrLfOrNul(h.second)) {
       continue;
     }
     auto status = ValidateHeader(h, absl::StrCat("request.headers[", i, "]"));

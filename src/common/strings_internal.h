@@ -6,6 +6,7 @@
 #ifndef SAFERETRY_SRC_COMMON_STRINGS_INTERNAL_H_
 #define SAFERETRY_SRC_COMMON_STRINGS_INTERNAL_H_
 
+#include <cstddef>
 #include <string_view>
 
 #include "absl/strings/match.h"
@@ -16,9 +17,19 @@ namespace internal {
 
 inline absl::string_view AsAbsl(std::string_view s) { return {s.data(), s.size()}; }
 
-/// ASCII case-insensitive equality (header names, tokens).
+/// `c` in ASCII lower case; any other byte unchanged.
+constexpr char AsciiLower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c;
+}
+
+/// ASCII case-insensitive equality (header names, tokens, schemes). Inline
+/// and length-first: it runs on every call, over every response header.
 inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return absl::EqualsIgnoreCase(AsAbsl(a), AsAbsl(b));
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && AsciiLower(a[i]) != AsciiLower(b[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace internal
