@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "common/strings_internal.h"
 
 namespace saferetry {
 namespace internal {
@@ -96,8 +97,7 @@ extern "C" std::size_t OnHeader(char* data, std::size_t size, std::size_t n, voi
   if (colon == std::string_view::npos || colon == 0) return len;  // Not a header; skip.
   std::string_view name = line.substr(0, colon);
   std::string_view value = TrimOws(line.substr(colon + 1));
-  if (!ex->final_headers_done &&
-      absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()), "Content-Length")) {
+  if (!ex->final_headers_done && EqualsIgnoreCase(name, "Content-Length")) {
     std::uint64_t n_bytes = 0;
     if (ParseUint64(value, &n_bytes)) ex->expected_length = n_bytes;
   }

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/strings_internal.h"
 
 namespace saferetry {
 namespace internal {
@@ -22,17 +22,17 @@ namespace {
 // nothing extra.
 constexpr std::size_t kInPlaceBodyLimit = 64 * 1024;
 
-bool IsCredentialHeader(absl::string_view name) {
-  return absl::EqualsIgnoreCase(name, "Authorization") || absl::EqualsIgnoreCase(name, "Cookie") ||
-         absl::EqualsIgnoreCase(name, "Proxy-Authorization");
+bool IsCredentialHeader(std::string_view name) {
+  return EqualsIgnoreCase(name, "Authorization") || EqualsIgnoreCase(name, "Cookie") ||
+         EqualsIgnoreCase(name, "Proxy-Authorization");
 }
 
-bool HasHeader(const Headers& headers, HeaderRefs extra, absl::string_view name) {
+bool HasHeader(const Headers& headers, HeaderRefs extra, std::string_view name) {
   for (const auto& h : headers) {
-    if (absl::EqualsIgnoreCase(h.first, name)) return true;
+    if (EqualsIgnoreCase(h.first, name)) return true;
   }
   for (const HeaderRef& h : extra) {
-    if (absl::EqualsIgnoreCase(absl::string_view(h.name.data(), h.name.size()), name)) return true;
+    if (EqualsIgnoreCase(h.name, name)) return true;
   }
   return false;
 }
@@ -104,9 +104,7 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
     add_line(hd.first, hd.second, false);
   }
   for (const HeaderRef& hd : extra) {
-    if (hop.strip_credentials &&
-        IsCredentialHeader(absl::string_view(hd.name.data(), hd.name.size())))
-      continue;
+    if (hop.strip_credentials && IsCredentialHeader(hd.name)) continue;
     add_line(hd.name, hd.value, false);
   }
   if (drop_expect) add_line("Expect", {}, true);
