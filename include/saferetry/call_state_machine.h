@@ -231,9 +231,18 @@ class CallStateMachine {
   /// poll (the derived poll cap).
   const CallPolicy& policy() const { return policy_; }
   /// The result; valid once an action of kind kFinish was returned.
-  CallResult TakeResult() { return std::move(result_); }
+  CallResult TakeResult() { return std::move(out()); }
   /// Read-only view of the result being built (evidence so far).
-  const CallResult& result() const { return result_; }
+  const CallResult& result() const {
+    return external_result_ != nullptr ? *external_result_ : own_result_;
+  }
+  /// Builds the result in `*out` rather than in the machine's own storage, so
+  /// that a driver returning the result by value never moves it: it passes
+  /// its return object here and reads it once kFinish is returned. Call before
+  /// `Start`, with a default-constructed `CallResult` that outlives the
+  /// machine's use; `result()` and `TakeResult()` then refer to it. A machine
+  /// given storage must not be copied (the copy would write the same result).
+  void BuildResultIn(CallResult* out) { external_result_ = out; }
 
  private:
   enum class Next { kAttempt, kStatusQuery };
@@ -255,7 +264,9 @@ class CallStateMachine {
   const CancellationToken* cancellation_;
   RetryBudget* query_budget_;
 
-  CallResult result_;
+  CallResult& out() { return external_result_ != nullptr ? *external_result_ : own_result_; }
+  CallResult own_result_;
+  CallResult* external_result_ = nullptr;  // `BuildResultIn`'s, or null: `own_result_`
   TimePoint start_{};
   Duration total_{0};  // the deadline's remaining time at Start
   struct InFlight {

@@ -381,13 +381,20 @@ void CallSession::OnWait(const CallAction& action) const {
 }
 
 CallResult CallSession::Finish(CallStateMachine& machine) {
-  if (tracer_ != nullptr) tracer_->OnCallEnd();
   CallResult result = machine.TakeResult();
-  if (resolve_) return FinishResolve(std::move(result));
+  FinishIn(result);
+  return result;
+}
+
+void CallSession::FinishIn(CallResult& result) {
+  if (tracer_ != nullptr) tracer_->OnCallEnd();
+  if (resolve_) {
+    result = FinishResolve(std::move(result));
+    return;
+  }
   JournalFinish(call_, result);
   result.idempotency_key = std::move(call_.key);
   if (options_.listener != nullptr) options_.listener->OnFinish(result);
-  return result;
 }
 
 CallResult CallSession::FinishResolve(CallResult result) {

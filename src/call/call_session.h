@@ -109,6 +109,9 @@ class CallSession {
   /// reported in `status`; the first resolution of an intent stands), the
   /// claim released, the key set, the listener told.
   CallResult Finish(CallStateMachine& machine);
+  /// The same for a machine that built its result in `result`
+  /// (`CallStateMachine::BuildResultIn`): finished in place, never moved.
+  void FinishIn(CallResult& result);
 
   CallListener* listener() const { return options_.listener; }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/server_hints_internal.h"
 #include "saferetry/server_hints.h"
 #include "saferetry/status_query.h"
 
@@ -263,11 +264,10 @@ AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint
   ev.timings = tr.timings;
   if (tr.response.has_value()) {
     ev.http_status = tr.response->status_code;
-    ev.hints = ExtractServerHints(tr.response->headers, clock, options.hints);
-    if (!options.request_id_header.empty()) {
-      auto id = FindHeader(tr.response->headers, options.request_id_header);
-      if (id.has_value()) ev.downstream_request_id = std::string(*id);
-    }
+    std::optional<std::string_view> id;
+    ev.hints = ExtractServerHintsAnd(tr.response->headers, clock, options.hints,
+                                     options.request_id_header, id);
+    if (id.has_value()) ev.downstream_request_id = std::string(*id);
   }
   return ev;
 }

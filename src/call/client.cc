@@ -71,8 +71,11 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
                        TimePoint start) {
   Clock& clock = *options_.clock;
   Transport& transport = *options_.transport;
+  // The machine builds the result in the object this returns: never moved.
+  CallResult result;
   CallStateMachine machine(session.policy(), options_.budget.get(), options_.classifier.get(),
                            options_.random.get(), cancellation, options_.status_query_budget.get());
+  machine.BuildResultIn(&result);
   CallAction action = machine.Start(start);
   while (action.kind != CallAction::Kind::kFinish) {
     switch (action.kind) {
@@ -118,7 +121,8 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
         break;
     }
   }
-  return session.Finish(machine);
+  session.FinishIn(result);
+  return result;
 }
 
 absl::Status ValidateResolveOptions(const ResolveOptions& options) {

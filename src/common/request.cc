@@ -94,13 +94,21 @@ absl::Status UrlError(std::string_view what) {
 std::size_t FirstSpaceOrControl(std::string_view s) {
   constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
   constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
-  std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
+  // Whether the eight bytes at `p` hold one of them.
+  auto any = [](const char* p) {
     std::uint64_t x;
-    std::memcpy(&x, s.data() + i, sizeof(x));
+    std::memcpy(&x, p, sizeof(x));
     const std::uint64_t below = (x - kOnes * 0x21) & ~x & kHigh;
     const std::uint64_t del = x ^ (kOnes * 0x7f);
-    if ((below | ((del - kOnes) & ~del & kHigh)) != 0) break;
+    return (below | ((del - kOnes) & ~del & kHigh)) != 0;
+  };
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    if (any(s.data() + i)) break;
+  }
+  // The tail: the last eight bytes (overlapping what was read) clear it.
+  if (i < s.size() && s.size() >= 8 && i + 8 > s.size() && !any(s.data() + s.size() - 8)) {
+    return std::string_view::npos;
   }
   for (; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);

@@ -66,7 +66,7 @@ bool CallStateMachine::Cancelled() const {
 
 CallAction CallStateMachine::Start(TimePoint now) {
   start_ = now;
-  result_.status = absl::OkStatus();
+  out().status = absl::OkStatus();
   // The call's setup that every driver shares: the poll cap and the time
   // plan follow from the deadline as it stands at the start.
   // The poll cap is derived only when a poll is first scheduled: most calls
@@ -142,14 +142,14 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   action.attempt_id = ++next_id_;
   if (pending_ == Next::kAttempt) {
     action.kind = CallAction::Kind::kSendAttempt;
-    action.number = ++result_.attempts;
+    action.number = ++out().attempts;
     ++attempts_counted_;
     if (pending_poll_) ++polls_;  // provisionally a poll; settled by the answer
     in_flight_[0] = InFlight{action.attempt_id, action.number, pending_poll_, permit};
     in_flight_count_ = 1;
   } else {
     action.kind = CallAction::Kind::kSendStatusQuery;
-    action.number = ++result_.status_queries;
+    action.number = ++out().status_queries;
     in_flight_count_ = 0;
     query_permit_ = permit;
     action.fence = pending_fence_;
@@ -162,10 +162,10 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
 }
 
 void CallStateMachine::RecordEvidence(AttemptEvidence&& evidence, TimePoint now) {
-  result_.last_transport_status = evidence.transport_status;
+  out().last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_.deadline.Remaining(now);
   evidence.budget_balance = budget_->Balance(now);
-  result_.evidence.push_back(std::move(evidence));
+  out().evidence.push_back(std::move(evidence));
 }
 
 CallAction CallStateMachine::StartHedge(TimePoint now) {
@@ -199,7 +199,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   CallAction action;
   action.kind = CallAction::Kind::kSendAttempt;
   action.attempt_id = ++next_id_;
-  action.number = ++result_.attempts;
+  action.number = ++out().attempts;
   ++attempts_counted_;
   action.timeout = timeout;
   action.remaining = policy_.deadline.Remaining(now);
@@ -218,7 +218,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
                                            std::optional<Response> response, TimePoint now) {
   if (finished_) return CallAction{};
   // Which attempt this was; it is no longer in flight.
-  InFlight done{attempt_id, result_.attempts, pending_poll_, CircuitBreaker::Permit{}};
+  InFlight done{attempt_id, out().attempts, pending_poll_, CircuitBreaker::Permit{}};
   for (int i = 0; i < in_flight_count_; ++i) {
     if (in_flight_[static_cast<std::size_t>(i)].id == attempt_id) {
       done = in_flight_[static_cast<std::size_t>(i)];
@@ -270,14 +270,14 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
     maybe_effect_ = true;
   }
   const bool expired = IsExpiredKeyAnswer(evidence) && maybe_effect_;
-  if (response.has_value()) result_.last_response = std::move(response);
+  if (response.has_value()) out().last_response = std::move(response);
   const ServerHints hints = evidence.hints;
   RecordEvidence(std::move(evidence), now);
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
       budget_->OnSuccess(last_retry_receipt_, now);
-      if (maybe_effect_) result_.resolved_by = ResolvedBy::kResponse;
+      if (maybe_effect_) out().resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
@@ -293,7 +293,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
         // The key's stored final answer (or its fence): the intent ended
         // without effect, whatever the earlier attempts left open.
         maybe_effect_ = false;
-        result_.resolved_by = ResolvedBy::kResponse;
+        out().resolved_by = ResolvedBy::kResponse;
         return Finish(Outcome::kFailed, reason, now);
       }
       // Not definite: the earlier doubt stands. Only status queries may
@@ -353,7 +353,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
 
 CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
                                             std::optional<Response> response, TimePoint now) {
-  evidence.number = result_.status_queries;
+  evidence.number = out().status_queries;
   evidence.is_status_query = true;
   switch (answer) {
     case StatusAnswer::kFound:
@@ -409,17 +409,17 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
     case StatusAnswer::kFound:
       budget_->OnSuccess(last_retry_receipt_, now);
       maybe_effect_ = false;
-      result_.resolved_by_status_query = true;
-      result_.resolved_by = ResolvedBy::kStatusQuery;
-      if (response.has_value()) result_.last_response = std::move(response);
+      out().resolved_by_status_query = true;
+      out().resolved_by = ResolvedBy::kStatusQuery;
+      if (response.has_value()) out().last_response = std::move(response);
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case StatusAnswer::kCompletedWithError:
     case StatusAnswer::kFenced:
       // Definite: the intent has no effect and never will.
       maybe_effect_ = false;
-      result_.resolved_by_status_query = true;
-      result_.resolved_by = ResolvedBy::kStatusQuery;
-      if (response.has_value()) result_.last_response = std::move(response);
+      out().resolved_by_status_query = true;
+      out().resolved_by = ResolvedBy::kStatusQuery;
+      if (response.has_value()) out().last_response = std::move(response);
       return Finish(
           Outcome::kFailed,
           answer == StatusAnswer::kFenced ? StopReason::kFenced : StopReason::kPermanentError, now);
@@ -525,26 +525,26 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   if (charged != nullptr) {
     BudgetFailure failure;
     failure.cls = cls;
-    failure.throttled = IsThrottling(result_.evidence.back());
+    failure.throttled = IsThrottling(out().evidence.back());
     failure.use = poll ? BudgetUse::kStatusQuery : BudgetUse::kRetry;
     const BudgetDecision decision = charged->OnFailure(failure, now);
     if (!decision.allowed) {
       // The budget's own name for the refusal; one that gives none is
       // recorded as "refused" so that traces and metrics always have a name.
-      result_.budget_refusal = decision.refusal.empty() ? "refused" : std::string(decision.refusal);
+      out().budget_refusal = decision.refusal.empty() ? "refused" : std::string(decision.refusal);
       return FinishFailure(StopReason::kBudgetExhausted, now);
     }
     if (charged == budget_) last_retry_receipt_ = decision.receipt;
     pending_charge_ = decision.receipt;
     pending_charge_budget_ = charged;
   }
-  result_.evidence.back().budget_balance = budget_->Balance(now);
+  out().evidence.back().budget_balance = budget_->Balance(now);
 
   pending_ = next;
   pending_poll_ = poll && next == Next::kAttempt;
   if (next == Next::kAttempt) pending_fence_ = false;
   wake_due_ = now + delay;
-  AttemptEvidence& last = result_.evidence.back();
+  AttemptEvidence& last = out().evidence.back();
   last.delay_after = delay;
   last.delay_from_server_hint = from_hint;
   CallAction action;
@@ -602,16 +602,16 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   }
   query_permit_ = CircuitBreaker::Permit{};
   finished_ = true;
-  result_.outcome = outcome;
-  result_.stop_reason = reason;
+  out().outcome = outcome;
+  out().stop_reason = reason;
   // What the outcome rests on (ResolvedBy): the status answer set it; else a
   // response to the request, when there is one; UNKNOWN rests on nothing.
   if (outcome == Outcome::kUnknown) {
-    result_.resolved_by = ResolvedBy::kNone;
-  } else if (result_.resolved_by == ResolvedBy::kNone && result_.last_response.has_value()) {
-    result_.resolved_by = ResolvedBy::kResponse;
+    out().resolved_by = ResolvedBy::kNone;
+  } else if (out().resolved_by == ResolvedBy::kNone && out().last_response.has_value()) {
+    out().resolved_by = ResolvedBy::kResponse;
   }
-  result_.elapsed = now - start_;
+  out().elapsed = now - start_;
   CallAction action;
   action.kind = CallAction::Kind::kFinish;
   return action;

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "common/strings_internal.h"
 #include "core/saturating.h"
+#include "core/server_hints_internal.h"
 #include "saferetry/request.h"
 
 namespace saferetry {
@@ -214,7 +215,11 @@ bool NameIs(std::string_view name, std::string_view lower) {
   return true;
 }
 
-ServerHints Extract(const Headers& headers, const WallSource& wall, const HintOptions& options) {
+// `also`: a further header to find in the same pass (none when empty), its
+// first value into `*also_value`.
+ServerHints Extract(const Headers& headers, const WallSource& wall, const HintOptions& options,
+                    std::string_view also = {},
+                    std::optional<std::string_view>* also_value = nullptr) {
   // One pass: the first occurrence of each name.
   std::optional<std::string_view> retry_after_ms, ms_retry_after_ms, retry_after, date, key_state,
       replayed, do_not_retry;
@@ -244,6 +249,10 @@ ServerHints Extract(const Headers& headers, const WallSource& wall, const HintOp
         break;
       default:
         break;
+    }
+    if (also_value != nullptr && !also.empty() && !also_value->has_value() &&
+        EqualsIgnoreCase(name, also)) {
+      *also_value = h.second;
     }
     if (!do_not_retry.has_value() && !do_not_retry_name.empty() &&
         name.size() == do_not_retry_name.size() && EqualsIgnoreCase(name, do_not_retry_name)) {
@@ -292,4 +301,15 @@ ServerHints ExtractServerHints(const Headers& headers, Clock& clock, const HintO
   return Extract(headers, wall, options);
 }
 
+namespace internal {
+
+ServerHints ExtractServerHintsAnd(const Headers& headers, Clock& clock, const HintOptions& options,
+                                  std::string_view also,
+                                  std::optional<std::string_view>& also_value) {
+  WallSource wall;
+  wall.clock = &clock;
+  return Extract(headers, wall, options, also, &also_value);
+}
+
+}  // namespace internal
 }  // namespace saferetry
