@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -428,10 +429,11 @@ void StampAttemptHeaders(PreparedCall& call, const CallAction& action) {
     constexpr std::string_view kMax = "; max=";
     char* p = call.attempt_value.data();
     char* const end = p + call.attempt_value.size();
-    p = std::copy(kAttempt.begin(), kAttempt.end(), p);
-    p = std::to_chars(p, end, action.number).ptr;
-    p = std::copy(kMax.begin(), kMax.end(), p);
-    p = std::to_chars(p, end, call.policy.max_attempts).ptr;
+    // Fixed-size copies: a few moves, not a loop or a call.
+    std::memcpy(p, kAttempt.data(), kAttempt.size());
+    p = std::to_chars(p + kAttempt.size(), end, action.number).ptr;
+    std::memcpy(p, kMax.data(), kMax.size());
+    p = std::to_chars(p + kMax.size(), end, call.policy.max_attempts).ptr;
     call.attempt_size = static_cast<std::uint8_t>(p - call.attempt_value.data());
   }
 }

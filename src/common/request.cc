@@ -62,8 +62,26 @@ bool HasCrOrLf(std::string_view s) {
 }
 
 // Whether a header value holds a byte it must not (CR, LF or NUL), in one
-// pass: the check every send makes; the error names which.
+// pass eight bytes at a time: the check every send makes of every header;
+// the error, built apart, names which.
 bool HasCrLfOrNul(std::string_view s) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
+  // Whether the eight bytes at `p` hold a zero, a CR or a LF (exact: a zero
+  // byte of `v` sets its high bit in `(v - kOnes) & ~v`, and only then does
+  // the borrow reach a byte that is not zero).
+  auto any = [](const char* p) {
+    std::uint64_t x;
+    std::memcpy(&x, p, sizeof(x));
+    auto zero = [](std::uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    return (zero(x) | zero(x ^ (kOnes * '\r')) | zero(x ^ (kOnes * '\n'))) != 0;
+  };
+  if (s.size() >= 8) {
+    for (std::size_t i = 0; i + 8 <= s.size(); i += 8) {
+      if (any(s.data() + i)) return true;
+    }
+    return any(s.data() + s.size() - 8);  // the tail, overlapping what was read
+  }
   for (char c : s) {
     if (c == '\r' || c == '\n' || c == '\0') return true;
   }
@@ -290,10 +308,10 @@ absl::Status ValidateHeader(std::string_view name, std::string_view value, std::
         absl::StrCat(AsAbsl(field), ".name: ", Quote(name),
                      " is not a token (invalid character at position ", pos, ")"));
   }
-  if (HasCrOrLf(value)) {
-    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), ".value: contains CR or LF"));
-  }
-  if (value.find('\0') != std::string::npos) {
+  if (HasCrLfOrNul(value)) {
+    if (HasCrOrLf(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), ".value: contains CR or LF"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), ".value: contains NUL"));
   }
   return absl::OkStatus();

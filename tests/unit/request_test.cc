@@ -287,5 +287,34 @@ TEST(ValidateRequestTest, EverySpaceOrControlByteIsFoundAtItsPosition) {
   }
 }
 
+// A header value is checked eight bytes at a time: CR, LF and NUL are found
+// at every position of values of every length around the word size, and no
+// other byte (its neighbours, the same bytes with the high bit set) is taken
+// for one.
+TEST(ValidateRequestTest, CrLfAndNulAreFoundAtEveryPositionOfAHeaderValue) {
+  for (std::size_t n = 1; n <= 25; ++n) {
+    for (std::size_t at = 0; at < n; ++at) {
+      for (const char bad : {'\r', '\n', '\0'}) {
+        Request r;
+        r.url = "http://h/";
+        r.headers = {{"X-Value", std::string(n, 'v')}};
+        r.headers[0].second[at] = bad;
+        const absl::Status s = ValidateRequest(r);
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+            << "byte " << static_cast<int>(bad) << " at " << at << " of " << n;
+        EXPECT_THAT(std::string(s.message()),
+                    HasSubstr(bad == '\0' ? ".value: contains NUL" : ".value: contains CR or LF"));
+        EXPECT_FALSE(ValidateHeader("X-Value", r.headers[0].second, "f").ok());
+      }
+    }
+    for (const char near : {'\x01', '\x0b', '\x0c', '\x0e', '\x8d', '\x8a', '\x80', '\xff'}) {
+      Request r;
+      r.url = "http://h/";
+      r.headers = {{"X-Value", std::string(n, near)}};
+      EXPECT_TRUE(ValidateRequest(r).ok()) << "byte " << static_cast<int>(near) << " x " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace saferetry
