@@ -115,6 +115,67 @@ TEST(CurlTransportTest, KeepAliveReusesOneConnection) {
   EXPECT_EQ(server.connections(), 1);
 }
 
+// The pooled handle keeps the options it was given, and the transport sets
+// again only those a request needs changed: every request still goes out as
+// its own (method, target, body, headers), whatever the one before it was.
+TEST(CurlTransportTest, AReusedHandleSendsEachRequestAsItsOwn) {
+  LoopbackServer server(AlwaysReply(200, {}, "ok"));
+  auto transport = MakeTransport();
+  Request post = Post(server.Url("/p"), "abc");
+  post.headers = {{"X-A", "1"}};
+  const HeaderRef key[] = {{"Idempotency-Key", "k-1"}};
+  AttemptOptions keyed = WithTimeout(milliseconds(2000));
+  keyed.extra_headers = key;
+  Request put = post;
+  put.method = "PUT";
+  put.url = server.Url("/u");
+  put.body = "put-body";
+  put.headers.clear();
+  Request head = Get(server.Url("/h"));
+  head.method = "HEAD";
+  Request del = Get(server.Url("/d"));
+  del.method = "DELETE";
+
+  ASSERT_TRUE(transport->Send(post, keyed).status.ok());
+  ASSERT_TRUE(transport->Send(Get(server.Url("/g")), WithTimeout(milliseconds(900))).status.ok());
+  ASSERT_TRUE(transport->Send(head, {}).status.ok());
+  ASSERT_TRUE(transport->Send(put, keyed).status.ok());
+  ASSERT_TRUE(transport->Send(del, {}).status.ok());
+  // The same request object again, its body changed in place (same size,
+  // same buffer): the new bytes go out.
+  post.body[0] = 'x';
+  ASSERT_TRUE(transport->Send(post, {}).status.ok());
+  post.body = "a longer body";
+  ASSERT_TRUE(transport->Send(post, keyed).status.ok());
+
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 7u);
+  struct Want {
+    std::string method, target, body;
+    std::optional<std::string> x_a, key, content_length;
+  };
+  const Want want[] = {
+      {"POST", "/p", "abc", "1", "k-1", "3"},
+      {"GET", "/g", "", std::nullopt, std::nullopt, std::nullopt},
+      {"HEAD", "/h", "", std::nullopt, std::nullopt, std::nullopt},
+      {"PUT", "/u", "put-body", std::nullopt, "k-1", "8"},
+      {"DELETE", "/d", "", std::nullopt, std::nullopt, std::nullopt},
+      {"POST", "/p", "xbc", "1", std::nullopt, "3"},
+      {"POST", "/p", "a longer body", "1", "k-1", "13"},
+  };
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].method, want[i].method);
+    EXPECT_EQ(got[i].target, want[i].target);
+    EXPECT_EQ(got[i].body, want[i].body);
+    EXPECT_EQ(got[i].Header("X-A"), want[i].x_a);
+    EXPECT_EQ(got[i].Header("Idempotency-Key"), want[i].key);
+    EXPECT_EQ(got[i].Header("Content-Length"), want[i].content_length);
+    EXPECT_EQ(got[i].Header("Expect"), std::nullopt);
+    EXPECT_EQ(got[i].connection, 0);
+  }
+}
+
 TEST(CurlTransportTest, PostSendsContentLengthWithoutExpectOrFormType) {
   LoopbackServer server(AlwaysReply(201, {}, ""));
   auto transport = MakeTransport();

@@ -116,7 +116,12 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
     h.header_nodes[i].data = &h.header_text[h.header_offsets[i]];
     h.header_nodes[i].next = (i + 1 < count) ? &h.header_nodes[i + 1] : nullptr;
   }
-  curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, count > 0 ? h.header_nodes.data() : nullptr);
+  // libcurl reads the list at each transfer: set again only when it moved.
+  const curl_slist* const list = count > 0 ? h.header_nodes.data() : nullptr;
+  if (!h.last.known || h.last.headers != list) {
+    curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, list);
+    h.last.headers = list;
+  }
 }
 
 }  // namespace
@@ -204,51 +209,69 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   CURL* c = h.curl;
   h.exchange.Reset(hop.body, hop.unsafe, options.cancellation, max_response_body);
   h.error[0] = '\0';
+  PooledHandle::LastSet& last = h.last;
+  const bool known = last.known;
 
-  curl_easy_setopt(c, CURLOPT_URL, hop.url->c_str());
+  // Every per-request option is set for every call (or is at the value this
+  // call needs already, `PooledHandle::last`), so nothing leaks from the
+  // previous user of the pooled handle.
+  if (!known || last.url != *hop.url) {
+    curl_easy_setopt(c, CURLOPT_URL, hop.url->c_str());
+    last.url = *hop.url;
+  }
   const bool is_head = hop.method == "HEAD";
   const bool is_post = hop.method == "POST";
   const bool uses_body = !is_head && (is_post || !hop.body->empty());
-  // Every per-request option is set on every call, so nothing leaks from the
-  // previous user of the pooled handle.
-  if (is_head) {
-    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  } else if (!uses_body) {
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  const int body_mode = is_head ? 0 : !uses_body ? 1 : 2;
+  if (body_mode == 0) {
+    if (!known || last.body_mode != 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (body_mode == 1) {
+    if (!known || last.body_mode != 1) curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   } else {
-    curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
     // Always a Content-Length, never a chunked upload.
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(hop.body->size()));
+    const auto size = static_cast<curl_off_t>(hop.body->size());
     // Bodies are handed to curl in place, which lets it write a small body
     // in the same send() as the headers. An unsafe request's resend is
     // refused by OnPrereq. Large unsafe bodies (which curl streams after the
     // headers anyway) also go through OnRead with no working seek, a second
     // barrier: a resend must rewind first, and cannot.
     const bool stream = hop.unsafe && hop.body->size() > kInPlaceBodyLimit;
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, stream ? nullptr : hop.body->data());
+    const char* fields = stream ? nullptr : hop.body->data();
+    if (!known || last.body_mode != 2 || last.post_size != size || last.post_fields != fields) {
+      curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+      curl_easy_setopt(c, CURLOPT_POST, 1L);
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, size);
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, fields);
+      last.post_size = size;
+      last.post_fields = fields;
+    }
   }
+  last.body_mode = body_mode;
   // Any other method rides on the GET or POST machinery (libcurl copies the
   // string).
   const bool custom = !is_head && hop.method != (uses_body ? "POST" : "GET");
   if (custom) {
     const std::string method(hop.method);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-  } else {
+  } else if (!known || last.custom_request) {
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, nullptr);
   }
+  last.custom_request = custom;
 
   BuildHeaderList(h, request, options, hop, uses_body);
 
-  if (timeout == Duration::max()) {
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 0L);
-  } else {
-    const long ms = TimeoutMillis(timeout);
+  const long ms = timeout == Duration::max() ? 0L : TimeoutMillis(timeout);
+  if (!known || last.timeout_ms != ms) {
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
+    last.timeout_ms = ms;
   }
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, options.cancellation != nullptr ? 0L : 1L);
+  const long no_progress = options.cancellation != nullptr ? 0L : 1L;
+  if (!known || last.no_progress != no_progress) {
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, no_progress);
+    last.no_progress = no_progress;
+  }
+  last.known = true;
 }
 
 PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {

@@ -37,6 +37,22 @@ struct PooledHandle {
   std::vector<curl_slist> header_nodes;
   std::vector<std::size_t> header_offsets;
   char error[CURL_ERROR_SIZE] = {0};
+  // The per-request options as `PrepareHop` last set them on this handle: an
+  // option already at its value is not set again (each `curl_easy_setopt` is
+  // a call through libcurl's option switch, and the URL's copies the string).
+  // libcurl keeps what was set across transfers on the same easy handle.
+  struct LastSet {
+    bool known = false;  // false: nothing set yet, every option is set
+    std::string url;
+    int body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
+    curl_off_t post_size = -1;
+    const char* post_fields = nullptr;
+    bool custom_request = false;
+    const curl_slist* headers = nullptr;
+    long timeout_ms = -1;
+    long no_progress = -1;
+  };
+  LastSet last;
   // The multi transport's attempt running on this handle (0: none); the
   // handle's CURLOPT_PRIVATE points at this struct.
   std::uint64_t attempt = 0;
