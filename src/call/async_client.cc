@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "call/call_session.h"
 #include "call/latency_window.h"
+#include "common/validated_send.h"
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
@@ -240,9 +241,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     f.status_query = status_query;
     f.start = call.session->SendStart();
     const CallId id = call.id;
-    f.transport_id = transport_->Start(request, ao, [this, id, attempt_id](TransportResult r) {
+    auto done = [this, id, attempt_id](TransportResult r) {
       OnTransportResult(id, attempt_id, std::move(r));
-    });
+    };
+    if (!status_query && call.session->request_validated()) {
+      // Validated when the call began: the transport need not again.
+      const internal::ValidatedSend validated(request, ao.extra_headers);
+      f.transport_id = transport_->Start(request, ao, std::move(done));
+    } else {
+      f.transport_id = transport_->Start(request, ao, std::move(done));
+    }
     call.flights.push_back(f);
   }
 

@@ -46,6 +46,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
       !s.ok()) {
     return InvalidCall(std::move(s));
   }
+  request_validated_ = true;
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }

@@ -71,6 +71,11 @@ class CallSession {
   const CallPolicy& policy() const { return call_.policy; }
   /// The request each attempt sends.
   const Request& request() const { return *request_; }
+  /// Whether `request()` is the caller's request this call validated when it
+  /// began (or that request without its trace headers): the drivers mark its
+  /// sends (`ValidatedSend`) so the transport does not check it again. Not a
+  /// resolve's request, rebuilt from the journal.
+  bool request_validated() const { return request_validated_; }
   const std::optional<std::string>& key() const { return call_.key; }
   /// The call's retry policy (valid after a Begin that returned nullopt).
   const RetryPolicyOptions& retry_policy() const { return call_.retry->options(); }
@@ -160,6 +165,7 @@ class CallSession {
   std::array<HeaderRef, kMaxExtraHeaders + 2> send_headers_{};
   std::size_t send_header_count_ = 0;
   bool resolve_ = false;
+  bool request_validated_ = false;  // `request_validated()`
 
   // Trace context (trace_context.h). Active when a context was given or a
   // tracer is set: saferetry then writes `traceparent` and `tracestate`

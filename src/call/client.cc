@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "call/call_session.h"
+#include "common/validated_send.h"
 #include "saferetry/settlement.h"
 
 namespace saferetry {
@@ -87,7 +88,14 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           break;
         }
         const TimePoint t0 = session.SendStart();
-        TransportResult tr = transport.Send(session.request(), ao);
+        TransportResult tr;
+        if (session.request_validated()) {
+          // Validated when the call began: the transport need not again.
+          const internal::ValidatedSend validated(session.request(), ao.extra_headers);
+          tr = transport.Send(session.request(), ao);
+        } else {
+          tr = transport.Send(session.request(), ao);
+        }
         action = session.AfterAttempt(machine, action.attempt_id, std::move(tr), t0);
         break;
       }

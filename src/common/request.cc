@@ -261,8 +261,20 @@ absl::Status ValidateUrl(std::string_view url) {
 }  // namespace
 
 bool IsSafeMethod(std::string_view method) {
-  // Methods are case-sensitive (RFC 9110 §9.1): "get" is not GET.
-  return method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE";
+  // Methods are case-sensitive (RFC 9110 §9.1): "get" is not GET. One
+  // compare, chosen by length.
+  switch (method.size()) {
+    case 3:
+      return method == "GET";
+    case 4:
+      return method == "HEAD";
+    case 5:
+      return method == "TRACE";
+    case 7:
+      return method == "OPTIONS";
+    default:
+      return false;
+  }
 }
 
 bool IsIdempotent(const Request& request) {
@@ -274,7 +286,8 @@ bool IsIdempotent(const Request& request) {
     case Idempotency::kFromMethod:
       break;
   }
-  return IsSafeMethod(request.method) || request.method == "PUT" || request.method == "DELETE";
+  const std::string_view m = request.method;
+  return IsSafeMethod(m) || (m.size() == 3 && m == "PUT") || (m.size() == 6 && m == "DELETE");
 }
 
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/validated_send.h"
 #include "curl_errors.h"
 #include "curl_exchange.h"
 #include "curl_handle.h"
@@ -231,20 +232,12 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   const AttemptId id = ++next_id_;
   TransportResult refused;
   refused.delivery = Delivery::kNotSent;
-  if (absl::Status s = ValidateRequest(request); !s.ok()) {
+  // Bad input is refused before any byte is sent (unless the call that
+  // sends it validated it already: CheckSend).
+  if (absl::Status s = CheckSend(request, options.extra_headers); !s.ok()) {
     refused.status = std::move(s);
     FailLater(std::move(refused), std::move(done), id);
     return id;
-  }
-  for (std::size_t i = 0; i < options.extra_headers.size(); ++i) {
-    if (!ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
-                        "extra_headers")
-             .ok()) {
-      refused.status = ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
-                                      absl::StrCat("extra_headers[", i, "]"));
-      FailLater(std::move(refused), std::move(done), id);
-      return id;
-    }
   }
   if (options.timeout <= Duration::zero()) {
     refused.status =

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/validated_send.h"
 #include "curl_errors.h"
 #include "curl_exchange.h"
 #include "curl_handle.h"
@@ -79,21 +80,11 @@ void CurlTransport::Release(std::unique_ptr<PooledHandle> handle) {
 TransportResult CurlTransport::Send(const Request& request, const AttemptOptions& options) {
   TransportResult result;
   result.delivery = Delivery::kNotSent;
-  // Bad input is refused before any byte is sent.
-  if (absl::Status s = ValidateRequest(request); !s.ok()) {
+  // Bad input is refused before any byte is sent (unless the call that
+  // sends it validated it already: CheckSend).
+  if (absl::Status s = CheckSend(request, options.extra_headers); !s.ok()) {
     result.status = std::move(s);
     return result;
-  }
-  for (std::size_t i = 0; i < options.extra_headers.size(); ++i) {
-    // The indexed field name is built only for the error message, keeping
-    // the success path free of allocations.
-    if (!ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
-                        "extra_headers")
-             .ok()) {
-      result.status = ValidateHeader(options.extra_headers[i].name, options.extra_headers[i].value,
-                                     absl::StrCat("extra_headers[", i, "]"));
-      return result;
-    }
   }
   if (options.timeout < Duration::zero()) {
     result.status = absl::InvalidArgumentError(absl::StrFormat(

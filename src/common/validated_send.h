@@ -1,0 +1,49 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// Not API. A call validates its request once, when it starts
+// (`ValidateRequest`), and builds the headers it adds from a validated policy
+// and key. While one of its sends runs, `ValidatedSend` marks that request and
+// those headers on the sending thread, and saferetry's own transports do not
+// check them a second time (`CheckSend`). A transport called directly, or for
+// anything else (a status query, a resolve's rebuilt request, a redirect),
+// checks as before: the mark is set only by the drivers, never through the
+// API, and covers exactly the objects it names.
+#ifndef SAFERETRY_SRC_COMMON_VALIDATED_SEND_H_
+#define SAFERETRY_SRC_COMMON_VALIDATED_SEND_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "saferetry/request.h"
+
+namespace saferetry {
+namespace internal {
+
+/// Marks `request` and `extra` as validated by the call for this thread,
+/// until destroyed. Nests (restores the previous mark).
+class ValidatedSend {
+ public:
+  ValidatedSend(const Request& request, HeaderRefs extra);
+  ~ValidatedSend();
+  ValidatedSend(const ValidatedSend&) = delete;
+  ValidatedSend& operator=(const ValidatedSend&) = delete;
+
+  /// Whether this thread is inside a `ValidatedSend` of exactly these
+  /// objects: the same request object, the same header array and count.
+  static bool Covers(const Request& request, HeaderRefs extra);
+
+ private:
+  const Request* previous_request_;
+  const HeaderRef* previous_extra_;
+  std::size_t previous_count_;
+};
+
+/// A transport's check of what it was asked to send: nothing when the call
+/// validated it (`ValidatedSend::Covers`), else `ValidateRequest(request)`
+/// and each added header (errors name `extra_headers[i]`).
+absl::Status CheckSend(const Request& request, HeaderRefs extra);
+
+}  // namespace internal
+}  // namespace saferetry
+
+#endif  // SAFERETRY_SRC_COMMON_VALIDATED_SEND_H_

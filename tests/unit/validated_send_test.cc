@@ -1,0 +1,68 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// The mark by which a call tells saferetry's transports that it validated
+// what they are sending (src/common/validated_send.h, not API): it covers
+// exactly the objects it names, on its own thread, while it lives.
+
+#include "common/validated_send.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace saferetry {
+namespace internal {
+namespace {
+
+using ::testing::HasSubstr;
+
+Request Bad() {
+  Request r;
+  r.method = "POST";
+  r.url = "http://h/o";
+  r.headers = {{"X-A", "line\r\nInjected: yes"}};
+  return r;
+}
+
+TEST(ValidatedSendTest, UnmarkedInputIsChecked) {
+  const Request bad = Bad();
+  EXPECT_THAT(std::string(CheckSend(bad, {}).message()), HasSubstr("request.headers[0]"));
+  Request good;
+  good.url = "http://h/o";
+  const HeaderRef extra[] = {{"X-Ok", "1"}, {"Bad Name", "v"}};
+  EXPECT_THAT(std::string(CheckSend(good, extra).message()), HasSubstr("extra_headers[1].name"));
+  EXPECT_TRUE(CheckSend(good, HeaderRefs(extra, 1)).ok());
+}
+
+TEST(ValidatedSendTest, TheMarkCoversExactlyItsObjectsWhileItLives) {
+  const Request bad = Bad();
+  const Request copy = Bad();  // equal content, another object
+  const HeaderRef extra[] = {{"X-Ok", "1"}, {"X-Two", "2"}};
+  {
+    const ValidatedSend mark(bad, extra);
+    EXPECT_TRUE(CheckSend(bad, extra).ok());
+    EXPECT_FALSE(CheckSend(copy, extra).ok());
+    EXPECT_FALSE(CheckSend(bad, HeaderRefs(extra, 1)).ok());  // other headers
+    EXPECT_FALSE(CheckSend(bad, {}).ok());
+    {
+      // A nested send of something else (a status query) is checked, and
+      // the outer mark comes back after it.
+      Request query;
+      query.url = "http://h/by-key/k";
+      const ValidatedSend inner(query, {});
+      EXPECT_FALSE(CheckSend(bad, extra).ok());
+      EXPECT_TRUE(CheckSend(query, {}).ok());
+    }
+    EXPECT_TRUE(CheckSend(bad, extra).ok());
+    // Another thread has no mark.
+    bool other_ok = true;
+    std::thread([&] { other_ok = CheckSend(bad, extra).ok(); }).join();
+    EXPECT_FALSE(other_ok);
+  }
+  EXPECT_FALSE(CheckSend(bad, extra).ok());
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace saferetry
