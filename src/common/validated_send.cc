@@ -24,9 +24,7 @@ ValidatedSend::ValidatedSend(const Request& request, HeaderRefs extra)
   t_mark = {&request, extra.data(), extra.size()};
 }
 
-ValidatedSend::~ValidatedSend() {
-  t_mark = {previous_request_, previous_extra_, previous_count_};
-}
+ValidatedSend::~ValidatedSend() { t_mark = {previous_request_, previous_extra_, previous_count_}; }
 
 bool ValidatedSend::Covers(const Request& request, HeaderRefs extra) {
   const Mark& m = t_mark;
