@@ -56,6 +56,9 @@
 
 namespace {
 
+// The User-Agent every side sends (the curl transport's default).
+constexpr const char* kUserAgent = "saferetry/0.3.0";
+
 // ---- Allocation accounting, on the measuring thread only. ----
 thread_local bool t_counting = false;
 thread_local std::size_t t_new_calls = 0;
@@ -369,6 +372,8 @@ int main() {
   raw_headers = curl_slist_append(raw_headers, "Expect:");
   curl_easy_setopt(raw, CURLOPT_URL, url.c_str());
   curl_easy_setopt(raw, CURLOPT_NOSIGNAL, 1L);
+  // The User-Agent the transport sends by default: the same bytes on the wire.
+  curl_easy_setopt(raw, CURLOPT_USERAGENT, kUserAgent);
   curl_easy_setopt(raw, CURLOPT_HTTPHEADER, raw_headers);
   curl_easy_setopt(raw, CURLOPT_POSTFIELDS, kBody);
   curl_easy_setopt(raw, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(sizeof(kBody) - 1));
@@ -388,6 +393,7 @@ int main() {
   CURL* per_request = curl_easy_init();
   std::string per_request_response;
   curl_easy_setopt(per_request, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(per_request, CURLOPT_USERAGENT, kUserAgent);
   curl_easy_setopt(per_request, CURLOPT_WRITEFUNCTION, Sink);
   curl_easy_setopt(per_request, CURLOPT_WRITEDATA, &per_request_response);
   auto per_request_call = [&] {
@@ -415,7 +421,9 @@ int main() {
   // saferetry: Client::Execute through the curl transport; a keyed POST with
   // the deadline header, as a service would send it.
   saferetry::ClientOptions options;
-  options.transport = saferetry::MakeCurlTransport({}).value();
+  saferetry::CurlTransportOptions transport_options;
+  transport_options.user_agent = kUserAgent;  // its default, spelled out: the raw loops send it too
+  options.transport = saferetry::MakeCurlTransport(transport_options).value();
   std::shared_ptr<saferetry::Transport> transport = options.transport;
   auto client = saferetry::Client::Create(std::move(options)).value();
   saferetry::Request request;
