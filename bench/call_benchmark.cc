@@ -37,6 +37,7 @@
 #include <map>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "canned_call.h"
 #include "saferetry/classifier.h"
@@ -56,16 +57,16 @@ struct Figures {
   double clock_reads = 0;
 };
 
-// "<scenario> <clock>" -> figures of its last run.
-std::map<std::string, Figures>& Results() {
-  static auto* const kResults = new std::map<std::string, Figures>();
+enum class Scenario { kGet, kKeyedPostMinted, kKeyedPostCallerKey };
+
+// (scenario, SystemClock?) -> figures of its last run.
+std::map<std::pair<Scenario, bool>, Figures>& Results() {
+  static auto* const kResults = new std::map<std::pair<Scenario, bool>, Figures>();
   return *kResults;
 }
 
 using saferetry::cost::CannedTransport;
 using saferetry::cost::CountingClock;
-
-enum class Scenario { kGet, kKeyedPostMinted, kKeyedPostCallerKey };
 
 const char* Name(Scenario s) {
   switch (s) {
@@ -77,6 +78,15 @@ const char* Name(Scenario s) {
       return "keyed_post_caller_key";
   }
   return "?";
+}
+
+// The benchmark's name: "BM_" + `prefix` + "Get" (...) + "_SystemClock" or
+// "_FakeClock", e.g. BM_Get_SystemClock, BM_Floor_Get_FakeClock.
+std::string BenchName(const char* prefix, Scenario s, bool system_clock) {
+  const char* camel = s == Scenario::kGet               ? "Get"
+                      : s == Scenario::kKeyedPostMinted ? "KeyedPostMinted"
+                                                        : "KeyedPostCallerKey";
+  return std::string("BM_") + prefix + camel + (system_clock ? "_SystemClock" : "_FakeClock");
 }
 
 saferetry::Request RequestOf(Scenario s) {
@@ -155,29 +165,8 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
   }
   f.clock_reads = static_cast<double>(counting->reads()) / kCounted;
   state.counters["clock_reads"] = benchmark::Counter(f.clock_reads);
-  Results()[std::string(Name(scenario)) + (system_clock ? " system" : " fake")] = f;
+  Results()[{scenario, system_clock}] = f;
 }
-
-void BM_Get_SystemClock(benchmark::State& s) { RunCalls(s, Scenario::kGet, true); }
-void BM_KeyedPostMinted_SystemClock(benchmark::State& s) {
-  RunCalls(s, Scenario::kKeyedPostMinted, true);
-}
-void BM_KeyedPostCallerKey_SystemClock(benchmark::State& s) {
-  RunCalls(s, Scenario::kKeyedPostCallerKey, true);
-}
-void BM_Get_FakeClock(benchmark::State& s) { RunCalls(s, Scenario::kGet, false); }
-void BM_KeyedPostMinted_FakeClock(benchmark::State& s) {
-  RunCalls(s, Scenario::kKeyedPostMinted, false);
-}
-void BM_KeyedPostCallerKey_FakeClock(benchmark::State& s) {
-  RunCalls(s, Scenario::kKeyedPostCallerKey, false);
-}
-BENCHMARK(BM_Get_SystemClock);
-BENCHMARK(BM_KeyedPostMinted_SystemClock);
-BENCHMARK(BM_KeyedPostCallerKey_SystemClock);
-BENCHMARK(BM_Get_FakeClock);
-BENCHMARK(BM_KeyedPostMinted_FakeClock);
-BENCHMARK(BM_KeyedPostCallerKey_FakeClock);
 
 // The floor: a stripped-down call that does only the work no safe call can
 // skip, written straight against the public pieces, with no session, no state
@@ -288,27 +277,6 @@ void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {
   }
 }
 
-void BM_Floor_Get_SystemClock(benchmark::State& s) { RunFloor(s, Scenario::kGet, true); }
-void BM_Floor_KeyedPostMinted_SystemClock(benchmark::State& s) {
-  RunFloor(s, Scenario::kKeyedPostMinted, true);
-}
-void BM_Floor_KeyedPostCallerKey_SystemClock(benchmark::State& s) {
-  RunFloor(s, Scenario::kKeyedPostCallerKey, true);
-}
-void BM_Floor_Get_FakeClock(benchmark::State& s) { RunFloor(s, Scenario::kGet, false); }
-void BM_Floor_KeyedPostMinted_FakeClock(benchmark::State& s) {
-  RunFloor(s, Scenario::kKeyedPostMinted, false);
-}
-void BM_Floor_KeyedPostCallerKey_FakeClock(benchmark::State& s) {
-  RunFloor(s, Scenario::kKeyedPostCallerKey, false);
-}
-BENCHMARK(BM_Floor_Get_SystemClock);
-BENCHMARK(BM_Floor_KeyedPostMinted_SystemClock);
-BENCHMARK(BM_Floor_KeyedPostCallerKey_SystemClock);
-BENCHMARK(BM_Floor_Get_FakeClock);
-BENCHMARK(BM_Floor_KeyedPostMinted_FakeClock);
-BENCHMARK(BM_Floor_KeyedPostCallerKey_FakeClock);
-
 // Keeps the CPU time per iteration of every run (the median, with
 // repetitions) for the summary lines.
 class Collector final : public benchmark::ConsoleReporter {
@@ -331,37 +299,34 @@ class Collector final : public benchmark::ConsoleReporter {
   std::map<std::string, double> cpu_ns_;
 };
 
-std::string FunctionOf(const std::string& key) {
-  static const std::map<std::string, std::string> kNames = {
-      {"get system", "BM_Get_SystemClock"},
-      {"keyed_post_minted system", "BM_KeyedPostMinted_SystemClock"},
-      {"keyed_post_caller_key system", "BM_KeyedPostCallerKey_SystemClock"},
-      {"get fake", "BM_Get_FakeClock"},
-      {"keyed_post_minted fake", "BM_KeyedPostMinted_FakeClock"},
-      {"keyed_post_caller_key fake", "BM_KeyedPostCallerKey_FakeClock"}};
-  auto it = kNames.find(key);
-  return it == kNames.end() ? key : it->second;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Each scenario with each clock, through the client and through the floor.
+  constexpr Scenario kScenarios[] = {Scenario::kGet, Scenario::kKeyedPostMinted,
+                                     Scenario::kKeyedPostCallerKey};
+  for (const char* prefix : {"", "Floor_"}) {
+    for (const bool system_clock : {true, false}) {
+      for (const Scenario scenario : kScenarios) {
+        benchmark::RegisterBenchmark(BenchName(prefix, scenario, system_clock).c_str(),
+                                     *prefix == '\0' ? RunCalls : RunFloor, scenario, system_clock);
+      }
+    }
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   Collector collector;
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::Shutdown();
-  for (const auto& [key, f] : Results()) {
-    const std::size_t space = key.find(' ');
-    const std::string function = FunctionOf(key);
-    const double cpu_ns = collector.CpuNs(function);
-    // "BM_Get_SystemClock" -> "BM_Floor_Get_SystemClock".
-    const double floor_ns = collector.CpuNs("BM_Floor_" + function.substr(3));
+  for (const auto& [which, f] : Results()) {
+    const auto [scenario, system_clock] = which;
+    const double cpu_ns = collector.CpuNs(BenchName("", scenario, system_clock));
+    const double floor_ns = collector.CpuNs(BenchName("Floor_", scenario, system_clock));
     std::printf(
         "call scenario=%s clock=%s cpu_ns_per_call=%.0f allocations_per_call=%.2f "
         "transport_allocations_per_call=%.2f clock_reads_per_call=%.1f floor_cpu_ns_per_call=%.0f "
         "floor_ratio=%.2f\n",
-        key.substr(0, space).c_str(), key.substr(space + 1).c_str(), cpu_ns, f.allocations,
+        Name(scenario), system_clock ? "system" : "fake", cpu_ns, f.allocations,
         f.transport_allocations, f.clock_reads, floor_ns, floor_ns > 0 ? cpu_ns / floor_ns : 0.0);
   }
   return 0;
