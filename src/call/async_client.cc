@@ -241,16 +241,14 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     f.status_query = status_query;
     f.start = call.session->SendStart();
     const CallId id = call.id;
-    auto done = [this, id, attempt_id](TransportResult r) {
+    // Validated when the call began: the transport need not check again.
+    std::optional<internal::ValidatedSend> validated;
+    if (!status_query && call.session->request_validated())
+      validated.emplace(request, ao.extra_headers);
+    f.transport_id = transport_->Start(request, ao, [this, id, attempt_id](TransportResult r) {
       OnTransportResult(id, attempt_id, std::move(r));
-    };
-    if (!status_query && call.session->request_validated()) {
-      // Validated when the call began: the transport need not again.
-      const internal::ValidatedSend validated(request, ao.extra_headers);
-      f.transport_id = transport_->Start(request, ao, std::move(done));
-    } else {
-      f.transport_id = transport_->Start(request, ao, std::move(done));
-    }
+    });
+    validated.reset();
     call.flights.push_back(f);
   }
 

@@ -6,6 +6,7 @@
 #include "saferetry/client.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -88,14 +89,11 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           break;
         }
         const TimePoint t0 = session.SendStart();
-        TransportResult tr;
-        if (session.request_validated()) {
-          // Validated when the call began: the transport need not again.
-          const internal::ValidatedSend validated(session.request(), ao.extra_headers);
-          tr = transport.Send(session.request(), ao);
-        } else {
-          tr = transport.Send(session.request(), ao);
-        }
+        // Validated when the call began: the transport need not check again.
+        std::optional<internal::ValidatedSend> validated;
+        if (session.request_validated()) validated.emplace(session.request(), ao.extra_headers);
+        TransportResult tr = transport.Send(session.request(), ao);
+        validated.reset();
         action = session.AfterAttempt(machine, action.attempt_id, std::move(tr), t0);
         break;
       }

@@ -255,7 +255,7 @@ ServerHints Extract(const Headers& headers, const WallSource& wall, const HintOp
       *also_value = h.second;
     }
     if (!do_not_retry.has_value() && !do_not_retry_name.empty() &&
-        name.size() == do_not_retry_name.size() && EqualsIgnoreCase(name, do_not_retry_name)) {
+        EqualsIgnoreCase(name, do_not_retry_name)) {
       do_not_retry = h.second;
     }
   }
