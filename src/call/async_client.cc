@@ -195,7 +195,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       switch (action.kind) {
         case CallAction::Kind::kSendAttempt: {
           AttemptOptions ao;
-          if (std::optional<CallAction> next = session.BeforeAttempt(machine, action, ao)) {
+          internal::SendHeaders headers;  // read by the transport's Start only
+          if (std::optional<CallAction> next =
+                  session.BeforeAttempt(machine, action, headers, ao)) {
             action = *next;
             continue;
           }
@@ -206,8 +208,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
         case CallAction::Kind::kSendStatusQuery: {
           AttemptOptions ao;
           const Request* query = nullptr;
+          internal::SendHeaders headers;
           if (std::optional<CallAction> next =
-                  session.BeforeStatusQuery(machine, action, &query, ao)) {
+                  session.BeforeStatusQuery(machine, action, &query, headers, ao)) {
             action = *next;
             continue;
           }

@@ -202,8 +202,10 @@ void CallSession::SetUpTrace() {
   }
 }
 
-std::optional<TraceParent> CallSession::StampTrace(const AttemptSpanStart& start) {
-  std::optional<TraceParent> sent = caller_trace_;
+void CallSession::StampTrace(const AttemptSpanStart& start, std::size_t slot,
+                             SendHeaders& headers) {
+  std::optional<TraceParent>& sent = active_->sent[slot];
+  sent = caller_trace_;
   std::string_view parent_value = active_->traceparent;
   std::string_view state = active_->tracestate;
   if (tracer_ != nullptr) {
@@ -222,56 +224,51 @@ std::optional<TraceParent> CallSession::StampTrace(const AttemptSpanStart& start
       }
     }
   }
-  if (!sent.has_value()) return std::nullopt;
-  send_headers_[send_header_count_++] = {kTraceParentHeader, parent_value};
-  if (!state.empty()) send_headers_[send_header_count_++] = {kTraceStateHeader, state};
-  return sent;
+  if (!sent.has_value()) return;
+  headers.refs[headers.count++] = {kTraceParentHeader, parent_value};
+  if (!state.empty()) headers.refs[headers.count++] = {kTraceStateHeader, state};
 }
 
-void CallSession::SetSendOptions(const CallAction& action, AttemptOptions& ao) const {
-  ao.timeout = action.timeout;
-  ao.extra_headers = HeaderRefs(send_headers_.data(), send_header_count_);
-}
-
-CallSession::SentTrace* CallSession::TraceSlot(std::uint32_t attempt_id) {
-  for (SentTrace& t : attempt_traces_) {
-    if (t.attempt_id == attempt_id) return &t;
+std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
+  for (std::size_t i = 0; i < kQuerySlot; ++i) {
+    if (traces_[i].attempt_id == attempt_id) return i;
   }
-  return nullptr;
+  return kTraceSlots;
 }
 
-void CallSession::RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev) {
-  ev.resend_count = trace.resend_count;
+void CallSession::RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
+  ev.resend_count = traces_[slot].resend_count;
   ev.redirects = redirects;
-  if (trace.sent.has_value()) {
-    ev.trace_id = trace.sent->trace_id;
-    ev.span_id = trace.sent->parent_id;
-    ev.trace_flags = trace.sent->flags;
+  const std::optional<TraceParent>& sent = active_ != nullptr ? active_->sent[slot] : caller_trace_;
+  if (sent.has_value()) {
+    ev.trace_id = sent->trace_id;
+    ev.span_id = sent->parent_id;
+    ev.trace_flags = sent->flags;
   }
 }
 
 std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
-                                                     const CallAction& action, AttemptOptions& ao) {
-  StampAttemptHeaders(call_, action);
+                                                     const CallAction& action, SendHeaders& headers,
+                                                     AttemptOptions& ao) {
+  StampAttemptHeaders(call_, action, headers);
   if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.
-  SentTrace* slot = TraceSlot(0);
-  if (slot == nullptr) slot = &attempt_traces_[0];
-  slot->attempt_id = action.attempt_id;
-  slot->resend_count = request_sends_++;
-  slot->sent = caller_trace_;
-  send_header_count_ = ExtraHeaderRefs(call_, false, false, send_headers_.data());
+  std::size_t slot = TraceSlot(0);
+  if (slot == kTraceSlots) slot = 0;
+  traces_[slot].attempt_id = action.attempt_id;
+  traces_[slot].resend_count = request_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
-    start.resend_count = slot->resend_count;
+    start.resend_count = traces_[slot].resend_count;
     start.method = request_->method;
     start.url = request_->url;
-    slot->sent = StampTrace(start);
+    StampTrace(start, slot, headers);
   }
-  SetSendOptions(action, ao);
+  ao.timeout = action.timeout;
+  ao.extra_headers = headers.view();
   if (std::optional<TransportResult> unmarked = JournalBeforeSend(call_, action.number)) {
     // Not journaled, not sent: the machine sees an attempt that never left.
     --request_sends_;
@@ -300,9 +297,9 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
   AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
-  if (SentTrace* slot = TraceSlot(attempt_id); slot != nullptr && attempt_id != 0) {
-    RecordTrace(*slot, tr.redirects, ev);
-    slot->attempt_id = 0;
+  if (const std::size_t slot = TraceSlot(attempt_id); slot != kTraceSlots && attempt_id != 0) {
+    RecordTrace(slot, tr.redirects, ev);
+    traces_[slot].attempt_id = 0;
   }
   request_sends_ += tr.redirects;
   CallAction next = machine.OnAttemptDone(attempt_id, std::move(ev), std::move(tr.response), t1);
@@ -318,7 +315,7 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
 std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machine,
                                                          const CallAction& action,
                                                          const Request** query,
-                                                         AttemptOptions& ao) {
+                                                         SendHeaders& headers, AttemptOptions& ao) {
   if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, true);
   if (call_.use_callback) {
     const StatusQuery& spec = call_.retry->options().status_query;
@@ -339,23 +336,22 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   }
   std::optional<Request>& query_request = rare().query_request;
   if (!query_request.has_value()) query_request = StatusQueryRequest(call_, *request_);
-  StampStatusQueryHeaders(call_, action);
-  send_header_count_ = ExtraHeaderRefs(call_, true, action.fence, send_headers_.data());
-  query_trace_.resend_count = query_sends_++;
-  query_trace_.sent = caller_trace_;
+  StampStatusQueryHeaders(call_, action, headers);
+  traces_[kQuerySlot].resend_count = query_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.is_status_query = true;
-    start.resend_count = query_trace_.resend_count;
+    start.resend_count = traces_[kQuerySlot].resend_count;
     start.method = query_request->method;
     start.url = query_request->url;
-    query_trace_.sent = StampTrace(start);
+    StampTrace(start, kQuerySlot, headers);
   }
   *query = &*query_request;
-  SetSendOptions(action, ao);
+  ao.timeout = action.timeout;
+  ao.extra_headers = headers.view();
   return std::nullopt;
 }
 
@@ -364,7 +360,7 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
   AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
-  RecordTrace(query_trace_, tr.redirects, ev);
+  RecordTrace(kQuerySlot, tr.redirects, ev);
   query_sends_ += tr.redirects;
   const StatusAnswer answer = MapStatusAnswer(tr);
   CallAction next = machine.OnStatusAnswer(answer, std::move(ev), std::move(tr.response), t1);

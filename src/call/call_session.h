@@ -81,11 +81,12 @@ class CallSession {
   const RetryPolicyOptions& retry_policy() const { return call_.retry->options(); }
 
   /// Before a send of the request (`action` is kSendAttempt): stamps the
-  /// attempt headers into `ao` and tells the listener, then marks the
-  /// attempt in the journal. When the journal cannot, the attempt is not
-  /// sent: the machine is told so and its next action returned.
+  /// attempt headers into `headers` (the driver's, held for the send), sets
+  /// `ao` to send them and tells the listener, then marks the attempt in the
+  /// journal. When the journal cannot, the attempt is not sent: the machine
+  /// is told so and its next action returned.
   std::optional<CallAction> BeforeAttempt(CallStateMachine& machine, const CallAction& action,
-                                          AttemptOptions& ao);
+                                          SendHeaders& headers, AttemptOptions& ao);
   /// The start time of the send about to leave: the call's start when this
   /// is the call's first send and only in-memory work ran since it was read
   /// (no journal, listener or tracer), else the clock's reading. A call that
@@ -100,10 +101,11 @@ class CallSession {
 
   /// Before a status query (`action` is kSendStatusQuery): tells the
   /// listener. With the policy's callback, asks it, feeds the machine and
-  /// returns the next action; otherwise returns nullopt with `*query` and
-  /// `ao` set for the transport.
+  /// returns the next action; otherwise returns nullopt with `*query`,
+  /// `headers` and `ao` set for the transport.
   std::optional<CallAction> BeforeStatusQuery(CallStateMachine& machine, const CallAction& action,
-                                              const Request** query, AttemptOptions& ao);
+                                              const Request** query, SendHeaders& headers,
+                                              AttemptOptions& ao);
   /// After a status query sent by the transport.
   CallAction AfterStatusQuery(CallStateMachine& machine, TransportResult&& tr, TimePoint t0);
 
@@ -124,23 +126,26 @@ class CallSession {
   CallResult EndEarly(CallResult result) const;
   CallResult FinishResolve(CallResult result);
 
-  // The trace context of one send: its resend count and the traceparent it
-  // carried.
+  // One send in flight: its resend count. The traceparent it carried is
+  // the caller's (`caller_trace_`), or with an active context
+  // `ActiveTrace::sent`'s entry of the same index.
   struct SentTrace {
     std::uint32_t attempt_id = 0;  // 0: a free slot
     int resend_count = 0;
-    std::optional<TraceParent> sent;
   };
+  // Attempts in flight: one, or with hedges up to 1 + 3 (`max_hedges`);
+  // then the status query.
+  static constexpr std::size_t kTraceSlots = 5;
+  static constexpr std::size_t kQuerySlot = kTraceSlots - 1;
   // Reads the caller's context (the call's, else the request's headers)
   // and, when saferetry writes the headers, takes them out of the request.
   void SetUpTrace();
-  // Asks the tracer, appends this send's headers to `send_headers_` (from
-  // `send_header_count_` on); returns the traceparent sent.
-  std::optional<TraceParent> StampTrace(const AttemptSpanStart& start);
-  // The options of one send: its timeout and `send_headers_`.
-  void SetSendOptions(const CallAction& action, AttemptOptions& ao) const;
-  SentTrace* TraceSlot(std::uint32_t attempt_id);
-  static void RecordTrace(const SentTrace& trace, int redirects, AttemptEvidence& ev);
+  // Asks the tracer, appends this send's headers to `headers`; records the
+  // traceparent sent in slot `slot`.
+  void StampTrace(const AttemptSpanStart& start, std::size_t slot, SendHeaders& headers);
+  std::size_t TraceSlot(std::uint32_t attempt_id) const;  // kTraceSlots: none
+  // Writes slot `slot`'s trace context into `ev`.
+  void RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const;
 
   const ClientOptions& client_;
   const Request* request_;
@@ -159,11 +164,6 @@ class CallSession {
   };
   Rare& rare();
   std::unique_ptr<Rare> rare_;
-  // The headers saferetry adds to the send being prepared, by reference
-  // (`AttemptOptions::extra_headers`): `ExtraHeaderRefs`, then the trace
-  // context.
-  std::array<HeaderRef, kMaxExtraHeaders + 2> send_headers_{};
-  std::size_t send_header_count_ = 0;
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
 
@@ -178,15 +178,15 @@ class CallSession {
     std::optional<Request> request;  // the request without its own trace headers
     std::string sent_traceparent;    // the tracer's, for the send being prepared
     std::string sent_tracestate;
+    // The traceparent each send in flight carried, by trace slot.
+    std::array<std::optional<TraceParent>, kTraceSlots> sent;
   };
   AttemptTracer* tracer_ = nullptr;
   std::unique_ptr<ActiveTrace> active_;
   std::optional<TraceParent> caller_trace_;
   int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
-  // Attempts in flight: one, or with hedges up to 1 + 3 (`max_hedges`).
-  std::array<SentTrace, 4> attempt_traces_{};
-  SentTrace query_trace_;
+  std::array<SentTrace, kTraceSlots> traces_{};
 };
 
 }  // namespace internal

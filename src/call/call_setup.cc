@@ -410,56 +410,46 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
 
 namespace {
 
-// Writes the deadline header's value for `remaining` (`DeadlineHeaderMillis`)
-// into `call`'s buffer.
-void StampDeadline(PreparedCall& call, Duration remaining) {
-  char* const begin = call.deadline_value.data();
-  const std::to_chars_result r =
-      std::to_chars(begin, begin + call.deadline_value.size(), DeadlineHeaderMillis(remaining));
-  call.deadline_size = static_cast<std::uint8_t>(r.ptr - begin);
+// The key header, then the deadline header with `timeout` (`DeadlineHeaderMillis`).
+void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
+  std::size_t n = 0;
+  if (!call.key_header.empty()) {
+    out.refs[n++] = {call.key_header,
+                     call.quoted_key.empty() ? std::string_view(*call.key) : call.quoted_key};
+  }
+  if (!call.deadline_header.empty()) {
+    char* const begin = out.deadline_value.data();
+    const std::to_chars_result r =
+        std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
+    out.refs[n++] = {call.deadline_header,
+                     std::string_view(begin, static_cast<std::size_t>(r.ptr - begin))};
+  }
+  out.count = n;
 }
 
 }  // namespace
 
-void StampAttemptHeaders(PreparedCall& call, const CallAction& action) {
+void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out) {
   // The attempt's own timeout is what the server may spend.
-  if (!call.deadline_header.empty()) StampDeadline(call, action.timeout);
+  StampCommon(call, action.timeout, out);
   if (!call.attempt_header.empty()) {
     constexpr std::string_view kAttempt = "attempt=";
     constexpr std::string_view kMax = "; max=";
-    char* p = call.attempt_value.data();
-    char* const end = p + call.attempt_value.size();
+    char* const begin = out.attempt_value.data();
+    char* const end = begin + out.attempt_value.size();
     // Fixed-size copies: a few moves, not a loop or a call.
-    std::memcpy(p, kAttempt.data(), kAttempt.size());
-    p = std::to_chars(p + kAttempt.size(), end, action.number).ptr;
+    std::memcpy(begin, kAttempt.data(), kAttempt.size());
+    char* p = std::to_chars(begin + kAttempt.size(), end, action.number).ptr;
     std::memcpy(p, kMax.data(), kMax.size());
     p = std::to_chars(p + kMax.size(), end, call.policy.max_attempts).ptr;
-    call.attempt_size = static_cast<std::uint8_t>(p - call.attempt_value.data());
+    out.refs[out.count++] = {call.attempt_header,
+                             std::string_view(begin, static_cast<std::size_t>(p - begin))};
   }
 }
 
-void StampStatusQueryHeaders(PreparedCall& call, const CallAction& action) {
-  if (!call.deadline_header.empty()) StampDeadline(call, action.timeout);
-}
-
-std::size_t ExtraHeaderRefs(const PreparedCall& call, bool status_query, bool fence,
-                            HeaderRef* out) {
-  std::size_t n = 0;
-  if (!call.key_header.empty()) {
-    out[n++] = {call.key_header,
-                call.quoted_key.empty() ? std::string_view(*call.key) : call.quoted_key};
-  }
-  if (!call.deadline_header.empty()) {
-    out[n++] = {call.deadline_header, {call.deadline_value.data(), call.deadline_size}};
-  }
-  if (!status_query) {
-    if (!call.attempt_header.empty()) {
-      out[n++] = {call.attempt_header, {call.attempt_value.data(), call.attempt_size}};
-    }
-  } else if (fence) {
-    out[n++] = {kFenceHeader, "true"};
-  }
-  return n;
+void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out) {
+  StampCommon(call, action.timeout, out);
+  if (action.fence) out.refs[out.count++] = {kFenceHeader, "true"};
 }
 
 Request StatusQueryRequest(const PreparedCall& call, const Request& original) {

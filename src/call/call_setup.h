@@ -58,23 +58,17 @@ struct PreparedCall {
   /// Status queries go to the policy's callback.
   bool use_callback = false;
   std::optional<std::string> key;
-  /// The headers saferetry adds, written in place so that a call allocates
-  /// nothing for them (`ExtraHeaderRefs` lists them for a send): the key
-  /// header unless the request carries it, the deadline header unless the
-  /// deadline is infinite, the attempt header. Names point into the policy;
-  /// an empty name: not sent. Status queries carry the key and the deadline.
+  /// The headers saferetry adds (`StampAttemptHeaders` writes them for a
+  /// send, into the driver's `SendHeaders`): the key header unless the
+  /// request carries it, the deadline header unless the deadline is
+  /// infinite, the attempt header. Names point into the policy; an empty
+  /// name: not sent. Status queries carry the key and the deadline.
   std::string_view key_header;
   /// The key as sent in the quoted form (`KeyForm::kQuotedString`); empty
   /// for the bare form, which sends `*key` itself.
   std::string quoted_key;
   std::string_view deadline_header;
   std::string_view attempt_header;
-  /// The values of the last stamp (`StampAttemptHeaders`,
-  /// `StampStatusQueryHeaders`): milliseconds, "attempt=n; max=m".
-  std::array<char, 24> deadline_value{};
-  std::uint8_t deadline_size = 0;
-  std::array<char, 48> attempt_value{};
-  std::uint8_t attempt_size = 0;
   /// The journal the intent is recorded in (`JournalBegin`); null when the
   /// call is not journaled (no journal, or no key).
   IntentJournal* journal = nullptr;
@@ -114,24 +108,32 @@ void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, Pr
 /// requests.
 bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits, bool server_deduplicates);
 
-/// Writes the per-send values for `action` (a send of the request): the
-/// attempt's timeout in the deadline header and "attempt=n; max=m".
-void StampAttemptHeaders(PreparedCall& call, const CallAction& action);
-/// Writes the per-send value for `action` (a status query): its timeout in
-/// the deadline header.
-void StampStatusQueryHeaders(PreparedCall& call, const CallAction& action);
-
-/// The most headers `ExtraHeaderRefs` writes: key, deadline, attempt or
-/// fence.
+/// The most headers saferetry adds to one send: key, deadline, attempt or
+/// fence, then traceparent and tracestate.
 inline constexpr std::size_t kMaxExtraHeaders = 3;
+inline constexpr std::size_t kMaxSendHeaders = kMaxExtraHeaders + 2;
 
-/// Writes the headers saferetry adds to a send of `call` into `out` (at
-/// least `kMaxExtraHeaders` long) and returns their number: the key and the
-/// deadline, then the attempt header (`status_query` false) or the fence
-/// header (`fence`). The views point into `call` and its policy: valid until
-/// the next stamp.
-std::size_t ExtraHeaderRefs(const PreparedCall& call, bool status_query, bool fence,
-                            HeaderRef* out);
+/// The headers saferetry adds to one send, and the values they point to.
+/// The driver holds it on its stack for the send: a `Transport` reads the
+/// headers until `Send` returns, an `AsyncTransport` during `Start` only, so
+/// a call in flight keeps none of it. Not initialised: the stamps write what
+/// they list.
+struct SendHeaders {
+  std::array<HeaderRef, kMaxSendHeaders> refs;
+  std::size_t count = 0;
+  std::array<char, 24> deadline_value;  // milliseconds
+  std::array<char, 48> attempt_value;   // "attempt=n; max=m"
+  HeaderRefs view() const { return HeaderRefs(refs.data(), count); }
+};
+
+/// Writes the headers saferetry adds to a send of the request (`action` is
+/// kSendAttempt) into `out`, replacing what it held: the key, the attempt's
+/// timeout in the deadline header, "attempt=n; max=m". The views point into
+/// `call`, its policy and `out`.
+void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out);
+/// The same for a status query (`action` is kSendStatusQuery): the key, its
+/// timeout in the deadline header, the fence header when the action asks.
+void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out);
 
 /// The status-query request for `call` (the template expanded with the key).
 Request StatusQueryRequest(const PreparedCall& call, const Request& original);

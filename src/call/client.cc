@@ -84,7 +84,8 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
       case CallAction::Kind::kSendAttempt: {
         AttemptOptions ao;
         ao.cancellation = cancellation;
-        if (std::optional<CallAction> next = session.BeforeAttempt(machine, action, ao)) {
+        internal::SendHeaders headers;
+        if (std::optional<CallAction> next = session.BeforeAttempt(machine, action, headers, ao)) {
           action = *next;
           break;
         }
@@ -101,8 +102,9 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
         AttemptOptions ao;
         ao.cancellation = cancellation;
         const Request* query = nullptr;
+        internal::SendHeaders headers;
         if (std::optional<CallAction> next =
-                session.BeforeStatusQuery(machine, action, &query, ao)) {
+                session.BeforeStatusQuery(machine, action, &query, headers, ao)) {
           action = *next;
           break;
         }
