@@ -61,6 +61,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -186,15 +187,29 @@ struct CallAction {
 };
 
 /// One call's decisions. Not thread-safe (one call, one thread at a time);
-/// the budget it is given is.
+/// the budget it is given is. Movable, not copyable.
 class CallStateMachine {
  public:
+  /// Runs the call on a copy of `policy` (one allocation).
   /// `budget`, `classifier` and `random` must outlive the machine;
   /// `query_budget` (the status-query allowance) and `cancellation` may be
   /// null (no allowance: polls are limited by their cap and the deadline).
   CallStateMachine(const CallPolicy& policy, RetryBudget* budget, const Classifier* classifier,
                    Random* random, const CancellationToken* cancellation = nullptr,
                    RetryBudget* query_budget = nullptr);
+  /// Runs the call on `*policy` itself, neither copied nor allocated: the
+  /// machine completes it in place (the time plan at `Start`, the derived
+  /// poll cap at the first poll) and reads it until it is destroyed, so it
+  /// must outlive the machine and not change meanwhile. What a driver uses:
+  /// the call's policy is built once, in storage the call owns.
+  CallStateMachine(CallPolicy* policy, RetryBudget* budget, const Classifier* classifier,
+                   Random* random, const CancellationToken* cancellation = nullptr,
+                   RetryBudget* query_budget = nullptr);
+  CallStateMachine(CallStateMachine&&) noexcept = default;
+  CallStateMachine& operator=(CallStateMachine&&) noexcept = default;
+  CallStateMachine(const CallStateMachine&) = delete;
+  CallStateMachine& operator=(const CallStateMachine&) = delete;
+  ~CallStateMachine();
 
   /// Starts the call in both budgets and returns the first send.
   CallAction Start(TimePoint now);
@@ -229,20 +244,20 @@ class CallStateMachine {
   bool finished() const { return finished_; }
   /// The policy as completed by `Start` (the time plan) and by the first
   /// poll (the derived poll cap).
-  const CallPolicy& policy() const { return policy_; }
+  const CallPolicy& policy() const { return *policy_; }
   /// The result; valid once an action of kind kFinish was returned.
-  CallResult TakeResult() { return std::move(out()); }
+  CallResult TakeResult() { return std::move(Synced()); }
   /// Read-only view of the result being built (evidence so far).
-  const CallResult& result() const {
-    return external_result_ != nullptr ? *external_result_ : own_result_;
-  }
-  /// Builds the result in `*out` rather than in the machine's own storage, so
-  /// that a driver returning the result by value never moves it: it passes
-  /// its return object here and reads it once kFinish is returned. Call before
+  const CallResult& result() const { return Synced(); }
+  /// Builds the result in `*out` rather than in storage of its own, so that
+  /// a driver returning the result by value never moves it: it passes its
+  /// return object here and reads it once kFinish is returned. Call before
   /// `Start`, with a default-constructed `CallResult` that outlives the
-  /// machine's use; `result()` and `TakeResult()` then refer to it. A machine
-  /// given storage must not be copied (the copy would write the same result).
-  void BuildResultIn(CallResult* out) { external_result_ = out; }
+  /// machine's use; `result()` and `TakeResult()` then refer to it.
+  /// Without it the machine allocates its result when the first answer
+  /// comes (or the call ends), so a call waiting for its first answer holds
+  /// no result.
+  void BuildResultIn(CallResult* out) { result_ = out; }
 
  private:
   enum class Next { kAttempt, kStatusQuery };
@@ -257,16 +272,22 @@ class CallStateMachine {
   void RecordEvidence(AttemptEvidence&& evidence, TimePoint now);
   bool Cancelled() const;
 
-  CallPolicy policy_;
+  CallPolicy* policy_;  // `owned_policy_`, or the caller's
+  std::unique_ptr<CallPolicy> owned_policy_;
   RetryBudget* budget_;
   const Classifier* classifier_;
   Random* random_;
   const CancellationToken* cancellation_;
   RetryBudget* query_budget_;
 
-  CallResult& out() { return external_result_ != nullptr ? *external_result_ : own_result_; }
-  CallResult own_result_;
-  CallResult* external_result_ = nullptr;  // `BuildResultIn`'s, or null: `own_result_`
+  // The result being built: `BuildResultIn`'s, else allocated on first use.
+  CallResult& out() const;
+  // `out()` with the counts the machine keeps until then written in.
+  CallResult& Synced() const;
+  mutable CallResult* result_ = nullptr;
+  mutable std::unique_ptr<CallResult> own_result_;
+  int attempts_ = 0;        // `CallResult::attempts`
+  int status_queries_ = 0;  // `CallResult::status_queries`
   TimePoint start_{};
   Duration total_{0};  // the deadline's remaining time at Start
   struct InFlight {

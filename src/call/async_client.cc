@@ -169,7 +169,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       return;
     }
     SyncCancellation(*call);
-    call->machine.emplace(call->session->policy(), options_.client.budget.get(),
+    call->machine.emplace(call->session->machine_policy(), options_.client.budget.get(),
                           options_.client.classifier.get(), options_.client.random.get(),
                           &call->token, options_.client.status_query_budget.get());
     Call& c = *call;

@@ -69,6 +69,9 @@ class CallSession {
   /// The machine's policy for this call (valid after a Begin that returned
   /// nullopt).
   const CallPolicy& policy() const { return call_.policy; }
+  /// The same policy, for the call's machine to run on and complete in place
+  /// (`CallStateMachine(CallPolicy*, ...)`): never copied.
+  CallPolicy* machine_policy() { return &call_.policy; }
   /// The request each attempt sends.
   const Request& request() const { return *request_; }
   /// Whether `request()` is the caller's request this call validated when it

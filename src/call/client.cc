@@ -75,8 +75,9 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
   Transport& transport = *options_.transport;
   // The machine builds the result in the object this returns: never moved.
   CallResult result;
-  CallStateMachine machine(session.policy(), options_.budget.get(), options_.classifier.get(),
-                           options_.random.get(), cancellation, options_.status_query_budget.get());
+  CallStateMachine machine(session.machine_policy(), options_.budget.get(),
+                           options_.classifier.get(), options_.random.get(), cancellation,
+                           options_.status_query_budget.get());
   machine.BuildResultIn(&result);
   CallAction action = machine.Start(start);
   while (action.kind != CallAction::Kind::kFinish) {

@@ -53,6 +53,19 @@ int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff) {
 CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget,
                                    const Classifier* classifier, Random* random,
                                    const CancellationToken* cancellation, RetryBudget* query_budget)
+    : policy_(nullptr),
+      owned_policy_(std::make_unique<CallPolicy>(policy)),
+      budget_(budget),
+      classifier_(classifier),
+      random_(random),
+      cancellation_(cancellation),
+      query_budget_(query_budget) {
+  policy_ = owned_policy_.get();
+}
+
+CallStateMachine::CallStateMachine(CallPolicy* policy, RetryBudget* budget,
+                                   const Classifier* classifier, Random* random,
+                                   const CancellationToken* cancellation, RetryBudget* query_budget)
     : policy_(policy),
       budget_(budget),
       classifier_(classifier),
@@ -60,34 +73,50 @@ CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget
       cancellation_(cancellation),
       query_budget_(query_budget) {}
 
+CallStateMachine::~CallStateMachine() = default;
+
+CallResult& CallStateMachine::out() const {
+  if (result_ == nullptr) {
+    own_result_ = std::make_unique<CallResult>();
+    result_ = own_result_.get();
+  }
+  return *result_;
+}
+
+CallResult& CallStateMachine::Synced() const {
+  CallResult& r = out();
+  r.attempts = attempts_;
+  r.status_queries = status_queries_;
+  return r;
+}
+
 bool CallStateMachine::Cancelled() const {
   return cancellation_ != nullptr && cancellation_->IsCancelled();
 }
 
 CallAction CallStateMachine::Start(TimePoint now) {
   start_ = now;
-  out().status = absl::OkStatus();
   // The call's setup that every driver shares: the poll cap and the time
   // plan follow from the deadline as it stands at the start.
   // The poll cap is derived only when a poll is first scheduled: most calls
   // never poll, and the derivation walks the pacing.
-  total_ = policy_.deadline.Remaining(now);
-  policy_.plan = MakeTimePlan(ChooseTimePlanKind(policy_), total_, policy_.deadline_options);
+  total_ = policy_->deadline.Remaining(now);
+  policy_->plan = MakeTimePlan(ChooseTimePlanKind(*policy_), total_, policy_->deadline_options);
   budget_->OnCallStart(now);
   if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
   // A continued intent starts with its predecessor's doubt.
-  maybe_effect_ = policy_.earlier_attempt_may_have_taken_effect && !policy_.traits.safe;
+  maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect && !policy_->traits.safe;
   // A resolve asks before it does anything else.
-  pending_ = policy_.start_with_status_query && policy_.has_status_query ? Next::kStatusQuery
-                                                                         : Next::kAttempt;
+  pending_ = policy_->start_with_status_query && policy_->has_status_query ? Next::kStatusQuery
+                                                                           : Next::kAttempt;
   return SendNow(now);
 }
 
 CallAction CallStateMachine::OutOfTime(TimePoint now) {
   // Reached the deadline (or its margin) during an attempt, a query or a
   // wait, versus time left that is too short to be useful.
-  if (!policy_.deadline.is_infinite() &&
-      policy_.deadline.Remaining(now) <= policy_.deadline_options.margin) {
+  if (!policy_->deadline.is_infinite() &&
+      policy_->deadline.Remaining(now) <= policy_->deadline_options.margin) {
     return FinishFailure(StopReason::kDeadlineExceeded, now);
   }
   return FinishFailure(StopReason::kNoTimeForUsefulAttempt, now);
@@ -103,20 +132,20 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   }
   const Duration timeout =
       pending_ == Next::kAttempt
-          ? PlannedAttemptTimeout(policy_.plan, policy_.deadline, now, policy_.deadline_options)
-          : StatusQueryTimeout(policy_.deadline, now, policy_.deadline_options);
+          ? PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, policy_->deadline_options)
+          : StatusQueryTimeout(policy_->deadline, now, policy_->deadline_options);
   // No send starts that could not do useful work before the deadline (a
   // wait that overslept, or a deadline that was already too close at start).
   // A wait this machine scheduled left a useful attempt; a clock that woke
   // up late took some of it, and that lateness (up to half of a useful
   // attempt) is forgiven, so the wait still leads to its send.
-  Duration needed = policy_.deadline_options.min_useful_attempt;
+  Duration needed = policy_->deadline_options.min_useful_attempt;
   if (wake_due_.has_value()) {
     const Duration late = now - *wake_due_;
     if (late > Duration::zero()) needed -= std::min(late, needed / 2);
     wake_due_.reset();
   }
-  if (!policy_.deadline.is_infinite() && timeout < needed) {
+  if (!policy_->deadline.is_infinite() && timeout < needed) {
     if (pending_charge_.has_value()) {
       pending_charge_budget_->Refund(*pending_charge_, now);
       pending_charge_.reset();
@@ -125,7 +154,7 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   }
   // The breaker is asked last, right before the send: a half-open breaker
   // hands out a probe slot with each permit, so a permit must lead to a send.
-  CircuitBreaker* breaker = pending_ == Next::kAttempt ? policy_.circuit_breaker : QueryBreaker();
+  CircuitBreaker* breaker = pending_ == Next::kAttempt ? policy_->circuit_breaker : QueryBreaker();
   CircuitBreaker::Permit permit;
   if (breaker != nullptr) {
     permit = breaker->Allow(now);
@@ -142,14 +171,14 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   action.attempt_id = ++next_id_;
   if (pending_ == Next::kAttempt) {
     action.kind = CallAction::Kind::kSendAttempt;
-    action.number = ++out().attempts;
+    action.number = ++attempts_;
     ++attempts_counted_;
     if (pending_poll_) ++polls_;  // provisionally a poll; settled by the answer
     in_flight_[0] = InFlight{action.attempt_id, action.number, pending_poll_, permit};
     in_flight_count_ = 1;
   } else {
     action.kind = CallAction::Kind::kSendStatusQuery;
-    action.number = ++out().status_queries;
+    action.number = ++status_queries_;
     in_flight_count_ = 0;
     query_permit_ = permit;
     action.fence = pending_fence_;
@@ -157,27 +186,28 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
     ++polls_;
   }
   action.timeout = timeout;
-  action.remaining = policy_.deadline.Remaining(now);
+  action.remaining = policy_->deadline.Remaining(now);
   return action;
 }
 
 void CallStateMachine::RecordEvidence(AttemptEvidence&& evidence, TimePoint now) {
-  out().last_transport_status = evidence.transport_status;
-  evidence.deadline_remaining = policy_.deadline.Remaining(now);
+  CallResult& r = Synced();
+  r.last_transport_status = evidence.transport_status;
+  evidence.deadline_remaining = policy_->deadline.Remaining(now);
   evidence.budget_balance = budget_->Balance(now);
-  out().evidence.push_back(std::move(evidence));
+  r.evidence.push_back(std::move(evidence));
 }
 
 CallAction CallStateMachine::StartHedge(TimePoint now) {
   CallAction none;
   none.kind = CallAction::Kind::kNone;
-  if (!policy_.hedging || finished_ || in_flight_count_ == 0 || in_flight_count_ >= kMaxInFlight ||
-      Cancelled() || attempts_counted_ >= policy_.max_attempts) {
+  if (!policy_->hedging || finished_ || in_flight_count_ == 0 || in_flight_count_ >= kMaxInFlight ||
+      Cancelled() || attempts_counted_ >= policy_->max_attempts) {
     return none;
   }
   const Duration timeout =
-      PlannedAttemptTimeout(policy_.plan, policy_.deadline, now, policy_.deadline_options);
-  if (!policy_.deadline.is_infinite() && timeout < policy_.deadline_options.min_useful_attempt) {
+      PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, policy_->deadline_options);
+  if (!policy_->deadline.is_infinite() && timeout < policy_->deadline_options.min_useful_attempt) {
     return none;
   }
   // Every hedge is paid for by the shared budget, as a retry is.
@@ -188,8 +218,8 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   // A refused hedge is not sent and does not end the call: the attempt in
   // flight may still answer.
   CircuitBreaker::Permit permit;
-  if (policy_.circuit_breaker != nullptr) {
-    permit = policy_.circuit_breaker->Allow(now);
+  if (policy_->circuit_breaker != nullptr) {
+    permit = policy_->circuit_breaker->Allow(now);
     if (!permit.allowed) {
       budget_->Refund(decision.receipt, now);
       return none;
@@ -199,10 +229,10 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   CallAction action;
   action.kind = CallAction::Kind::kSendAttempt;
   action.attempt_id = ++next_id_;
-  action.number = ++out().attempts;
+  action.number = ++attempts_;
   ++attempts_counted_;
   action.timeout = timeout;
-  action.remaining = policy_.deadline.Remaining(now);
+  action.remaining = policy_->deadline.Remaining(now);
   in_flight_[static_cast<std::size_t>(in_flight_count_++)] =
       InFlight{action.attempt_id, action.number, false, permit};
   return action;
@@ -218,7 +248,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
                                            std::optional<Response> response, TimePoint now) {
   if (finished_) return CallAction{};
   // Which attempt this was; it is no longer in flight.
-  InFlight done{attempt_id, out().attempts, pending_poll_, CircuitBreaker::Permit{}};
+  InFlight done{attempt_id, attempts_, pending_poll_, CircuitBreaker::Permit{}};
   for (int i = 0; i < in_flight_count_; ++i) {
     if (in_flight_[static_cast<std::size_t>(i)].id == attempt_id) {
       done = in_flight_[static_cast<std::size_t>(i)];
@@ -231,18 +261,18 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   const bool was_poll = done.poll;
   evidence.number = done.number;
   evidence.is_status_query = false;
-  Classification c = classifier_->Classify(evidence, policy_.traits);
+  Classification c = classifier_->Classify(evidence, policy_->traits);
   // 1b. The response predicate, where the policy has one, may read the
   // answer and move a definite class towards a retry (never an ambiguous
   // one towards a retry, never a doubt away: ApplyResponsePredicate).
-  if (policy_.response_predicate != nullptr && response.has_value()) {
-    c = ApplyResponsePredicate(*policy_.response_predicate,
-                               policy_.response_predicate_max_body_bytes, *response, evidence,
-                               policy_.traits, c);
+  if (policy_->response_predicate != nullptr && response.has_value()) {
+    c = ApplyResponsePredicate(*policy_->response_predicate,
+                               policy_->response_predicate_max_body_bytes, *response, evidence,
+                               policy_->traits, c);
   }
   evidence.classification = c.cls;
   evidence.reason = c.reason;
-  ReportToBreaker(policy_.circuit_breaker, done.permit, c.cls, evidence.transport_status, now);
+  ReportToBreaker(policy_->circuit_breaker, done.permit, c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
@@ -257,7 +287,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   // History: could this attempt have taken effect? The classifier says what
   // the evidence shows, whatever the request's idempotency; safe methods have
   // no effect at all.
-  if (!policy_.traits.safe &&
+  if (!policy_->traits.safe &&
       (c.cls == AttemptClass::kAmbiguous || c.cls == AttemptClass::kInProgress)) {
     maybe_effect_ = true;
   }
@@ -265,8 +295,8 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   const Proof proof = ProofOfAnswer(evidence);
   const bool fenced = IsFencedAnswer(evidence);
   // A 410 for a key someone used before this call: its effect may exist.
-  if (IsExpiredKeyAnswer(evidence) && policy_.traits.keyed && !policy_.key_minted &&
-      !policy_.traits.safe) {
+  if (IsExpiredKeyAnswer(evidence) && policy_->traits.keyed && !policy_->key_minted &&
+      !policy_->traits.safe) {
     maybe_effect_ = true;
   }
   const bool expired = IsExpiredKeyAnswer(evidence) && maybe_effect_;
@@ -286,7 +316,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
       // Other copies in flight (hedges) were handed to the transport: they
       // may have taken effect, so this answer is final only once they are
       // back without doubt.
-      const bool copies_in_flight = in_flight_count_ > 0 && !policy_.traits.safe;
+      const bool copies_in_flight = in_flight_count_ > 0 && !policy_->traits.safe;
       // Nothing before this answer may have taken effect: it is final.
       if (!maybe_effect_ && !copies_in_flight) return Finish(Outcome::kFailed, reason, now);
       if (proof == Proof::kNoEffect) {
@@ -308,7 +338,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
         return none;
       }
       if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
-      if (policy_.traits.keyed && policy_.has_status_query) {
+      if (policy_->traits.keyed && policy_->has_status_query) {
         return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
       return FinishFailure(unsettled_reason_, now);
@@ -332,19 +362,19 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
     case AttemptClass::kAmbiguous:
       // An idempotent request may simply be sent again (unless the
       // classifier's policy forbids it); the history keeps the doubt.
-      if ((policy_.traits.idempotent || policy_.traits.safe) && !c.no_retry) {
+      if ((policy_->traits.idempotent || policy_->traits.safe) && !c.no_retry) {
         return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
       }
-      if (policy_.traits.keyed && policy_.has_status_query) {
+      if (policy_->traits.keyed && policy_->has_status_query) {
         return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
-      if (policy_.traits.keyed && (policy_.server_deduplicates || seen_in_progress_)) {
+      if (policy_->traits.keyed && (policy_->server_deduplicates || seen_in_progress_)) {
         return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
       }
       return FinishFailure(StopReason::kAmbiguousUnresolved, now);
     case AttemptClass::kInProgress:
       seen_in_progress_ = true;
-      return ScheduleNext(policy_.has_status_query ? Next::kStatusQuery : Next::kAttempt, true,
+      return ScheduleNext(policy_->has_status_query ? Next::kStatusQuery : Next::kAttempt, true,
                           c.cls, hints, now);
     default:
       return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
@@ -353,7 +383,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
 
 CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
                                             std::optional<Response> response, TimePoint now) {
-  evidence.number = out().status_queries;
+  evidence.number = status_queries_;
   evidence.is_status_query = true;
   switch (answer) {
     case StatusAnswer::kFound:
@@ -428,8 +458,8 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       // through the ordinary checks. With no attempt left, or after a final
       // answer that a resend would only repeat, the original could still
       // arrive: fence the key if allowed, else the outcome stays unknown.
-      if (no_resend_ || attempts_counted_ >= policy_.max_attempts) {
-        if (policy_.fence_when_giving_up && !fence_sent_ && policy_.has_status_query) {
+      if (no_resend_ || attempts_counted_ >= policy_->max_attempts) {
+        if (policy_->fence_when_giving_up && !fence_sent_ && policy_->has_status_query) {
           pending_fence_ = true;
           return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kAmbiguous, hints, now);
         }
@@ -462,7 +492,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
     // without doubt: that answer stands.
     if (held_final_.has_value() && !maybe_effect_)
       return Finish(Outcome::kFailed, *held_final_, now);
-    if (!policy_.traits.keyed || !policy_.has_status_query) {
+    if (!policy_->traits.keyed || !policy_->has_status_query) {
       return FinishFailure(unsettled_reason_, now);
     }
     next = Next::kStatusQuery;
@@ -471,13 +501,13 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   // 1. Caps: a poll counts against the status-query cap, a send of the
   //    request against the attempts.
   if (poll) {
-    if (policy_.max_status_queries <= 0) {
-      policy_.max_status_queries = DefaultMaxStatusQueries(total_, policy_.poll_backoff);
+    if (policy_->max_status_queries <= 0) {
+      policy_->max_status_queries = DefaultMaxStatusQueries(total_, policy_->poll_backoff);
     }
-    if (polls_ >= policy_.max_status_queries) {
+    if (polls_ >= policy_->max_status_queries) {
       return FinishFailure(StopReason::kStatusQueriesExhausted, now);
     }
-  } else if (attempts_counted_ >= policy_.max_attempts) {
+  } else if (attempts_counted_ >= policy_->max_attempts) {
     return FinishFailure(StopReason::kAttemptsExhausted, now);
   }
 
@@ -489,13 +519,13 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   if (hints.retry_after_above_max) return FinishFailure(StopReason::kRetryAfterTooLong, now);
   Duration delay;
   if (poll) {
-    delay = ComputeBackoff(policy_.poll_backoff, ++poll_waits_, previous_poll_delay_,
+    delay = ComputeBackoff(policy_->poll_backoff, ++poll_waits_, previous_poll_delay_,
                            random_->Uniform());
     previous_poll_delay_ = delay;
   } else {
     ++retry_waits_;
     const double u = random_->Uniform();
-    delay = std::max(Duration::zero(), policy_.backoff->Delay(retry_waits_, previous_delay_, u));
+    delay = std::max(Duration::zero(), policy_->backoff->Delay(retry_waits_, previous_delay_, u));
     previous_delay_ = delay;
   }
   const bool from_hint = hints.retry_after.has_value();
@@ -505,16 +535,16 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   // 3. Time. A wait that would leave no room for a useful send is shortened
   //    to the longest that does, never below the server's Retry-After: when
   //    the hint alone does not fit, the call ends.
-  if (!WaitFits(policy_.deadline, now, delay, policy_.deadline_options)) {
-    if (from_hint && !WaitFits(policy_.deadline, now, hint, policy_.deadline_options)) {
+  if (!WaitFits(policy_->deadline, now, delay, policy_->deadline_options)) {
+    if (from_hint && !WaitFits(policy_->deadline, now, hint, policy_->deadline_options)) {
       return FinishFailure(StopReason::kRetryAfterBeyondDeadline, now);
     }
-    if (!WaitFits(policy_.deadline, now, Duration::zero(), policy_.deadline_options)) {
+    if (!WaitFits(policy_->deadline, now, Duration::zero(), policy_->deadline_options)) {
       return OutOfTime(now);
     }
     delay =
-        std::max(hint, policy_.deadline.at() - now - policy_.deadline_options.min_useful_attempt -
-                           policy_.deadline_options.margin);
+        std::max(hint, policy_->deadline.at() - now - policy_->deadline_options.min_useful_attempt -
+                           policy_->deadline_options.margin);
   }
 
   // 4. The budget, charged now that the send will happen (refunded if the
@@ -568,13 +598,13 @@ CallAction CallStateMachine::OnCancelled(TimePoint now) {
 CallAction CallStateMachine::FinishFailure(StopReason reason, TimePoint now) {
   // Copies still in flight (hedges the driver will cancel) were handed to the
   // transport: they may have taken effect.
-  const bool doubt = maybe_effect_ || (in_flight_count_ > 0 && !policy_.traits.safe);
+  const bool doubt = maybe_effect_ || (in_flight_count_ > 0 && !policy_->traits.safe);
   return Finish(doubt ? Outcome::kUnknown : Outcome::kFailed, reason, now);
 }
 
 CircuitBreaker* CallStateMachine::QueryBreaker() const {
-  return policy_.status_query_circuit_breaker != nullptr ? policy_.status_query_circuit_breaker
-                                                         : policy_.circuit_breaker;
+  return policy_->status_query_circuit_breaker != nullptr ? policy_->status_query_circuit_breaker
+                                                          : policy_->circuit_breaker;
 }
 
 void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
@@ -593,8 +623,8 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   // cancellation) will not be reported: free their half-open probe slots.
   for (int i = 0; i < in_flight_count_; ++i) {
     const InFlight& f = in_flight_[static_cast<std::size_t>(i)];
-    if (f.permit.allowed && policy_.circuit_breaker != nullptr) {
-      policy_.circuit_breaker->OnAbandoned(f.permit, now);
+    if (f.permit.allowed && policy_->circuit_breaker != nullptr) {
+      policy_->circuit_breaker->OnAbandoned(f.permit, now);
     }
   }
   if (query_permit_.allowed && QueryBreaker() != nullptr) {
@@ -602,16 +632,17 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   }
   query_permit_ = CircuitBreaker::Permit{};
   finished_ = true;
-  out().outcome = outcome;
-  out().stop_reason = reason;
+  CallResult& r = Synced();
+  r.outcome = outcome;
+  r.stop_reason = reason;
   // What the outcome rests on (ResolvedBy): the status answer set it; else a
   // response to the request, when there is one; UNKNOWN rests on nothing.
   if (outcome == Outcome::kUnknown) {
-    out().resolved_by = ResolvedBy::kNone;
-  } else if (out().resolved_by == ResolvedBy::kNone && out().last_response.has_value()) {
-    out().resolved_by = ResolvedBy::kResponse;
+    r.resolved_by = ResolvedBy::kNone;
+  } else if (r.resolved_by == ResolvedBy::kNone && r.last_response.has_value()) {
+    r.resolved_by = ResolvedBy::kResponse;
   }
-  out().elapsed = now - start_;
+  r.elapsed = now - start_;
   CallAction action;
   action.kind = CallAction::Kind::kFinish;
   return action;
