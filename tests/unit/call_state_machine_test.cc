@@ -392,6 +392,48 @@ TEST_F(CallStateMachineTest, StatusQueryCapDefaultsFromTheDeadline) {
   EXPECT_EQ(capped.policy().max_status_queries, 3);
 }
 
+// A driver's machine runs on the call's policy itself: completed in place,
+// never copied, and the same decisions as a machine given a copy.
+TEST_F(CallStateMachineTest, APolicyGivenByPointerIsCompletedInPlace) {
+  CallPolicy policy = KeyedPost(seconds(5));
+  random_ = std::make_unique<ScriptedRandom>(std::vector<double>{0.5});
+  CallStateMachine m(&policy, &budget_, &classifier_, random_.get(), &token_, &allowance_);
+  EXPECT_EQ(&m.policy(), &policy);
+  EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(3490)));
+  EXPECT_EQ(policy.plan.kind, TimePlanKind::kResolve);
+  EXPECT_EQ(policy.plan.reserve, milliseconds(1500));
+  EXPECT_EQ(policy.max_status_queries, 0);  // not yet needed
+  const CallAction next = m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
+  EXPECT_EQ(next.kind, CallAction::Kind::kWait);
+  EXPECT_EQ(policy.max_status_queries, 17);
+
+  // The same call on a copy: the same action, the caller's policy untouched.
+  const CallPolicy original = KeyedPost(seconds(5));
+  CallStateMachine& copy = Make(original);
+  copy.Start(kT0);
+  const CallAction copied = copy.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
+  EXPECT_EQ(copied.kind, next.kind);
+  EXPECT_EQ(copied.delay, next.delay);
+  EXPECT_EQ(original.max_status_queries, 0);
+  EXPECT_EQ(copy.policy().max_status_queries, 17);
+}
+
+// The counts are the machine's until the first answer; the result read
+// meanwhile shows them, and a machine moved mid-call keeps its result.
+TEST_F(CallStateMachineTest, TheResultShowsTheSendsBeforeAnyAnswerAndSurvivesAMove) {
+  CallStateMachine& first = Make(KeyedPost(seconds(1)));
+  ASSERT_TRUE(IsSend(first.Start(kT0), 1, milliseconds(690)));
+  EXPECT_EQ(first.result().attempts, 1);
+  EXPECT_TRUE(first.result().evidence.empty());
+  CallStateMachine moved = std::move(first);
+  EXPECT_TRUE(IsFinish(moved.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(5)))));
+  const CallResult r = moved.TakeResult();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 1);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].number, 1);
+}
+
 TEST_F(CallStateMachineTest, StartDepositsInBothBudgets) {
   CallStateMachine& m = Make(KeyedPost(seconds(1)));
   m.Start(kT0);
