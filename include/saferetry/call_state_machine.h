@@ -269,7 +269,8 @@ class CallStateMachine {
                           TimePoint now);
   CallAction SendNow(TimePoint now);
   CallAction OutOfTime(TimePoint now);
-  void RecordEvidence(AttemptEvidence&& evidence, TimePoint now);
+  // Appends `evidence` to the result; returns the stored evidence.
+  const AttemptEvidence& RecordEvidence(AttemptEvidence&& evidence, TimePoint now);
   bool Cancelled() const;
 
   CallPolicy* policy_;  // `owned_policy_`, or the caller's

@@ -190,12 +190,12 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   return action;
 }
 
-void CallStateMachine::RecordEvidence(AttemptEvidence&& evidence, TimePoint now) {
+const AttemptEvidence& CallStateMachine::RecordEvidence(AttemptEvidence&& evidence, TimePoint now) {
   CallResult& r = Synced();
   r.last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_->deadline.Remaining(now);
   evidence.budget_balance = budget_->Balance(now);
-  r.evidence.push_back(std::move(evidence));
+  return r.evidence.emplace_back(std::move(evidence));
 }
 
 CallAction CallStateMachine::StartHedge(TimePoint now) {
@@ -301,8 +301,8 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   }
   const bool expired = IsExpiredKeyAnswer(evidence) && maybe_effect_;
   if (response.has_value()) out().last_response = std::move(response);
-  const ServerHints hints = evidence.hints;
-  RecordEvidence(std::move(evidence), now);
+  // The stored evidence's: nothing is recorded after it until the next answer.
+  const ServerHints& hints = RecordEvidence(std::move(evidence), now).hints;
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
@@ -432,8 +432,8 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
     ReportToBreaker(QueryBreaker(), query_permit_, health, evidence.transport_status, now);
     query_permit_ = CircuitBreaker::Permit{};
   }
-  const ServerHints hints = evidence.hints;
-  RecordEvidence(std::move(evidence), now);
+  // The stored evidence's: nothing is recorded after it until the next answer.
+  const ServerHints& hints = RecordEvidence(std::move(evidence), now).hints;
 
   switch (answer) {
     case StatusAnswer::kFound:
