@@ -239,6 +239,22 @@ class CallStateMachine {
   CallAction OnWaitOver(TimePoint now);
   CallAction OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
                             std::optional<Response> response, TimePoint now);
+
+  /// The evidence written where it stays. `NewEvidence` appends a
+  /// default-constructed `AttemptEvidence` to the result and returns it; the
+  /// driver writes the evidence of the attempt or status query that just
+  /// ended into it, then reports that answer with `OnAttemptDoneInPlace` or
+  /// `OnStatusAnswerInPlace`, which read it there instead of taking it by
+  /// value (the 248-byte evidence is never moved). Exactly one report
+  /// follows each `NewEvidence`; the reference is valid until it. The
+  /// decisions are those of `OnAttemptDone` and `OnStatusAnswer`, which are
+  /// these with the evidence moved in; a late answer to a finished call is
+  /// dropped from the result, as it was before.
+  AttemptEvidence& NewEvidence();
+  CallAction OnAttemptDoneInPlace(std::uint32_t attempt_id, std::optional<Response>&& response,
+                                  TimePoint now);
+  CallAction OnStatusAnswerInPlace(StatusAnswer answer, std::optional<Response>&& response,
+                                   TimePoint now);
   CallAction OnCancelled(TimePoint now);
 
   bool finished() const { return finished_; }
@@ -247,7 +263,9 @@ class CallStateMachine {
   const CallPolicy& policy() const { return *policy_; }
   /// The result; valid once an action of kind kFinish was returned.
   CallResult TakeResult() { return std::move(Synced()); }
-  /// Read-only view of the result being built (evidence so far).
+  /// Read-only view of the result being built (evidence so far, and the
+  /// sends counted). Without `BuildResultIn`, reading it before the first
+  /// answer allocates the machine's result.
   const CallResult& result() const { return Synced(); }
   /// Builds the result in `*out` rather than in storage of its own, so that
   /// a driver returning the result by value never moves it: it passes its
@@ -269,8 +287,9 @@ class CallStateMachine {
                           TimePoint now);
   CallAction SendNow(TimePoint now);
   CallAction OutOfTime(TimePoint now);
-  // Appends `evidence` to the result; returns the stored evidence.
-  const AttemptEvidence& RecordEvidence(AttemptEvidence&& evidence, TimePoint now);
+  // Completes the stored evidence of the answer being handled (deadline
+  // left, budget balance) and the result's last transport status.
+  void CompleteEvidence(AttemptEvidence& evidence, TimePoint now);
   bool Cancelled() const;
 
   CallPolicy* policy_;  // `owned_policy_`, or the caller's

@@ -296,13 +296,15 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
                                      TransportResult&& tr, TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
+  // Written where it stays: in the result the machine builds.
+  AttemptEvidence& ev = machine.NewEvidence();
+  FillEvidence(tr, t0, t1, clock, call_.retry->options(), ev);
   if (const std::size_t slot = TraceSlot(attempt_id); slot != kTraceSlots && attempt_id != 0) {
     RecordTrace(slot, tr.redirects, ev);
     traces_[slot].attempt_id = 0;
   }
   request_sends_ += tr.redirects;
-  CallAction next = machine.OnAttemptDone(attempt_id, std::move(ev), std::move(tr.response), t1);
+  CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
   if (!machine.result().evidence.empty()) {
     if (options_.listener != nullptr) {
       options_.listener->OnAttemptEnd(machine.result().evidence.back());
@@ -324,11 +326,12 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     const TimePoint t0 = clock.Now();
     StatusQueryReply reply = spec.callback(*call_.key, action.timeout);
     const TimePoint t1 = clock.Now();
-    AttemptEvidence ev = EvidenceOf(reply.result, t0, t1, clock, call_.retry->options());
+    AttemptEvidence& ev = machine.NewEvidence();
+    FillEvidence(reply.result, t0, t1, clock, call_.retry->options(), ev);
     // Not a request: no trace context, but counted with the queries.
     ev.resend_count = query_sends_++;
     CallAction next =
-        machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response), t1);
+        machine.OnStatusAnswerInPlace(reply.answer, std::move(reply.result.response), t1);
     if (options_.listener != nullptr) {
       options_.listener->OnAttemptEnd(machine.result().evidence.back());
     }
@@ -359,11 +362,12 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
                                          TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence ev = EvidenceOf(tr, t0, t1, clock, call_.retry->options());
+  AttemptEvidence& ev = machine.NewEvidence();
+  FillEvidence(tr, t0, t1, clock, call_.retry->options(), ev);
   RecordTrace(kQuerySlot, tr.redirects, ev);
   query_sends_ += tr.redirects;
   const StatusAnswer answer = MapStatusAnswer(tr);
-  CallAction next = machine.OnStatusAnswer(answer, std::move(ev), std::move(tr.response), t1);
+  CallAction next = machine.OnStatusAnswerInPlace(answer, std::move(tr.response), t1);
   if (options_.listener != nullptr) {
     options_.listener->OnAttemptEnd(machine.result().evidence.back());
   }

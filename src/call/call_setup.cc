@@ -255,9 +255,8 @@ CallResult InvalidCall(absl::Status status) {
   return r;
 }
 
-AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint end, Clock& clock,
-                           const RetryPolicyOptions& options) {
-  AttemptEvidence ev;
+void FillEvidence(const TransportResult& tr, TimePoint start, TimePoint end, Clock& clock,
+                  const RetryPolicyOptions& options, AttemptEvidence& ev) {
   ev.start = start;
   ev.end = end;
   ev.delivery = tr.delivery;
@@ -268,9 +267,8 @@ AttemptEvidence EvidenceOf(const TransportResult& tr, TimePoint start, TimePoint
     std::optional<std::string_view> id;
     ev.hints = ExtractServerHintsAnd(tr.response->headers, clock, options.hints,
                                      options.request_id_header, id);
-    if (id.has_value()) ev.downstream_request_id = std::string(*id);
+    if (id.has_value()) ev.downstream_request_id.assign(id->data(), id->size());
   }
-  return ev;
 }
 
 bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,

@@ -138,11 +138,12 @@ void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action,
 /// The status-query request for `call` (the template expanded with the key).
 Request StatusQueryRequest(const PreparedCall& call, const Request& original);
 
-/// The evidence of one finished attempt or query, from the transport's
-/// result: delivery, status, hints, timings, the downstream request id.
-/// `clock`'s wall time is read only for a `Retry-After` date.
-AttemptEvidence EvidenceOf(const TransportResult& result, TimePoint start, TimePoint end,
-                           Clock& clock, const RetryPolicyOptions& policy);
+/// Writes the evidence of one finished attempt or query into `ev` (a
+/// default-constructed one, `CallStateMachine::NewEvidence`), from the
+/// transport's result: delivery, status, hints, timings, the downstream
+/// request id. `clock`'s wall time is read only for a `Retry-After` date.
+void FillEvidence(const TransportResult& result, TimePoint start, TimePoint end, Clock& clock,
+                  const RetryPolicyOptions& policy, AttemptEvidence& ev);
 
 /// Fills the defaults of `options` (clock, random, classifier, budgets) and
 /// validates the header names and hints, naming the field; the transport is

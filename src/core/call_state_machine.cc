@@ -190,12 +190,10 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   return action;
 }
 
-const AttemptEvidence& CallStateMachine::RecordEvidence(AttemptEvidence&& evidence, TimePoint now) {
-  CallResult& r = Synced();
-  r.last_transport_status = evidence.transport_status;
+void CallStateMachine::CompleteEvidence(AttemptEvidence& evidence, TimePoint now) {
+  Synced().last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_->deadline.Remaining(now);
   evidence.budget_balance = budget_->Balance(now);
-  return r.evidence.emplace_back(std::move(evidence));
 }
 
 CallAction CallStateMachine::StartHedge(TimePoint now) {
@@ -246,7 +244,22 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
 
 CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvidence evidence,
                                            std::optional<Response> response, TimePoint now) {
-  if (finished_) return CallAction{};
+  NewEvidence() = std::move(evidence);
+  return OnAttemptDoneInPlace(attempt_id, std::move(response), now);
+}
+
+AttemptEvidence& CallStateMachine::NewEvidence() { return Synced().evidence.emplace_back(); }
+
+CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
+                                                  std::optional<Response>&& response,
+                                                  TimePoint now) {
+  if (finished_) {
+    // A late answer (a copy the driver was to cancel): not recorded.
+    out().evidence.pop_back();
+    return CallAction{};
+  }
+  // The stored evidence: nothing else is recorded until the next answer.
+  AttemptEvidence& evidence = out().evidence.back();
   // Which attempt this was; it is no longer in flight.
   InFlight done{attempt_id, attempts_, pending_poll_, CircuitBreaker::Permit{}};
   for (int i = 0; i < in_flight_count_; ++i) {
@@ -302,7 +315,8 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   const bool expired = IsExpiredKeyAnswer(evidence) && maybe_effect_;
   if (response.has_value()) out().last_response = std::move(response);
   // The stored evidence's: nothing is recorded after it until the next answer.
-  const ServerHints& hints = RecordEvidence(std::move(evidence), now).hints;
+  CompleteEvidence(evidence, now);
+  const ServerHints& hints = evidence.hints;
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
@@ -383,6 +397,14 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
 
 CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
                                             std::optional<Response> response, TimePoint now) {
+  NewEvidence() = std::move(evidence);
+  return OnStatusAnswerInPlace(answer, std::move(response), now);
+}
+
+CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
+                                                   std::optional<Response>&& response,
+                                                   TimePoint now) {
+  AttemptEvidence& evidence = out().evidence.back();
   evidence.number = status_queries_;
   evidence.is_status_query = true;
   switch (answer) {
@@ -433,7 +455,8 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
     query_permit_ = CircuitBreaker::Permit{};
   }
   // The stored evidence's: nothing is recorded after it until the next answer.
-  const ServerHints& hints = RecordEvidence(std::move(evidence), now).hints;
+  CompleteEvidence(evidence, now);
+  const ServerHints& hints = evidence.hints;
 
   switch (answer) {
     case StatusAnswer::kFound:
