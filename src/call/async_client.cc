@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "call/call_session.h"
 #include "call/latency_window.h"
@@ -129,7 +130,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     std::optional<internal::CallSession> session;
     std::optional<CallStateMachine> machine;
     CancellationToken token;  // the machine's: Cancel() and the caller's token
-    std::vector<Flight> flights;
+    // The sends in flight: one, but for hedges (inline: no allocation per call).
+    absl::InlinedVector<Flight, 1> flights;
     EventLoop::TimerId wait_timer = 0;
     EventLoop::TimerId hedge_timer = 0;
     int hedges = 0;
