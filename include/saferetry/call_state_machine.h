@@ -12,6 +12,10 @@
 //   OnStatusAnswer(answer, evidence)   Finish  -> TakeResult()
 //   OnCancelled(now)
 //
+// The drivers report answers in place (`NewEvidence`, then
+// `OnAttemptDoneInPlace` / `OnStatusAnswerInPlace`): the same decisions,
+// with the evidence written where the result keeps it.
+//
 // Order of checks after an attempt (docs/design.md; each rule is proved by a
 // test in tests/unit/call_state_machine_test.cc):
 //   1. classify (then the response predicate, when the policy has one:
