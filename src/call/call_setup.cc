@@ -408,18 +408,6 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
 
 namespace {
 
-// Writes `n` (>= 0) in decimal at `p`, which has room for it; returns the end.
-// Attempt numbers and caps are one digit in almost every call: that case is
-// one store, the rest goes to `std::to_chars`.
-template <typename Int>
-char* WriteDecimal(char* p, char* end, Int n) {
-  if (n >= 0 && n < 10) {
-    *p = static_cast<char>('0' + n);
-    return p + 1;
-  }
-  return std::to_chars(p, end, n).ptr;
-}
-
 // The key header, then the deadline header with `timeout` (`DeadlineHeaderMillis`).
 void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
   std::size_t n = 0;
@@ -449,9 +437,9 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
     char* const end = begin + out.attempt_value.size();
     // Fixed-size copies: a few moves, not a loop or a call.
     std::memcpy(begin, kAttempt.data(), kAttempt.size());
-    char* p = WriteDecimal(begin + kAttempt.size(), end, action.number);
+    char* p = std::to_chars(begin + kAttempt.size(), end, action.number).ptr;
     std::memcpy(p, kMax.data(), kMax.size());
-    p = WriteDecimal(p + kMax.size(), end, call.policy.max_attempts);
+    p = std::to_chars(p + kMax.size(), end, call.policy.max_attempts).ptr;
     out.refs[out.count++] = {call.attempt_header,
                              std::string_view(begin, static_cast<std::size_t>(p - begin))};
   }

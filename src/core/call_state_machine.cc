@@ -191,7 +191,8 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
 }
 
 void CallStateMachine::CompleteEvidence(AttemptEvidence& evidence, TimePoint now) {
-  Synced().last_transport_status = evidence.transport_status;
+  // The counts were written in by `NewEvidence`, and no send came since.
+  out().last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_->deadline.Remaining(now);
   evidence.budget_balance = budget_->Balance(now);
 }
