@@ -9,8 +9,6 @@
 #define SAFERETRY_CANCELLATION_H_
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 
 #include "saferetry/clock.h"
 
@@ -19,8 +17,18 @@ namespace saferetry {
 /// A one-shot, thread-safe cancellation flag. Cancel() may be called from any
 /// thread (not from a signal handler: use a self-pipe or `std::atomic` there
 /// and cancel from a thread).
+///
+/// 16 bytes: the mutex and condition variable that `WaitFor` blocks on are
+/// allocated by the first `WaitFor`, so a token that is only set and read
+/// (an `AsyncClient` call's, a blocking call that never waits with it)
+/// holds none. Not copyable or movable.
 class CancellationToken {
  public:
+  CancellationToken() = default;
+  CancellationToken(const CancellationToken&) = delete;
+  CancellationToken& operator=(const CancellationToken&) = delete;
+  ~CancellationToken();
+
   void Cancel();
   bool IsCancelled() const { return cancelled_.load(std::memory_order_acquire); }
   /// Blocks on the real steady clock for up to `d` or until cancelled.
@@ -28,9 +36,11 @@ class CancellationToken {
   bool WaitFor(Duration d) const;
 
  private:
+  struct Waiters;
+  Waiters& WaitersOf() const;  // created on first use
+
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
+  mutable std::atomic<Waiters*> waiters_{nullptr};
 };
 
 }  // namespace saferetry

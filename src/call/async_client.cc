@@ -250,11 +250,31 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     std::optional<internal::ValidatedSend> validated;
     if (!status_query && call.session->request_validated())
       validated.emplace(request, ao.extra_headers);
-    f.transport_id = transport_->Start(request, ao, [this, id, attempt_id](TransportResult r) {
-      OnTransportResult(id, attempt_id, std::move(r));
-    });
+    f.transport_id = transport_->Start(request, ao, TransportCallback(id, attempt_id));
     validated.reset();
     call.flights.push_back(f);
+  }
+
+  // The callback of one send. It names the call and the attempt, and is
+  // looked up by them when it runs: a call may be gone by then. Both fit in
+  // one 64-bit word beside `this` for any call id below 2^48 (the call
+  // counter starts at 1) and any attempt id below 2^16 (the machine's hard
+  // caps keep them in the hundreds), and a callable of two words is held
+  // inside `std::function` with no allocation per send; larger ids take
+  // the general form.
+  AsyncTransport::Callback TransportCallback(CallId id, std::uint32_t attempt_id) {
+    constexpr int kAttemptBits = 16;
+    if (id < (CallId{1} << (64 - kAttemptBits)) && attempt_id < (1u << kAttemptBits)) {
+      const std::uint64_t packed = (id << kAttemptBits) | attempt_id;
+      return [this, packed](TransportResult r) {
+        OnTransportResult(packed >> kAttemptBits,
+                          static_cast<std::uint32_t>(packed & ((1u << kAttemptBits) - 1)),
+                          std::move(r));
+      };
+    }
+    return [this, id, attempt_id](TransportResult r) {
+      OnTransportResult(id, attempt_id, std::move(r));
+    };
   }
 
   void ArmHedge(Call& call) {
@@ -366,14 +386,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       if (decided_by_answer && !f.status_query) latencies_.Add(now - f.start);
     }
     call.flights.clear();
-    CallResult result = call.session->Finish(*call.machine);
+    // Moved out of the machine once, finished in place, then handed on.
+    CallResult result = call.machine->TakeResult();
+    call.session->FinishIn(result);
     Calls::node_type node = calls_.extract(call.id);
     std::shared_ptr<Call> keep = std::move(node.mapped());
     if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
     Deliver(*keep, std::move(result));
   }
 
-  void Deliver(Call& call, CallResult result) {
+  void Deliver(Call& call, CallResult&& result) {
     Callback done = std::move(call.done);
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     done(std::move(result));
