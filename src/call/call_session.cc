@@ -124,9 +124,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   // The client's policy names the headers, reads the hints and, with its
   // response predicate, the answers.
   call_.retry = client_.policy.get();
-  policy.response_predicate = client_.policy->response_predicate();
-  policy.response_predicate_max_body_bytes =
-      client_.policy->options().response_predicate.max_body_bytes;
+  AssignResponsePredicate(*client_.policy, policy);
   call_.status_url_template = query.url_template;
   AssignCircuitBreakers(client_, *request_, call_.status_url_template, policy);
 

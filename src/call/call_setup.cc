@@ -277,6 +277,11 @@ bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
          (traits.safe || traits.idempotent || (traits.keyed && server_deduplicates));
 }
 
+void AssignResponsePredicate(const RetryPolicy& retry, CallPolicy& policy) {
+  policy.response_predicate = retry.response_predicate();
+  policy.response_predicate_max_body_bytes = retry.options().response_predicate.max_body_bytes;
+}
+
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
                            std::string_view query_template, CallPolicy& policy) {
   if (client.circuit_breakers == nullptr) return;
@@ -398,8 +403,7 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.server_deduplicates = p.server_deduplicates;
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
-  policy.response_predicate = retry.response_predicate();
-  policy.response_predicate_max_body_bytes = p.response_predicate.max_body_bytes;
+  AssignResponsePredicate(retry, policy);
   AssignCircuitBreakers(client, request,
                         call.use_callback ? std::string_view() : call.status_url_template, policy);
   BuildExtraHeaders(p, key_in_request, call);
