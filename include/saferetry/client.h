@@ -201,6 +201,14 @@ struct ResolveOptions {
   /// The claim owner; empty (the default): "reconciler:" + the journal's
   /// `IntentJournal::Owner()`.
   std::string owner;
+  /// The resolver's trace context (trace_context.h), as
+  /// `CallOptions::trace_context` is a call's: saferetry writes
+  /// `traceparent` and `tracestate` on every status query and resend from
+  /// it (or from the client's tracer's spans), in place of any the
+  /// journaled request carried. Unset (the default): the journaled
+  /// request's own trace headers go as they are, unless the client has a
+  /// tracer.
+  std::optional<TraceContext> trace_context;
 };
 
 /// InvalidArgument naming the field ("resolve.timeout: must be > 0").

@@ -50,7 +50,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
-  SetUpTrace();
+  SetUpTrace(options_.trace_context);
   return std::nullopt;
 }
 
@@ -135,13 +135,13 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   call_.journal = &journal;
   call_.attempt_offset = intent->attempt;
   call_.journal_owner = owner;
-  SetUpTrace();
+  SetUpTrace(options.trace_context);
   return std::nullopt;
 }
 
-void CallSession::SetUpTrace() {
+void CallSession::SetUpTrace(const std::optional<TraceContext>& given_context) {
   tracer_ = options_.tracer != nullptr ? options_.tracer : client_.tracer.get();
-  const bool active = tracer_ != nullptr || options_.trace_context.has_value();
+  const bool active = tracer_ != nullptr || given_context.has_value();
   std::size_t parents = 0;
   std::size_t states = 0;
   std::string_view parent;
@@ -162,9 +162,9 @@ void CallSession::SetUpTrace() {
 
   std::string_view given;
   std::string state;
-  if (options_.trace_context.has_value()) {
-    given = options_.trace_context->traceparent;
-    state = options_.trace_context->tracestate;
+  if (given_context.has_value()) {
+    given = given_context->traceparent;
+    state = given_context->tracestate;
   } else if (parents == 1) {
     given = parent;
     // Several tracestate headers are one list.

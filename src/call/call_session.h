@@ -140,9 +140,10 @@ class CallSession {
   // then the status query.
   static constexpr std::size_t kTraceSlots = 5;
   static constexpr std::size_t kQuerySlot = kTraceSlots - 1;
-  // Reads the caller's context (the call's, else the request's headers)
-  // and, when saferetry writes the headers, takes them out of the request.
-  void SetUpTrace();
+  // Reads the caller's context (`given`: the call's or the resolve's, else
+  // the request's headers) and, when saferetry writes the headers, takes
+  // them out of the request.
+  void SetUpTrace(const std::optional<TraceContext>& given_context);
   // Asks the tracer, appends this send's headers to `headers`; records the
   // traceparent sent in slot `slot`.
   void StampTrace(const AttemptSpanStart& start, std::size_t slot, SendHeaders& headers);

@@ -767,14 +767,14 @@ class ResolveParityTest : public ParityTest {
   // "k-1" as a killed process left it: recorded, attempt 1 marked sent.
   // With `body_cap`, the journal keeps the body (a same-key resend is
   // possible).
-  void LeaveSent(std::size_t body_cap = 0) {
+  void LeaveSent(std::size_t body_cap = 0, const Request& original = Post()) {
     JournalOptions jo;
     jo.clock = h_.shared_clock();
     jo.owner = "parity";
     jo.body_cap = body_cap;
     journal_ = saferetry::testkit::MakeMemoryJournal(jo).value();
     const WallTime now = h_.clock().WallNow();
-    ASSERT_TRUE(journal_->Record(MakeIntent(Post(), "k-1", kStatus, now, now + seconds(1))).ok());
+    ASSERT_TRUE(journal_->Record(MakeIntent(original, "k-1", kStatus, now, now + seconds(1))).ok());
     ASSERT_TRUE(journal_->MarkSent("k-1", 1).ok());
     h_.clock().Advance(seconds(10));  // its claim ran out with it
     h_.UseJournal(journal_);
@@ -817,6 +817,63 @@ TEST_P(ResolveParityTest, DefaultsOnALateClockRideOutAHangAndALongInProgress) {
   EXPECT_EQ(found.status_queries, 3);  // two more "in progress", then the order
   EXPECT_EQ(found.attempts, 0);
   EXPECT_EQ(Stored(), IntentState::kSucceeded);
+}
+
+// The trace headers each send carried, one line per send.
+std::vector<std::string> TraceHeadersOnTheWire(const std::vector<testkit::SentRequest>& sent) {
+  std::vector<std::string> wire;
+  for (const testkit::SentRequest& s : sent) {
+    std::string line;
+    for (const Header& hd : s.request.headers) {
+      if (hd.first == "traceparent" || hd.first == "tracestate") line += hd.second + " ";
+    }
+    wire.push_back(line);
+  }
+  return wire;
+}
+
+// The journaled request carried the original call's traceparent.
+Request TracedPost() {
+  Request post = Post();
+  post.headers.emplace_back("traceparent",
+                            "00-11111111111111111111111111111111-2222222222222222-01");
+  return post;
+}
+
+// A resolver's trace context goes on each of its status queries in place of
+// the one the journaled request carried, and into the evidence.
+TEST_P(ResolveParityTest, TheResolversTraceContextReplacesTheJournaledOne) {
+  LeaveSent(0, TracedPost());
+  h_.Push(Step::Respond(409, {}, "processing"));
+  h_.Push(Step::Respond(200, {}, R"({"id":7})"));
+  ResolveOptions options;
+  options.trace_context =
+      TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "congo=t61"};
+  CallResult r = h_.Resolve("k-1", options);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.status_queries, 2);
+  EXPECT_EQ(r.attempts, 0);
+  EXPECT_THAT(TraceHeadersOnTheWire(h_.sent()),
+              ElementsAre("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 congo=t61 ",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 congo=t61 "));
+  ASSERT_EQ(r.evidence.size(), 2u);
+  for (const AttemptEvidence& ev : r.evidence) {
+    EXPECT_EQ(TraceIdHex(ev.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(SpanIdHex(ev.span_id), "00f067aa0ba902b7");
+  }
+  EXPECT_EQ(Stored(), IntentState::kSucceeded);
+}
+
+// Without one (and without a tracer), the journaled traceparent goes as it is.
+TEST_P(ResolveParityTest, WithoutATraceContextTheJournaledTraceparentGoesAsItIs) {
+  LeaveSent(0, TracedPost());
+  h_.Push(Step::Respond(200, {}, R"({"id":7})"));
+  CallResult r = h_.Resolve("k-1", ResolveOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_THAT(TraceHeadersOnTheWire(h_.sent()),
+              ElementsAre("00-11111111111111111111111111111111-2222222222222222-01 "));
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(TraceIdHex(r.evidence[0].trace_id), "11111111111111111111111111111111");
 }
 
 TEST_P(ResolveParityTest, FoundIsSucceededByOneStatusQuery) {
