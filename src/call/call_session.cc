@@ -379,12 +379,6 @@ void CallSession::OnWait(const CallAction& action) const {
   }
 }
 
-CallResult CallSession::Finish(CallStateMachine& machine) {
-  CallResult result = machine.TakeResult();
-  FinishIn(result);
-  return result;
-}
-
 void CallSession::FinishIn(CallResult& result) {
   if (tracer_ != nullptr) tracer_->OnCallEnd();
   if (resolve_) {

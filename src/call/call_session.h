@@ -14,7 +14,7 @@
 //   AfterAttempt / AfterStatusQuery
 //                          evidence (resend count, trace ids), the
 //                          machine, listener, tracer
-//   Finish                 the journal's outcome and claim, the key,
+//   FinishIn               the journal's outcome and claim, the key,
 //                          listener
 //
 // A driver's loop holds only what its I/O needs: it sends what the session
@@ -115,12 +115,11 @@ class CallSession {
   /// Tells the listener about a wait.
   void OnWait(const CallAction& action) const;
 
-  /// The result: the journal's outcome written (a resolve's write error is
-  /// reported in `status`; the first resolution of an intent stands), the
-  /// claim released, the key set, the listener told.
-  CallResult Finish(CallStateMachine& machine);
-  /// The same for a machine that built its result in `result`
-  /// (`CallStateMachine::BuildResultIn`): finished in place, never moved.
+  /// Finishes the machine's result in place, never moved (the blocking
+  /// driver's, built there by `CallStateMachine::BuildResultIn`; the event
+  /// loop's, taken from the machine once): the journal's outcome written (a
+  /// resolve's write error is reported in `status`; the first resolution of
+  /// an intent stands), the claim released, the key set, the listener told.
   void FinishIn(CallResult& result);
 
   CallListener* listener() const { return options_.listener; }

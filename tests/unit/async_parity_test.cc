@@ -245,6 +245,19 @@ TEST_P(ParityTest, Success) {
 
 // A tracer's span on every attempt and status query, the caller's trace
 // context replacing the request's own, and the same evidence on every driver.
+// The trace headers each send carried, one line per send.
+std::vector<std::string> TraceHeadersOnTheWire(const std::vector<testkit::SentRequest>& sent) {
+  std::vector<std::string> wire;
+  for (const testkit::SentRequest& s : sent) {
+    std::string line;
+    for (const Header& hd : s.request.headers) {
+      if (hd.first == "traceparent" || hd.first == "tracestate") line += hd.second + " ";
+    }
+    wire.push_back(line);
+  }
+  return wire;
+}
+
 TEST_P(ParityTest, TraceContextAndTracerSpansOnEveryAttemptAndQuery) {
   struct Tracer final : AttemptTracer {
     std::optional<AttemptSpan> OnAttemptStart(const AttemptSpanStart& start) override {
@@ -278,15 +291,7 @@ TEST_P(ParityTest, TraceContextAndTracerSpansOnEveryAttemptAndQuery) {
   EXPECT_EQ(tracer.starts, "1a0 2a1 1q0 2q1 ");
   EXPECT_EQ(tracer.ends, "00f067aa0ba9aa01 00f067aa0ba9aa02 00f067aa0ba9bb01 00f067aa0ba9bb02 ");
   EXPECT_EQ(tracer.call_ends, 1);
-  std::vector<std::string> wire;
-  for (const testkit::SentRequest& s : h_.sent()) {
-    std::string line;
-    for (const Header& hd : s.request.headers) {
-      if (hd.first == "traceparent" || hd.first == "tracestate") line += hd.second + " ";
-    }
-    wire.push_back(line);
-  }
-  EXPECT_THAT(wire,
+  EXPECT_THAT(TraceHeadersOnTheWire(h_.sent()),
               ElementsAre("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9aa01-01 congo=t61 ",
                           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9aa02-01 congo=t61 ",
                           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9bb01-01 congo=t61 ",
@@ -817,19 +822,6 @@ TEST_P(ResolveParityTest, DefaultsOnALateClockRideOutAHangAndALongInProgress) {
   EXPECT_EQ(found.status_queries, 3);  // two more "in progress", then the order
   EXPECT_EQ(found.attempts, 0);
   EXPECT_EQ(Stored(), IntentState::kSucceeded);
-}
-
-// The trace headers each send carried, one line per send.
-std::vector<std::string> TraceHeadersOnTheWire(const std::vector<testkit::SentRequest>& sent) {
-  std::vector<std::string> wire;
-  for (const testkit::SentRequest& s : sent) {
-    std::string line;
-    for (const Header& hd : s.request.headers) {
-      if (hd.first == "traceparent" || hd.first == "tracestate") line += hd.second + " ";
-    }
-    wire.push_back(line);
-  }
-  return wire;
 }
 
 // The journaled request carried the original call's traceparent.
