@@ -813,15 +813,18 @@ TEST_P(ResolveParityTest, DefaultsOnALateClockRideOutAHangAndALongInProgress) {
   EXPECT_EQ(Stored(), IntentState::kUnknown);
 
   // A second run (the reconciler's next round) with room for more queries
-  // finds it.
+  // finds it; it carries the reconciler's trace context on each query.
   ResolveOptions more;
   more.max_status_queries = 20;
+  more.trace_context = TraceContext{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""};
   CallResult found = h_.Resolve("k-1", more);
   EXPECT_EQ(found.outcome, Outcome::kSucceeded);
   EXPECT_EQ(found.resolved_by, ResolvedBy::kStatusQuery);
   EXPECT_EQ(found.status_queries, 3);  // two more "in progress", then the order
   EXPECT_EQ(found.attempts, 0);
   EXPECT_EQ(Stored(), IntentState::kSucceeded);
+  const std::string mine = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 ";
+  EXPECT_THAT(TraceHeadersOnTheWire(h_.sent()), ElementsAre("", "", "", "", "", mine, mine, mine));
 }
 
 // The journaled request carried the original call's traceparent.
