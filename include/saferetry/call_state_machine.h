@@ -267,6 +267,11 @@ class CallStateMachine {
   const CallPolicy& policy() const { return *policy_; }
   /// The result; valid once an action of kind kFinish was returned.
   CallResult TakeResult() { return std::move(Synced()); }
+  /// The result where the machine built it, for a driver that completes it
+  /// and hands it on from there: one move fewer than `TakeResult`. Valid
+  /// once an action of kind kFinish was returned; the machine does not read
+  /// it again, so the driver may move from it.
+  CallResult& finished_result() { return Synced(); }
   /// Read-only view of the result being built (evidence so far, and the
   /// sends counted). Without `BuildResultIn`, reading it before the first
   /// answer allocates the machine's result.

@@ -50,22 +50,21 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   const AsyncClientOptions& options() const { return options_; }
   std::size_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
-  CallId Execute(Request request, CallOptions options, Callback done) {
-    auto call = std::make_shared<Call>();
-    call->request = std::move(request);
-    call->options = std::move(options);
-    return Accept(std::move(call), std::move(done));
+  // By reference: the public overloads own the values and move them once,
+  // into the call record.
+  CallId Execute(Request&& request, CallOptions&& options, Callback&& done) {
+    return Accept(std::make_shared<Call>(std::move(request), std::move(options)), std::move(done));
   }
 
-  CallId Resolve(std::string key, ResolveOptions options, Callback done) {
-    auto call = std::make_shared<Call>();
+  CallId Resolve(std::string&& key, ResolveOptions&& options, Callback&& done) {
+    auto call = std::make_shared<Call>(Request(), CallOptions());
     call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
                                                                              std::move(options));
     return Accept(std::move(call), std::move(done));
   }
 
   // Queues `call` for the loop, or refuses it over the cap.
-  CallId Accept(std::shared_ptr<Call> call, Callback done) {
+  CallId Accept(std::shared_ptr<Call>&& call, Callback&& done) {
     // Back-pressure: refused at once, before anything is queued.
     if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_in_flight) {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -120,6 +119,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   };
 
   struct Call {
+    Call(Request&& r, CallOptions&& o) : request(std::move(r)), options(std::move(o)) {}
     CallId id = 0;
     Request request;
     CallOptions options;
@@ -266,13 +266,13 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     constexpr int kAttemptBits = 16;
     if (id < (CallId{1} << (64 - kAttemptBits)) && attempt_id < (1u << kAttemptBits)) {
       const std::uint64_t packed = (id << kAttemptBits) | attempt_id;
-      return [this, packed](TransportResult r) {
+      return [this, packed](TransportResult&& r) {
         OnTransportResult(packed >> kAttemptBits,
                           static_cast<std::uint32_t>(packed & ((1u << kAttemptBits) - 1)),
                           std::move(r));
       };
     }
-    return [this, id, attempt_id](TransportResult r) {
+    return [this, id, attempt_id](TransportResult&& r) {
       OnTransportResult(id, attempt_id, std::move(r));
     };
   }
@@ -295,7 +295,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     return it == calls_.end() ? nullptr : it->second.get();
   }
 
-  void OnTransportResult(CallId id, std::uint32_t attempt_id, TransportResult result) {
+  void OnTransportResult(CallId id, std::uint32_t attempt_id, TransportResult&& result) {
     Call* call = Find(id);
     if (call == nullptr) return;
     auto it = std::find_if(call->flights.begin(), call->flights.end(),
@@ -310,7 +310,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   }
 
   // Hands one finished attempt or query to the machine through the session.
-  CallAction Feed(Call& call, const Flight& flight, TransportResult result) {
+  CallAction Feed(Call& call, const Flight& flight, TransportResult&& result) {
     CallStateMachine& machine = *call.machine;
     SyncCancellation(call);
     CallAction action =
@@ -386,8 +386,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       if (decided_by_answer && !f.status_query) latencies_.Add(now - f.start);
     }
     call.flights.clear();
-    // Moved out of the machine once, finished in place, then handed on.
-    CallResult result = call.machine->TakeResult();
+    // Finished where the machine built it, and moved once: into the
+    // caller's callback.
+    CallResult& result = call.machine->finished_result();
     call.session->FinishIn(result);
     Calls::node_type node = calls_.extract(call.id);
     std::shared_ptr<Call> keep = std::move(node.mapped());

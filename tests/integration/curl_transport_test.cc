@@ -176,6 +176,47 @@ TEST(CurlTransportTest, AReusedHandleSendsEachRequestAsItsOwn) {
   }
 }
 
+// The header text and its list nodes live on the pooled handle and only
+// grow: a request with more and longer headers than any before it moves
+// both buffers, and a smaller one after it reuses them. Each goes out with
+// exactly its own headers.
+TEST(CurlTransportTest, AReusedHandlesHeaderListGrowsAndShrinksWithTheRequest) {
+  LoopbackServer server(AlwaysReply(200, {}, "ok"));
+  auto transport = MakeTransport();
+  Request one = Get(server.Url("/one"));
+  one.headers = {{"X-H0", "a"}};
+  Request many = Get(server.Url("/many"));
+  for (int i = 0; i < 12; ++i) {
+    many.headers.emplace_back("X-H" + std::to_string(i), std::string(100 + i, 'a' + i));
+  }
+  const HeaderRef extra[] = {{"X-Extra", "e"}, {"X-Empty", ""}};
+  AttemptOptions with_extra = WithTimeout(milliseconds(2000));
+  with_extra.extra_headers = extra;
+
+  ASSERT_TRUE(transport->Send(one, {}).status.ok());
+  ASSERT_TRUE(transport->Send(many, with_extra).status.ok());
+  ASSERT_TRUE(transport->Send(one, {}).status.ok());
+
+  auto got = server.requests();
+  ASSERT_EQ(got.size(), 3u);
+  for (std::size_t r : {0u, 2u}) {
+    SCOPED_TRACE(r);
+    EXPECT_EQ(got[r].target, "/one");
+    EXPECT_EQ(got[r].Header("X-H0"), "a");
+    EXPECT_EQ(got[r].Header("X-H1"), std::nullopt);
+    EXPECT_EQ(got[r].Header("X-Extra"), std::nullopt);
+    EXPECT_EQ(got[r].Header("X-Empty"), std::nullopt);
+  }
+  EXPECT_EQ(got[1].target, "/many");
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(got[1].Header("X-H" + std::to_string(i)), std::string(100 + i, 'a' + i)) << i;
+  }
+  EXPECT_EQ(got[1].Header("X-Extra"), "e");
+  EXPECT_EQ(got[1].Header("X-Empty"), "");
+  EXPECT_EQ(got[1].Header("Expect"), std::nullopt);
+  for (const auto& g : got) EXPECT_EQ(g.connection, 0);
+}
+
 TEST(CurlTransportTest, PostSendsContentLengthWithoutExpectOrFormType) {
   LoopbackServer server(AlwaysReply(201, {}, ""));
   auto transport = MakeTransport();

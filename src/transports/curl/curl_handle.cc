@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <utility>
 
@@ -75,29 +76,36 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
   const bool drop_expect = !HasHeader(request.headers, extra, "Expect");
   const bool drop_content_type = uses_body && !HasHeader(request.headers, extra, "Content-Type");
 
-  std::size_t total = 0;
-  auto measure = [&](const Headers& hs) {
-    for (const auto& hd : hs) total += hd.first.size() + hd.second.size() + 3;
-  };
-  measure(request.headers);
+  // Each line is "name: value\0" (or "name;\0" / "name:\0"): at most the
+  // name, the value and three bytes.
+  std::size_t total = sizeof("Expect:") + sizeof("Content-Type:");
+  std::size_t lines = 2;
+  for (const auto& hd : request.headers) total += hd.first.size() + hd.second.size() + 3;
   for (const HeaderRef& hd : extra) total += hd.name.size() + hd.value.size() + 3;
-  total += sizeof("Expect:") + sizeof("Content-Type:");
+  lines += request.headers.size() + extra.size();
 
-  h.header_text.clear();
-  if (h.header_text.capacity() < total) h.header_text.reserve(total);
-  h.header_offsets.clear();
+  // Both buffers only grow, so neither moves in steady state. The text is
+  // written with plain copies at a cursor: no append's checks per piece.
+  if (h.header_text.size() < total) h.header_text.resize(total);
+  if (h.header_nodes.size() < lines) h.header_nodes.resize(lines);
+  char* p = h.header_text.data();
+  curl_slist* const nodes = h.header_nodes.data();
+  std::size_t count = 0;
   auto add_line = [&](std::string_view name, std::string_view value, bool remove_default) {
-    h.header_offsets.push_back(h.header_text.size());
-    h.header_text.append(name.data(), name.size());
+    nodes[count++].data = p;
+    std::memcpy(p, name.data(), name.size());
+    p += name.size();
     if (remove_default) {
-      h.header_text.push_back(':');
+      *p++ = ':';
     } else if (value.empty()) {
-      h.header_text.push_back(';');  // curl's syntax for "send with an empty value".
+      *p++ = ';';  // curl's syntax for "send with an empty value".
     } else {
-      h.header_text.append(": ");
-      h.header_text.append(value.data(), value.size());
+      *p++ = ':';
+      *p++ = ' ';
+      std::memcpy(p, value.data(), value.size());
+      p += value.size();
     }
-    h.header_text.push_back('\0');
+    *p++ = '\0';
   };
   for (const auto& hd : request.headers) {
     if (hop.strip_credentials && IsCredentialHeader(hd.first)) continue;
@@ -110,11 +118,8 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
   if (drop_expect) add_line("Expect", {}, true);
   if (drop_content_type) add_line("Content-Type", {}, true);
 
-  const std::size_t count = h.header_offsets.size();
-  h.header_nodes.resize(count);
   for (std::size_t i = 0; i < count; ++i) {
-    h.header_nodes[i].data = &h.header_text[h.header_offsets[i]];
-    h.header_nodes[i].next = (i + 1 < count) ? &h.header_nodes[i + 1] : nullptr;
+    nodes[i].next = (i + 1 < count) ? &nodes[i + 1] : nullptr;
   }
   // libcurl reads the list at each transfer: set again only when it moved.
   const curl_slist* const list = count > 0 ? h.header_nodes.data() : nullptr;

@@ -32,10 +32,11 @@ struct PooledHandle {
   Exchange exchange;
   // The request header list, built in place: libcurl reads but does not
   // copy CURLOPT_HTTPHEADER, so nodes point into header_text, and neither
-  // buffer shrinks between calls (no allocation in steady state).
+  // buffer shrinks between calls (no allocation in steady state). The first
+  // nodes up to the last one linked are the list; the text past the last
+  // line is unused.
   std::string header_text;
   std::vector<curl_slist> header_nodes;
-  std::vector<std::size_t> header_offsets;
   char error[CURL_ERROR_SIZE] = {0};
   // The per-request options as `PrepareHop` last set them on this handle: an
   // option already at its value is not set again (each `curl_easy_setopt` is
