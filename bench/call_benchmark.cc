@@ -34,14 +34,20 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "canned_call.h"
+#include "core/server_hints_internal.h"
+#include "saferetry/call_state_machine.h"
 #include "saferetry/classifier.h"
 #include "saferetry/client.h"
+#include "saferetry/deadline.h"
 #include "saferetry/idempotency.h"
 #include "saferetry/retry_budget.h"
 #include "saferetry/server_hints.h"
@@ -169,52 +175,84 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
 }
 
 // The floor: a stripped-down call that does only the work no safe call can
-// skip, written straight against the public pieces, with no session, no state
-// machine and no policy: validate the request; read the clock; deposit in the
-// shared budget; mint or check the key; stamp the deadline (and key) headers
-// into a buffer of its own; send; read the clock; extract the server's hints
-// in one pass; classify; fill the `CallResult` the caller gets (outcome, the
-// response, one attempt's evidence). It handles no failure, no retry and no
-// status query, so it is a lower bound, not a client: `Client::Execute` is
+// skip under 0.3.0's defaults, written straight against the public pieces
+// (and the one-pass header scan the call uses), with no session, no state
+// machine and no policy object: validate the request and the call's
+// options; read the clock; deposit in the retry budget and the status-query
+// allowance; mint or check the key; bound the attempt under the call's
+// deadline (the time plan); stamp the key, deadline and attempt headers into
+// a buffer of its own; send; read the clock; extract the server's hints and
+// the request id in one pass; classify; fill the `CallResult` the caller gets
+// (outcome, the response, one attempt's evidence with the deadline left and
+// the budget's balance). It handles no failure, no retry and no status
+// query, so it is a lower bound, not a client. `CheckFloorMatchesCall`
+// proves, before anything is timed, that it puts the same headers on the
+// wire and returns the same result as `Client::Execute`; the call is then
 // measured against it (`floor_ratio=`).
 class Floor {
  public:
-  Floor(std::shared_ptr<saferetry::Clock> clock)
+  explicit Floor(std::shared_ptr<saferetry::Clock> clock)
       : clock_(std::move(clock)),
         budget_(saferetry::MakeRatioBudget({}).value()),
+        query_budget_(saferetry::MakeRatioBudget(saferetry::DefaultStatusQueryAllowance()).value()),
         classifier_(saferetry::DefaultClassifierInstance()) {}
 
   saferetry::CallResult Call(saferetry::Transport& transport, const saferetry::Request& request,
-                             const std::string& caller_key) {
+                             const saferetry::CallOptions& call) {
     saferetry::CallResult r;
     if (absl::Status s = saferetry::ValidateRequest(request); !s.ok()) {
       r.status = std::move(s);
       return r;
     }
+    if (absl::Status s = saferetry::ValidateCallOptions(call); !s.ok()) {
+      r.status = std::move(s);
+      return r;
+    }
+    const saferetry::RetryPolicyOptions& policy = policy_->options();
     const saferetry::TimePoint start = clock_->Now();
+    const saferetry::Deadline deadline = saferetry::Deadline::After(start, policy.timeout);
     budget_->OnCallStart(start);
+    query_budget_->OnCallStart(start);
     const bool safe = saferetry::IsSafeMethod(request.method);
-    std::array<saferetry::HeaderRef, 2> headers;
+    const bool idempotent = saferetry::IsIdempotent(request);
+    std::array<saferetry::HeaderRef, 3> headers;
     std::size_t n = 0;
     if (!safe) {
-      if (caller_key.empty()) {
+      if (call.idempotency_key.empty()) {
         r.idempotency_key = saferetry::MintIdempotencyKey().value();
       } else {
-        if (!fingerprints_.CheckAndRemember(caller_key, request.method, request.url, request.body)
+        if (!fingerprints_
+                 .CheckAndRemember(call.idempotency_key, request.method, request.url, request.body)
                  .ok()) {
           return r;
         }
-        r.idempotency_key = caller_key;
+        r.idempotency_key = call.idempotency_key;
       }
-      headers[n++] = {"Idempotency-Key", *r.idempotency_key};
+      headers[n++] = {policy.idempotency_header, *r.idempotency_key};
     }
-    const saferetry::Duration timeout = std::chrono::seconds(30);
-    std::array<char, 24> deadline{};
-    const auto end_of_value = std::to_chars(deadline.data(), deadline.data() + deadline.size(),
-                                            timeout / std::chrono::milliseconds(1))
-                                  .ptr;
-    headers[n++] = {"X-Request-Deadline-Ms",
-                    {deadline.data(), static_cast<std::size_t>(end_of_value - deadline.data())}};
+    // The time plan of the defaults: a retryable request's attempt gets at
+    // most half of the call; a keyed write nothing resolves gets all of it.
+    const saferetry::TimePlanKind kind = (safe || idempotent) && policy.max_attempts > 1
+                                             ? saferetry::TimePlanKind::kRetry
+                                             : saferetry::TimePlanKind::kSingle;
+    const saferetry::TimePlan plan =
+        saferetry::MakeTimePlan(kind, deadline.Remaining(start), policy.deadline_options);
+    const saferetry::Duration timeout =
+        saferetry::PlannedAttemptTimeout(plan, deadline, start, policy.deadline_options);
+    std::array<char, 24> deadline_value{};
+    const char* end_of_deadline =
+        std::to_chars(deadline_value.data(), deadline_value.data() + deadline_value.size(),
+                      saferetry::DeadlineHeaderMillis(timeout))
+            .ptr;
+    headers[n++] = {
+        policy.deadline_header,
+        {deadline_value.data(), static_cast<std::size_t>(end_of_deadline - deadline_value.data())}};
+    std::array<char, 48> attempt_value{};
+    char* p = attempt_value.data();
+    std::memcpy(p, "attempt=1; max=", 15);
+    p = std::to_chars(p + 15, attempt_value.data() + attempt_value.size(), policy.max_attempts).ptr;
+    headers[n++] = {policy.attempt_header,
+                    {attempt_value.data(), static_cast<std::size_t>(p - attempt_value.data())}};
     saferetry::AttemptOptions options;
     options.timeout = timeout;
     options.extra_headers = saferetry::HeaderRefs(headers.data(), n);
@@ -229,12 +267,16 @@ class Floor {
     ev.timings = sent.timings;
     if (sent.response.has_value()) {
       ev.http_status = sent.response->status_code;
-      ev.hints = saferetry::ExtractServerHints(sent.response->headers, *clock_, hints_);
+      std::optional<std::string_view> id;
+      ev.hints = saferetry::internal::ExtractServerHintsAnd(
+          sent.response->headers, *clock_, policy.hints, policy.request_id_header, id);
+      if (id.has_value()) ev.downstream_request_id.assign(id->data(), id->size());
     }
-    const saferetry::Classification c =
-        classifier_->Classify(ev, {saferetry::IsIdempotent(request), safe, !safe});
+    const saferetry::Classification c = classifier_->Classify(ev, {idempotent, safe, !safe});
     ev.classification = c.cls;
     ev.reason = c.reason;
+    ev.deadline_remaining = deadline.Remaining(end);
+    ev.budget_balance = budget_->Balance(end);
     r.outcome = c.cls == saferetry::AttemptClass::kSuccess ? saferetry::Outcome::kSucceeded
                                                            : saferetry::Outcome::kUnknown;
     r.stop_reason = saferetry::StopReason::kSuccess;
@@ -247,10 +289,96 @@ class Floor {
  private:
   std::shared_ptr<saferetry::Clock> clock_;
   std::shared_ptr<saferetry::RetryBudget> budget_;
+  std::shared_ptr<saferetry::RetryBudget> query_budget_;
   std::shared_ptr<const saferetry::Classifier> classifier_;
+  std::shared_ptr<const saferetry::RetryPolicy> policy_ = saferetry::RetryPolicy::Default();
   saferetry::KeyFingerprints fingerprints_;
-  saferetry::HintOptions hints_;
 };
+
+// Records the headers of each send (outside any timing) and answers as the
+// canned transport does.
+class RecordingTransport final : public saferetry::Transport {
+ public:
+  saferetry::TransportResult Send(const saferetry::Request& request,
+                                  const saferetry::AttemptOptions& options) override {
+    std::vector<std::pair<std::string, std::string>> sent;
+    for (const saferetry::HeaderRef& h : options.extra_headers) {
+      sent.emplace_back(std::string(h.name), std::string(h.value));
+    }
+    sends.push_back(std::move(sent));
+    timeouts.push_back(options.timeout);
+    return canned_.Send(request, options);
+  }
+  std::vector<std::vector<std::pair<std::string, std::string>>> sends;
+  std::vector<saferetry::Duration> timeouts;
+
+ private:
+  CannedTransport canned_;
+};
+
+// The floor is a floor of this call only if it does the same: the same
+// headers on the wire (a minted key aside, which differs by design) and the
+// same result, field by field. Returns what differs, or "" when nothing.
+std::string CheckFloorMatchesCall(Scenario scenario) {
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
+  auto call_transport = std::make_shared<RecordingTransport>();
+  RecordingTransport floor_transport;
+  auto client = MakeClient(call_transport, clock);
+  Floor floor(clock);
+  const saferetry::Request request = RequestOf(scenario);
+  saferetry::CallOptions options;
+  if (scenario == Scenario::kKeyedPostCallerKey) options.idempotency_key = "k-floor-check";
+  const saferetry::CallResult a = client->Execute(request, options);
+  const saferetry::CallResult b = floor.Call(floor_transport, request, options);
+  if (call_transport->sends.size() != 1 || floor_transport.sends.size() != 1) return "sends";
+  auto wire_a = call_transport->sends[0];
+  auto wire_b = floor_transport.sends[0];
+  if (scenario == Scenario::kKeyedPostMinted && !wire_a.empty() && !wire_b.empty()) {
+    if (wire_a[0].second != a.idempotency_key.value_or("") ||
+        wire_b[0].second != b.idempotency_key.value_or("") ||
+        wire_a[0].second.size() != wire_b[0].second.size()) {
+      return "the minted key header";
+    }
+    wire_a[0].second = wire_b[0].second;
+  }
+  if (wire_a != wire_b) return "the headers on the wire";
+  if (call_transport->timeouts[0] != floor_transport.timeouts[0]) return "the attempt timeout";
+  if (a.outcome != b.outcome || a.stop_reason != b.stop_reason) return "outcome";
+  if (a.status != b.status || a.last_transport_status != b.last_transport_status) return "status";
+  if (a.attempts != b.attempts || a.status_queries != b.status_queries) return "attempts";
+  if (a.idempotency_key.has_value() != b.idempotency_key.has_value()) return "idempotency_key";
+  if (scenario == Scenario::kKeyedPostCallerKey && a.idempotency_key != b.idempotency_key) {
+    return "idempotency_key";
+  }
+  if (!a.last_response || !b.last_response ||
+      a.last_response->status_code != b.last_response->status_code ||
+      a.last_response->headers != b.last_response->headers ||
+      a.last_response->body != b.last_response->body) {
+    return "last_response";
+  }
+  if (a.elapsed != b.elapsed || a.budget_refusal != b.budget_refusal) return "elapsed";
+  if (a.evidence.size() != 1 || b.evidence.size() != 1) return "evidence count";
+  const saferetry::AttemptEvidence& x = a.evidence[0];
+  const saferetry::AttemptEvidence& y = b.evidence[0];
+  if (x.number != y.number || x.is_status_query != y.is_status_query || x.start != y.start ||
+      x.end != y.end || x.delivery != y.delivery || x.transport_status != y.transport_status ||
+      x.http_status != y.http_status) {
+    return "evidence: the send";
+  }
+  if (x.hints.retry_after != y.hints.retry_after || x.hints.key_state != y.hints.key_state ||
+      x.hints.replayed != y.hints.replayed || x.hints.do_not_retry != y.hints.do_not_retry) {
+    return "evidence: hints";
+  }
+  if (x.classification != y.classification || x.reason != y.reason) return "evidence: class";
+  if (x.downstream_request_id != y.downstream_request_id) return "evidence: request id";
+  if (x.budget_balance != y.budget_balance) return "evidence: budget_balance";
+  if (x.deadline_remaining != y.deadline_remaining) return "evidence: deadline_remaining";
+  if (x.delay_after != y.delay_after || x.resend_count != y.resend_count ||
+      x.redirects != y.redirects || x.trace_flags != y.trace_flags) {
+    return "evidence: the rest";
+  }
+  return "";
+}
 
 void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {
   auto transport = std::make_shared<CannedTransport>();
@@ -260,14 +388,16 @@ void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {
           : std::shared_ptr<saferetry::Clock>(std::make_shared<saferetry::testkit::FakeClock>());
   Floor floor(clock);
   const saferetry::Request request = RequestOf(scenario);
-  static const std::string kNoKey;
+  saferetry::CallOptions call;
   if (scenario == Scenario::kKeyedPostCallerKey) CallerKeys();  // made outside the timing
   std::size_t next_key = 0;
   for (auto _ : state) {
-    const std::string& key = scenario == Scenario::kKeyedPostCallerKey
-                                 ? CallerKeys()[next_key++ % CallerKeys().size()]
-                                 : kNoKey;
-    saferetry::CallResult r = floor.Call(*transport, request, key);
+    // The same key assignment as the call's loop.
+    if (scenario == Scenario::kKeyedPostCallerKey) {
+      const std::vector<std::string>& keys = CallerKeys();
+      call.idempotency_key = keys[next_key++ % keys.size()];
+    }
+    saferetry::CallResult r = floor.Call(*transport, request, call);
     if (r.outcome != saferetry::Outcome::kSucceeded) {
       state.SkipWithError("the floor's call did not succeed");
       break;
@@ -315,6 +445,13 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // A floor that did less than the call would flatter nothing but itself.
+  for (const Scenario scenario : kScenarios) {
+    const std::string differs = CheckFloorMatchesCall(scenario);
+    std::printf("floor_matches_call scenario=%s %s\n", Name(scenario),
+                differs.empty() ? "true" : ("false: " + differs).c_str());
+    if (!differs.empty()) return 1;
+  }
   Collector collector;
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::Shutdown();

@@ -23,6 +23,8 @@
 //   overhead_us_per_call=<saferetry minus raw, microseconds, pinned>
 //   cpu_overhead_us_per_call=<the same in client-thread CPU time>
 //   cpu_overhead_us_per_call_vs_raw_per_request=<client CPU over the per-request loop>
+//   cpu_overhead_us_per_call_vs_raw_per_request_paired=<the same, the median of the
+//     rounds' differences>
 //   transport_only_cpu_overhead_us_per_call_vs_raw_per_request=<the transport alone, the same>
 // Per-call figures are medians over the rounds. Bounded: kRounds rounds of
 // kCallsPerRound calls per side and phase, or kTimeBudget per phase.
@@ -233,7 +235,7 @@ size_t Sink(char* data, size_t size, size_t n, void* userp) {
   return size * n;
 }
 
-constexpr int kRounds = 10;
+constexpr int kRounds = 20;
 constexpr int kCallsPerRound = 500;
 constexpr auto kTimeBudget = std::chrono::seconds(10);
 const char kBody[] = R"({"sku":"sku-42","quantity":1})";
@@ -506,6 +508,17 @@ int main() {
   std::printf("cpu_overhead_us_per_call=%.2f\n", sr_cpu - raw_cpu);
   const double per_request_cpu = Median(pinned.per_request.round_cpu_us);
   std::printf("cpu_overhead_us_per_call_vs_raw_per_request=%.2f\n", sr_cpu - per_request_cpu);
+  // Paired: each round's saferetry side minus the same round's per-request
+  // side (run next to it), then the median of those differences. A host
+  // that slows down between rounds moves both sides of a pair alike.
+  std::vector<double> paired;
+  for (std::size_t i = 0;
+       i < pinned.saferetry.round_cpu_us.size() && i < pinned.per_request.round_cpu_us.size();
+       ++i) {
+    paired.push_back(pinned.saferetry.round_cpu_us[i] - pinned.per_request.round_cpu_us[i]);
+  }
+  std::printf("cpu_overhead_us_per_call_vs_raw_per_request_paired=%.2f (median of %zu rounds)\n",
+              Median(paired), paired.size());
   std::printf("transport_only_cpu_overhead_us_per_call_vs_raw_per_request=%.2f\n",
               Median(pinned.transport.round_cpu_us) - per_request_cpu);
   std::printf("pinned_ratio_vs_raw_libcurl=%.3f\n", raw_us / sr_us);
