@@ -25,7 +25,10 @@
 // (CPU time per iteration from Google Benchmark; allocations through
 // operator new, on every iteration; clock reads through a counting clock in a
 // separate pass; the floor is `BM_Floor_*`, the same scenario through the
-// stripped-down call below, in the same run).
+// stripped-down call below, in the same run). Before anything is timed, one
+// line per scenario says whether the floor put the same headers on the wire
+// and returned the same result as the call (`floor_matches_call scenario=<name>
+// true`); when it did not, the line names what differs and the run stops.
 
 #include <benchmark/benchmark.h>
 
