@@ -18,6 +18,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "call/async_client_peer.h"
 #include "call/call_session.h"
 #include "call/latency_window.h"
 #include "common/validated_send.h"
@@ -48,6 +49,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
         fingerprints_(options_.client.fingerprint_capacity) {}
 
   const AsyncClientOptions& options() const { return options_; }
+  void StartCallIdsAt(CallId next) { next_id_.store(next - 1, std::memory_order_relaxed); }
   std::size_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
   // By reference: the public overloads own the values and move them once,
@@ -462,6 +464,14 @@ AsyncClient::~AsyncClient() {
     core_->Shutdown();
   }
 }
+
+namespace internal {
+
+void AsyncClientPeer::StartCallIdsAt(AsyncClient& client, AsyncClient::CallId next) {
+  client.core_->StartCallIdsAt(next);
+}
+
+}  // namespace internal
 
 AsyncClient::CallId AsyncClient::Execute(Request request, CallOptions options, Callback done) {
   return core_->Execute(std::move(request), std::move(options), std::move(done));

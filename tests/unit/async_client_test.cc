@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "call/async_client_peer.h"
 #include "saferetry/config.h"
 #include "saferetry/testing/async_fake_transport.h"
 #include "saferetry/testing/counting_budget.h"
@@ -166,6 +167,41 @@ TEST_F(AsyncClientTest, CancelDuringAWaitEndsTheWaitAtOnce) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.elapsed, milliseconds(2));
   EXPECT_EQ(transport_->send_count(), 1);
+}
+
+// A send's callback names its call in one word beside the client when the
+// call id is below 2^48 (no allocation), and in the general form above. Two
+// calls on either side of that line, each answered 503 then 200 (two sends,
+// two callbacks), both finish with their own answers.
+TEST_F(AsyncClientTest, CallIdsOnBothSidesOfThePackedCallbacksLimitFinish) {
+  auto client = Make();
+  constexpr AsyncClient::CallId kLimit = AsyncClient::CallId{1} << 48;
+  internal::AsyncClientPeer::StartCallIdsAt(*client, kLimit - 1);
+  transport_->Push(Step::Respond(503))
+      .Push(Step::Respond(503))
+      .Push(Step::Respond(200, {}, "below"))
+      .Push(Step::Respond(200, {}, "above"));
+  AsyncClient::CallId below = 0;
+  AsyncClient::CallId above = 0;
+  auto f_below = client->Execute(Get(), CallOptions{}, &below);
+  auto f_above = client->Execute(Get(), CallOptions{}, &above);
+  EXPECT_EQ(below, kLimit - 1);
+  EXPECT_EQ(above, kLimit);
+  loop_->RunUntilIdle();
+  ASSERT_EQ(f_below.wait_for(seconds(0)), std::future_status::ready);
+  ASSERT_EQ(f_above.wait_for(seconds(0)), std::future_status::ready);
+  const CallResult a = f_below.get();
+  const CallResult b = f_above.get();
+  EXPECT_EQ(a.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(b.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(a.attempts, 2);
+  EXPECT_EQ(b.attempts, 2);
+  ASSERT_TRUE(a.last_response.has_value());
+  ASSERT_TRUE(b.last_response.has_value());
+  EXPECT_EQ(a.last_response->body, "below");
+  EXPECT_EQ(b.last_response->body, "above");
+  EXPECT_EQ(transport_->send_count(), 4);
+  EXPECT_EQ(client->in_flight(), 0u);
 }
 
 // Hedging.
