@@ -56,6 +56,7 @@
 #include "saferetry/server_hints.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
 
 namespace {
 
@@ -298,54 +299,49 @@ class Floor {
   saferetry::KeyFingerprints fingerprints_;
 };
 
-// Records the headers of each send (outside any timing) and answers as the
-// canned transport does.
-class RecordingTransport final : public saferetry::Transport {
- public:
-  saferetry::TransportResult Send(const saferetry::Request& request,
-                                  const saferetry::AttemptOptions& options) override {
-    std::vector<std::pair<std::string, std::string>> sent;
-    for (const saferetry::HeaderRef& h : options.extra_headers) {
-      sent.emplace_back(std::string(h.name), std::string(h.value));
-    }
-    sends.push_back(std::move(sent));
-    timeouts.push_back(options.timeout);
-    return canned_.Send(request, options);
-  }
-  std::vector<std::vector<std::pair<std::string, std::string>>> sends;
-  std::vector<saferetry::Duration> timeouts;
-
- private:
-  CannedTransport canned_;
-};
-
 // The floor is a floor of this call only if it does the same: the same
 // headers on the wire (a minted key aside, which differs by design) and the
 // same result, field by field. Returns what differs, or "" when nothing.
 std::string CheckFloorMatchesCall(Scenario scenario) {
   auto clock = std::make_shared<saferetry::testkit::FakeClock>();
-  auto call_transport = std::make_shared<RecordingTransport>();
-  RecordingTransport floor_transport;
+  // Each side's send is recorded by the testing kit's transport, which
+  // answers with the canned response and lets no time pass.
+  const CannedTransport canned_transport;
+  const saferetry::Response& canned = canned_transport.response();
+  auto script = [&canned] {
+    auto t = std::make_shared<saferetry::testkit::FakeTransport>();
+    t->Push(saferetry::testkit::Step::Respond(canned.status_code, canned.headers, canned.body)
+                .After(saferetry::Duration::zero()));
+    return t;
+  };
+  auto call_transport = script();
+  auto floor_transport = script();
   auto client = MakeClient(call_transport, clock);
   Floor floor(clock);
   const saferetry::Request request = RequestOf(scenario);
   saferetry::CallOptions options;
   if (scenario == Scenario::kKeyedPostCallerKey) options.idempotency_key = "k-floor-check";
   const saferetry::CallResult a = client->Execute(request, options);
-  const saferetry::CallResult b = floor.Call(floor_transport, request, options);
-  if (call_transport->sends.size() != 1 || floor_transport.sends.size() != 1) return "sends";
-  auto wire_a = call_transport->sends[0];
-  auto wire_b = floor_transport.sends[0];
-  if (scenario == Scenario::kKeyedPostMinted && !wire_a.empty() && !wire_b.empty()) {
-    if (wire_a[0].second != a.idempotency_key.value_or("") ||
-        wire_b[0].second != b.idempotency_key.value_or("") ||
-        wire_a[0].second.size() != wire_b[0].second.size()) {
+  const saferetry::CallResult b = floor.Call(*floor_transport, request, options);
+  if (call_transport->send_count() != 1 || floor_transport->send_count() != 1) return "sends";
+  const saferetry::testkit::SentRequest sent_a = call_transport->sent()[0];
+  const saferetry::testkit::SentRequest sent_b = floor_transport->sent()[0];
+  saferetry::Headers wire_a = sent_a.request.headers;
+  const saferetry::Headers& wire_b = sent_b.request.headers;
+  if (scenario == Scenario::kKeyedPostMinted) {
+    // The minted keys differ by design: each side sends its own result's.
+    const std::optional<std::string_view> key_a = saferetry::FindHeader(wire_a, "Idempotency-Key");
+    const std::optional<std::string_view> key_b = saferetry::FindHeader(wire_b, "Idempotency-Key");
+    if (!key_a || !key_b || *key_a != a.idempotency_key.value_or("") ||
+        *key_b != b.idempotency_key.value_or("") || key_a->size() != key_b->size()) {
       return "the minted key header";
     }
-    wire_a[0].second = wire_b[0].second;
+    for (auto& h : wire_a) {
+      if (h.first == "Idempotency-Key") h.second = std::string(*key_b);
+    }
   }
   if (wire_a != wire_b) return "the headers on the wire";
-  if (call_transport->timeouts[0] != floor_transport.timeouts[0]) return "the attempt timeout";
+  if (sent_a.timeout != sent_b.timeout) return "the attempt timeout";
   if (a.outcome != b.outcome || a.stop_reason != b.stop_reason) return "outcome";
   if (a.status != b.status || a.last_transport_status != b.last_transport_status) return "status";
   if (a.attempts != b.attempts || a.status_queries != b.status_queries) return "attempts";

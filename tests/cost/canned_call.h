@@ -74,6 +74,8 @@ class CannedTransport final : public Transport {
   }
   /// What copying the response allocated, over every send so far.
   long long own_allocations() const { return own_allocations_; }
+  /// The response it answers with.
+  const Response& response() const { return response_; }
 
  private:
   static constexpr std::size_t kMaxSpare = 4;
