@@ -117,7 +117,8 @@ class CallSession {
 
   /// Finishes the machine's result in place, never moved (the blocking
   /// driver's, built there by `CallStateMachine::BuildResultIn`; the event
-  /// loop's, taken from the machine once): the journal's outcome written (a
+  /// loop's, where the machine built it, `finished_result()`): the journal's
+  /// outcome written (a
   /// resolve's write error is reported in `status`; the first resolution of
   /// an intent stands), the claim released, the key set, the listener told.
   void FinishIn(CallResult& result);

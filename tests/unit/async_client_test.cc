@@ -181,25 +181,23 @@ TEST_F(AsyncClientTest, CallIdsOnBothSidesOfThePackedCallbacksLimitFinish) {
       .Push(Step::Respond(503))
       .Push(Step::Respond(200, {}, "below"))
       .Push(Step::Respond(200, {}, "above"));
-  AsyncClient::CallId below = 0;
-  AsyncClient::CallId above = 0;
-  auto f_below = client->Execute(Get(), CallOptions{}, &below);
-  auto f_above = client->Execute(Get(), CallOptions{}, &above);
-  EXPECT_EQ(below, kLimit - 1);
-  EXPECT_EQ(above, kLimit);
+  AsyncClient::CallId ids[2] = {0, 0};
+  std::future<CallResult> results[2];
+  results[0] = client->Execute(Get(), CallOptions{}, &ids[0]);
+  results[1] = client->Execute(Get(), CallOptions{}, &ids[1]);
   loop_->RunUntilIdle();
-  ASSERT_EQ(f_below.wait_for(seconds(0)), std::future_status::ready);
-  ASSERT_EQ(f_above.wait_for(seconds(0)), std::future_status::ready);
-  const CallResult a = f_below.get();
-  const CallResult b = f_above.get();
-  EXPECT_EQ(a.outcome, Outcome::kSucceeded);
-  EXPECT_EQ(b.outcome, Outcome::kSucceeded);
-  EXPECT_EQ(a.attempts, 2);
-  EXPECT_EQ(b.attempts, 2);
-  ASSERT_TRUE(a.last_response.has_value());
-  ASSERT_TRUE(b.last_response.has_value());
-  EXPECT_EQ(a.last_response->body, "below");
-  EXPECT_EQ(b.last_response->body, "above");
+  const AsyncClient::CallId want_ids[2] = {kLimit - 1, kLimit};
+  const char* const want_bodies[2] = {"below", "above"};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(want_bodies[i]);
+    EXPECT_EQ(ids[i], want_ids[i]);
+    ASSERT_EQ(results[i].wait_for(seconds(0)), std::future_status::ready);
+    const CallResult r = results[i].get();
+    EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+    EXPECT_EQ(r.attempts, 2);
+    ASSERT_TRUE(r.last_response.has_value());
+    EXPECT_EQ(r.last_response->body, want_bodies[i]);
+  }
   EXPECT_EQ(transport_->send_count(), 4);
   EXPECT_EQ(client->in_flight(), 0u);
 }
