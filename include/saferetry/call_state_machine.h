@@ -319,11 +319,24 @@ class CallStateMachine {
   int status_queries_ = 0;  // `CallResult::status_queries`
   TimePoint start_{};
   Duration total_{0};  // the deadline's remaining time at Start
+  // 16 bytes: the breaker's permit is held as its two fields, beside the
+  // id and the attempt number (at most kMaxAttemptsHardCap).
   struct InFlight {
+    InFlight() = default;
+    InFlight(std::uint32_t attempt_id, int attempt_number, bool is_poll,
+             const CircuitBreaker::Permit& p)
+        : permit_generation(p.generation),
+          id(attempt_id),
+          number(static_cast<std::uint16_t>(attempt_number)),
+          poll(is_poll),
+          permit_allowed(p.allowed) {}
+    // allowed = false without a breaker.
+    CircuitBreaker::Permit permit() const { return {permit_allowed, permit_generation}; }
+    std::uint64_t permit_generation = 0;
     std::uint32_t id = 0;
-    int number = 0;  // its attempt number
+    std::uint16_t number = 0;  // its attempt number
     bool poll = false;
-    CircuitBreaker::Permit permit;  // allowed = false without a breaker
+    bool permit_allowed = false;
   };
   CircuitBreaker* QueryBreaker() const;
   // Reports a finished send to `breaker` (if any): a host failure or not.

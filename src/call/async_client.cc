@@ -114,9 +114,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
  private:
   struct Flight {
-    std::uint32_t attempt_id = 0;  // the machine's
     AsyncTransport::AttemptId transport_id = 0;
     TimePoint start{};
+    std::uint32_t attempt_id = 0;  // the machine's
     bool status_query = false;
   };
 

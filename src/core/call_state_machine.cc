@@ -286,7 +286,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   }
   evidence.classification = c.cls;
   evidence.reason = c.reason;
-  ReportToBreaker(policy_->circuit_breaker, done.permit, c.cls, evidence.transport_status, now);
+  ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
@@ -647,8 +647,8 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   // cancellation) will not be reported: free their half-open probe slots.
   for (int i = 0; i < in_flight_count_; ++i) {
     const InFlight& f = in_flight_[static_cast<std::size_t>(i)];
-    if (f.permit.allowed && policy_->circuit_breaker != nullptr) {
-      policy_->circuit_breaker->OnAbandoned(f.permit, now);
+    if (f.permit_allowed && policy_->circuit_breaker != nullptr) {
+      policy_->circuit_breaker->OnAbandoned(f.permit(), now);
     }
   }
   if (query_permit_.allowed && QueryBreaker() != nullptr) {
