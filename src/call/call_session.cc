@@ -134,7 +134,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   BuildExtraHeaders(names, key_in_request, call_);
   call_.journal = &journal;
   call_.attempt_offset = intent->attempt;
-  call_.journal_owner = owner;
+  call_.extra().journal_owner = owner;
   SetUpTrace(options.trace_context);
   return std::nullopt;
 }
@@ -402,14 +402,14 @@ CallResult CallSession::FinishResolve(CallResult result) {
     // Resolved meanwhile by the call itself: the first resolution stands.
     absl::StatusOr<Intent> now_stored = journal.Get(key);
     if (now_stored.ok() && IsResolved(now_stored->state)) {
-      (void)journal.Release(key, call_.journal_owner);
+      (void)journal.Release(key, call_.journal_owner());
       return StoredOutcome(*now_stored);
     }
   }
   if (!written.ok()) {
     result.status = absl::Status(written.code(), absl::StrCat("journal: ", written.message()));
   }
-  (void)journal.Release(key, call_.journal_owner);
+  (void)journal.Release(key, call_.journal_owner());
   return result;
 }
 

@@ -176,7 +176,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       r.idempotency_key = stored.key;
       return r;
     }
-    call.journal_owner = owner;
+    call.extra().journal_owner = owner;
     call.first_attempt_marked = true;
     call.attempt_offset = 0;
   } else if (!recorded->created) {
@@ -205,13 +205,13 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       r.idempotency_key = stored.key;
       return r;
     }
-    call.journal_owner = owner;
+    call.extra().journal_owner = owner;
     // The earlier call's attempt may have taken effect: this one starts
     // with that doubt, so it can end FAILED only on a definite answer.
     call.policy.earlier_attempt_may_have_taken_effect = stored.attempt > 0;
     call.attempt_offset = stored.attempt;
   } else {
-    call.journal_owner = stored.claim_owner;
+    call.extra().journal_owner = stored.claim_owner;
     // A journal that predates the one-commit record returns PENDING: attempt
     // 1 is then marked before its send, as every later one is.
     call.first_attempt_marked = stored.state == IntentState::kSent && stored.attempt == 1;
@@ -243,7 +243,7 @@ void JournalFinish(PreparedCall& call, const CallResult& result) {
   // Either may fail (storage gone): the intent then stays unresolved and the
   // reconciler settles it; the caller's result stands.
   (void)call.journal->Finish(*call.key, state, SummaryOf(result));
-  (void)call.journal->Release(*call.key, call.journal_owner);
+  (void)call.journal->Release(*call.key, call.journal_owner());
   call.journal = nullptr;
 }
 
@@ -302,18 +302,18 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
 void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call) {
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
-  call.key_header = std::string_view();
-  call.quoted_key.clear();
+  call.key_header = nullptr;
+  if (call.extras != nullptr) call.extras->quoted_key.clear();
   if (call.key.has_value() && !key_in_request) {
-    call.key_header = policy.idempotency_header;
+    call.key_header = &policy.idempotency_header;
     if (policy.key_form != KeyForm::kBare) {
-      call.quoted_key = FormatIdempotencyKey(*call.key, policy.key_form);
+      call.extra().quoted_key = FormatIdempotencyKey(*call.key, policy.key_form);
     }
   }
   call.deadline_header = !policy.deadline_header.empty() && !call.policy.deadline.is_infinite()
-                             ? std::string_view(policy.deadline_header)
-                             : std::string_view();
-  call.attempt_header = policy.attempt_header;
+                             ? &policy.deadline_header
+                             : nullptr;
+  call.attempt_header = policy.attempt_header.empty() ? nullptr : &policy.attempt_header;
 }
 
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
@@ -415,15 +415,15 @@ namespace {
 // The key header, then the deadline header with `timeout` (`DeadlineHeaderMillis`).
 void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
   std::size_t n = 0;
-  if (!call.key_header.empty()) {
-    out.refs[n++] = {call.key_header,
-                     call.quoted_key.empty() ? std::string_view(*call.key) : call.quoted_key};
+  if (call.key_header != nullptr) {
+    const std::string_view quoted = call.quoted_key();
+    out.refs[n++] = {*call.key_header, quoted.empty() ? std::string_view(*call.key) : quoted};
   }
-  if (!call.deadline_header.empty()) {
+  if (call.deadline_header != nullptr) {
     char* const begin = out.deadline_value.data();
     const std::to_chars_result r =
         std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
-    out.refs[n++] = {call.deadline_header,
+    out.refs[n++] = {*call.deadline_header,
                      std::string_view(begin, static_cast<std::size_t>(r.ptr - begin))};
   }
   out.count = n;
@@ -434,7 +434,7 @@ void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
 void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out) {
   // The attempt's own timeout is what the server may spend.
   StampCommon(call, action.timeout, out);
-  if (!call.attempt_header.empty()) {
+  if (call.attempt_header != nullptr) {
     constexpr std::string_view kAttempt = "attempt=";
     constexpr std::string_view kMax = "; max=";
     char* const begin = out.attempt_value.data();
@@ -444,7 +444,7 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
     char* p = std::to_chars(begin + kAttempt.size(), end, action.number).ptr;
     std::memcpy(p, kMax.data(), kMax.size());
     p = std::to_chars(p + kMax.size(), end, call.policy.max_attempts).ptr;
-    out.refs[out.count++] = {call.attempt_header,
+    out.refs[out.count++] = {*call.attempt_header,
                              std::string_view(begin, static_cast<std::size_t>(p - begin))};
   }
 }

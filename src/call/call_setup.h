@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -61,14 +62,11 @@ struct PreparedCall {
   /// The headers saferetry adds (`StampAttemptHeaders` writes them for a
   /// send, into the driver's `SendHeaders`): the key header unless the
   /// request carries it, the deadline header unless the deadline is
-  /// infinite, the attempt header. Names point into the policy; an empty
-  /// name: not sent. Status queries carry the key and the deadline.
-  std::string_view key_header;
-  /// The key as sent in the quoted form (`KeyForm::kQuotedString`); empty
-  /// for the bare form, which sends `*key` itself.
-  std::string quoted_key;
-  std::string_view deadline_header;
-  std::string_view attempt_header;
+  /// infinite, the attempt header. Names point into the policy; null or
+  /// empty: not sent. Status queries carry the key and the deadline.
+  const std::string* key_header = nullptr;
+  const std::string* deadline_header = nullptr;
+  const std::string* attempt_header = nullptr;
   /// The journal the intent is recorded in (`JournalBegin`); null when the
   /// call is not journaled (no journal, or no key).
   IntentJournal* journal = nullptr;
@@ -78,8 +76,25 @@ struct PreparedCall {
   /// The intent was recorded with attempt 1 marked (`IntentJournal::Record`
   /// with `Intent::attempt` 1): the first send needs no mark of its own.
   bool first_attempt_marked = false;
-  /// The claim owner to release at the end.
-  std::string journal_owner;
+  /// What few calls need, allocated when first set (a call with neither
+  /// keeps a null pointer, not two strings): the key as sent in the quoted
+  /// form (`KeyForm::kQuotedString`; empty for the bare form, which sends
+  /// `*key` itself) and the journal claim's owner, released at the end.
+  struct Extras {
+    std::string quoted_key;
+    std::string journal_owner;
+  };
+  std::unique_ptr<Extras> extras;
+  Extras& extra() {
+    if (extras == nullptr) extras = std::make_unique<Extras>();
+    return *extras;
+  }
+  std::string_view quoted_key() const {
+    return extras != nullptr ? std::string_view(extras->quoted_key) : std::string_view();
+  }
+  std::string_view journal_owner() const {
+    return extras != nullptr ? std::string_view(extras->journal_owner) : std::string_view();
+  }
 };
 
 /// Validates `request` and `options`, chooses the key and checks it against
