@@ -22,25 +22,28 @@ namespace internal {
 // Everything the callbacks of one curl_easy_perform read or write. Lives in
 // the pooled handle, reset before each perform.
 struct Exchange {
+  // Ordered so that no field pads the next (112 bytes).
   // Request side.
   const std::string* body = nullptr;
   std::size_t body_offset = 0;
-  bool unsafe = false;  // Not safe to repeat: libcurl must not resend it.
   const CancellationToken* cancellation = nullptr;
   std::size_t max_body = 0;
 
   // Evidence.
-  int prereq_calls = 0;         // Requests curl started on a connection.
+  int prereq_calls = 0;  // Requests curl started on a connection.
+
+  // Response side.
+  int status_code = 0;
+
+  bool unsafe = false;          // Request side: not safe to repeat; libcurl must not resend it.
   bool resend_blocked = false;  // The pre-request guard refused a resend.
   bool cancelled = false;       // The xferinfo callback aborted.
   bool any_response_byte = false;
   bool final_headers_done = false;  // Blank line after a non-1xx status.
+  bool truncated = false;           // Response side: the body was cut at max_body.
 
-  // Response side.
-  int status_code = 0;
   Headers headers;
   std::string response_body;
-  bool truncated = false;
   std::uint64_t expected_length = 0;  // Content-Length, 0 = unknown.
 
   void Reset(const std::string* request_body, bool is_unsafe, const CancellationToken* token,

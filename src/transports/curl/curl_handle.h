@@ -43,15 +43,15 @@ struct PooledHandle {
   // a call through libcurl's option switch, and the URL's copies the string).
   // libcurl keeps what was set across transfers on the same easy handle.
   struct LastSet {
-    bool known = false;  // false: nothing set yet, every option is set
     std::string url;
-    int body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
     curl_off_t post_size = -1;
     const char* post_fields = nullptr;
-    bool custom_request = false;
     const curl_slist* headers = nullptr;
     long timeout_ms = -1;
     long no_progress = -1;
+    int body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
+    bool known = false;  // false: nothing set yet, every option is set
+    bool custom_request = false;
   };
   LastSet last;
   // The multi transport's attempt running on this handle (0: none); the
