@@ -55,18 +55,18 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // By reference: the public overloads own the values and move them once,
   // into the call record.
   CallId Execute(Request&& request, CallOptions&& options, Callback&& done) {
-    return Accept(std::make_shared<Call>(std::move(request), std::move(options)), std::move(done));
+    return Accept(std::make_unique<Call>(std::move(request), std::move(options)), std::move(done));
   }
 
   CallId Resolve(std::string&& key, ResolveOptions&& options, Callback&& done) {
-    auto call = std::make_shared<Call>(Request(), CallOptions());
+    auto call = std::make_unique<Call>(Request(), CallOptions());
     call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
                                                                              std::move(options));
     return Accept(std::move(call), std::move(done));
   }
 
   // Queues `call` for the loop, or refuses it over the cap.
-  CallId Accept(std::shared_ptr<Call>&& call, Callback&& done) {
+  CallId Accept(std::unique_ptr<Call>&& call, Callback&& done) {
     // Back-pressure: refused at once, before anything is queued.
     if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_in_flight) {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -147,7 +147,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       std::lock_guard<std::mutex> lock(pending_mu_);
       begin_batch_.swap(pending_);
     }
-    for (std::shared_ptr<Call>& call : begin_batch_) Begin(std::move(call));
+    for (std::unique_ptr<Call>& call : begin_batch_) Begin(std::move(call));
     begin_batch_.clear();
   }
 
@@ -160,7 +160,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     return call.token.IsCancelled();
   }
 
-  void Begin(std::shared_ptr<Call> call) {
+  void Begin(std::unique_ptr<Call> call) {
     if (shutting_down_) call->token.Cancel();
     const TimePoint start = clock().Now();
     call->session.emplace(options_.client, call->request, call->options);
@@ -393,7 +393,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     CallResult& result = call.machine->finished_result();
     call.session->FinishIn(result);
     Calls::node_type node = calls_.extract(call.id);
-    std::shared_ptr<Call> keep = std::move(node.mapped());
+    std::unique_ptr<Call> keep = std::move(node.mapped());
     if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
     Deliver(*keep, std::move(result));
   }
@@ -411,11 +411,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   std::atomic<CallId> next_id_{0};
   // Calls accepted, not begun yet; a task to begin them is posted.
   std::mutex pending_mu_;
-  std::vector<std::shared_ptr<Call>> pending_;  // Guarded by pending_mu_.
+  std::vector<std::unique_ptr<Call>> pending_;  // Guarded by pending_mu_.
   // Loop thread only.
-  using Calls = std::unordered_map<CallId, std::shared_ptr<Call>>;
+  using Calls = std::unordered_map<CallId, std::unique_ptr<Call>>;
   static constexpr std::size_t kSpareNodes = 64;
-  std::vector<std::shared_ptr<Call>> begin_batch_;
+  std::vector<std::unique_ptr<Call>> begin_batch_;
   KeyFingerprints fingerprints_;
   internal::UnsentRecords unsent_;
   Calls calls_;
