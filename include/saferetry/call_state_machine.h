@@ -354,13 +354,13 @@ class CallStateMachine {
   // A final answer that came while other copies were in flight, with no
   // doubt before it: it stands if they come back without doubt.
   std::optional<StopReason> held_final_;
-  bool seen_in_progress_ = false;
   // The end of the pending wait: a send after it forgives a late wake-up.
   std::optional<TimePoint> wake_due_;
   Next pending_ = Next::kAttempt;
   bool pending_poll_ = false;   // the pending send is a poll
   bool pending_fence_ = false;  // the pending status query carries the fence
   bool fence_sent_ = false;
+  bool seen_in_progress_ = false;
   int attempts_counted_ = 0;  // sends that count against max_attempts
   int polls_ = 0;             // status queries + resends answered 409
   int retry_waits_ = 0;

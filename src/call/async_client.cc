@@ -55,18 +55,18 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // By reference: the public overloads own the values and move them once,
   // into the call record.
   CallId Execute(Request&& request, CallOptions&& options, Callback&& done) {
-    return Accept(std::make_unique<Call>(std::move(request), std::move(options)), std::move(done));
+    return Accept(std::make_unique<Call>(std::move(request)), std::move(options), std::move(done));
   }
 
   CallId Resolve(std::string&& key, ResolveOptions&& options, Callback&& done) {
-    auto call = std::make_unique<Call>(Request(), CallOptions());
+    auto call = std::make_unique<Call>(Request());
     call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
                                                                              std::move(options));
-    return Accept(std::move(call), std::move(done));
+    return Accept(std::move(call), CallOptions(), std::move(done));
   }
 
-  // Queues `call` for the loop, or refuses it over the cap.
-  CallId Accept(std::unique_ptr<Call>&& call, Callback&& done) {
+  // Queues `call` with its options for the loop, or refuses it over the cap.
+  CallId Accept(std::unique_ptr<Call>&& call, CallOptions&& options, Callback&& done) {
     // Back-pressure: refused at once, before anything is queued.
     if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_in_flight) {
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -84,7 +84,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     {
       std::lock_guard<std::mutex> lock(pending_mu_);
       post = pending_.empty();
-      pending_.push_back(std::move(call));
+      pending_.push_back(Pending{std::move(call), std::move(options)});
     }
     if (post) {
       std::weak_ptr<Core> weak = weak_from_this();
@@ -121,10 +121,15 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   };
 
   struct Call {
-    Call(Request&& r, CallOptions&& o) : request(std::move(r)), options(std::move(o)) {}
+    explicit Call(Request&& r) : request(std::move(r)) {}
     CallId id = 0;
     Request request;
-    CallOptions options;
+    // Of the caller's `CallOptions`, what a call reads once it has begun
+    // (the rest is read by `Begin` and dropped with the queue's entry): the
+    // policy (kept alive; the session's prepared call points at it) and the
+    // caller's token. The session keeps the status URL.
+    std::shared_ptr<const RetryPolicy> policy;
+    const CancellationToken* cancellation = nullptr;
     // A resolve (`AsyncClient::Resolve`): the key and its options, behind a
     // pointer (most calls are not resolves).
     std::unique_ptr<std::pair<std::string, ResolveOptions>> resolve;
@@ -147,23 +152,28 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       std::lock_guard<std::mutex> lock(pending_mu_);
       begin_batch_.swap(pending_);
     }
-    for (std::unique_ptr<Call>& call : begin_batch_) Begin(std::move(call));
+    for (Pending& p : begin_batch_) Begin(std::move(p.call), p.options);
     begin_batch_.clear();
+    // The queue's storage goes back to `pending_` at the next swap: enough
+    // for a batch of a steady flow is kept (no allocation per batch), a
+    // burst's is freed (its calls' options are not held for their lives).
+    if (begin_batch_.capacity() > kKeptQueue) std::vector<Pending>().swap(begin_batch_);
   }
 
   // Mirrors the caller's token into the call's own; true when cancelled.
   static bool SyncCancellation(Call& call) {
-    if (call.options.cancellation != nullptr && call.options.cancellation->IsCancelled() &&
+    if (call.cancellation != nullptr && call.cancellation->IsCancelled() &&
         !call.token.IsCancelled()) {
       call.token.Cancel();
     }
     return call.token.IsCancelled();
   }
 
-  void Begin(std::unique_ptr<Call> call) {
+  void Begin(std::unique_ptr<Call> call, CallOptions& options) {
     if (shutting_down_) call->token.Cancel();
     const TimePoint start = clock().Now();
-    call->session.emplace(options_.client, call->request, call->options);
+    call->cancellation = options.cancellation;
+    call->session.emplace(options_.client, call->request, options);
     std::optional<CallResult> early =
         call->resolve != nullptr
             ? call->session->BeginResolve(call->resolve->first, call->resolve->second, start)
@@ -172,6 +182,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       Deliver(*call, *std::move(early));
       return;
     }
+    // The call outlives its options from here: it keeps what it reads.
+    call->policy = std::move(options.policy);  // the pointee stays where it is
+    call->session->KeepStatusUrl(options.status_url);
     SyncCancellation(*call);
     call->machine.emplace(call->session->machine_policy(), options_.client.budget.get(),
                           options_.client.classifier.get(), options_.client.random.get(),
@@ -411,11 +424,17 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   std::atomic<CallId> next_id_{0};
   // Calls accepted, not begun yet; a task to begin them is posted.
   std::mutex pending_mu_;
-  std::vector<std::unique_ptr<Call>> pending_;  // Guarded by pending_mu_.
+  // A call accepted, and its options until it begins.
+  struct Pending {
+    std::unique_ptr<Call> call;
+    CallOptions options;
+  };
+  std::vector<Pending> pending_;  // Guarded by pending_mu_.
+  static constexpr std::size_t kKeptQueue = 32;
   // Loop thread only.
   using Calls = std::unordered_map<CallId, std::unique_ptr<Call>>;
   static constexpr std::size_t kSpareNodes = 64;
-  std::vector<std::unique_ptr<Call>> begin_batch_;
+  std::vector<Pending> begin_batch_;
   KeyFingerprints fingerprints_;
   internal::UnsentRecords unsent_;
   Calls calls_;

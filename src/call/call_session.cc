@@ -34,15 +34,16 @@ absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
 }  // namespace
 
 CallResult CallSession::EndEarly(CallResult result) const {
-  if (options_.listener != nullptr) options_.listener->OnFinish(result);
+  if (listener_ != nullptr) listener_->OnFinish(result);
   return result;
 }
 
 std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
                                              TimePoint start) {
   start_ = start;
+  start_unused_ = true;
   // Bad input never reaches the listener: nothing started.
-  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options_, start, call_);
+  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, *options_, start, call_);
       !s.ok()) {
     return InvalidCall(std::move(s));
   }
@@ -50,7 +51,8 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
-  SetUpTrace(options_.trace_context);
+  SetUpTrace(options_->trace_context);
+  options_ = nullptr;
   return std::nullopt;
 }
 
@@ -136,11 +138,21 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   call_.attempt_offset = intent->attempt;
   call_.extra().journal_owner = owner;
   SetUpTrace(options.trace_context);
+  options_ = nullptr;
   return std::nullopt;
 }
 
+void CallSession::KeepStatusUrl(std::string& url) {
+  if (url.empty()) return;
+  // The template is that URL whole, or the policy's (another string).
+  const bool is_template = call_.status_url_template.data() == url.data();
+  std::string& kept = call_.extra().status_url;
+  kept = std::move(url);
+  if (is_template) call_.status_url_template = kept;
+}
+
 void CallSession::SetUpTrace(const std::optional<TraceContext>& given_context) {
-  tracer_ = options_.tracer != nullptr ? options_.tracer : client_.tracer.get();
+  tracer_ = options_->tracer != nullptr ? options_->tracer : client_.tracer.get();
   const bool active = tracer_ != nullptr || given_context.has_value();
   std::size_t parents = 0;
   std::size_t states = 0;
@@ -249,7 +261,7 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
-  if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, false);
+  if (listener_ != nullptr) listener_->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
   if (slot == kTraceSlots) slot = 0;
@@ -283,11 +295,10 @@ CallSession::Rare& CallSession::rare() {
 TimePoint CallSession::SendStart() {
   // Only in-memory work ran since `start_` was read unless the journal, a
   // listener or a tracer did (each may take time).
-  const bool fresh = start_.has_value() && call_.journal == nullptr &&
-                     options_.listener == nullptr && tracer_ == nullptr;
-  const std::optional<TimePoint> start = start_;
-  start_.reset();
-  return fresh ? *start : client_.clock->Now();
+  const bool fresh =
+      start_unused_ && call_.journal == nullptr && listener_ == nullptr && tracer_ == nullptr;
+  start_unused_ = false;
+  return fresh ? start_ : client_.clock->Now();
 }
 
 CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id,
@@ -304,8 +315,8 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   request_sends_ += tr.redirects;
   CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
   if (!machine.result().evidence.empty()) {
-    if (options_.listener != nullptr) {
-      options_.listener->OnAttemptEnd(machine.result().evidence.back());
+    if (listener_ != nullptr) {
+      listener_->OnAttemptEnd(machine.result().evidence.back());
     }
     if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
   }
@@ -316,7 +327,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
                                                          const CallAction& action,
                                                          const Request** query,
                                                          SendHeaders& headers, AttemptOptions& ao) {
-  if (options_.listener != nullptr) options_.listener->OnAttemptStart(action.number, true);
+  if (listener_ != nullptr) listener_->OnAttemptStart(action.number, true);
   if (call_.use_callback) {
     const StatusQuery& spec = call_.retry->options().status_query;
     // A callback answers synchronously, on the driver's thread.
@@ -330,8 +341,8 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     ev.resend_count = query_sends_++;
     CallAction next =
         machine.OnStatusAnswerInPlace(reply.answer, std::move(reply.result.response), t1);
-    if (options_.listener != nullptr) {
-      options_.listener->OnAttemptEnd(machine.result().evidence.back());
+    if (listener_ != nullptr) {
+      listener_->OnAttemptEnd(machine.result().evidence.back());
     }
     return next;
   }
@@ -366,16 +377,16 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
   query_sends_ += tr.redirects;
   const StatusAnswer answer = MapStatusAnswer(tr);
   CallAction next = machine.OnStatusAnswerInPlace(answer, std::move(tr.response), t1);
-  if (options_.listener != nullptr) {
-    options_.listener->OnAttemptEnd(machine.result().evidence.back());
+  if (listener_ != nullptr) {
+    listener_->OnAttemptEnd(machine.result().evidence.back());
   }
   if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
   return next;
 }
 
 void CallSession::OnWait(const CallAction& action) const {
-  if (options_.listener != nullptr) {
-    options_.listener->OnWaitScheduled(action.delay, action.delay_from_server_hint);
+  if (listener_ != nullptr) {
+    listener_->OnWaitScheduled(action.delay, action.delay_from_server_hint);
   }
 }
 
@@ -387,7 +398,7 @@ void CallSession::FinishIn(CallResult& result) {
   }
   JournalFinish(call_, result);
   result.idempotency_key = std::move(call_.key);
-  if (options_.listener != nullptr) options_.listener->OnFinish(result);
+  if (listener_ != nullptr) listener_->OnFinish(result);
 }
 
 CallResult CallSession::FinishResolve(CallResult result) {

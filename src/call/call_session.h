@@ -42,11 +42,17 @@ namespace internal {
 
 class CallSession {
  public:
-  /// `client`, `request` and `options` must outlive the session. For a
-  /// resolve, `request` is unused (the session rebuilds it from the journal)
-  /// and may be any request.
+  /// `client` and `request` must outlive the session. `options` is read
+  /// until `Begin` or `BeginResolve` returns; after that the session reads
+  /// only what the prepared call points into, which must then stay where it
+  /// is: the pointee of `options.policy` (the call's policy) and the
+  /// characters of `options.status_url` (the call's status-query template)
+  /// unless `KeepStatusUrl` took them. A driver whose call outlives its
+  /// options (the event loop's) keeps the policy, hands the URL to the
+  /// session and drops the rest. For a resolve, `request` is unused (the session rebuilds it from
+  /// the journal) and may be any request.
   CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
-      : client_(client), request_(&request), options_(options) {}
+      : client_(client), request_(&request), options_(&options), listener_(options.listener) {}
   CallSession(const CallSession&) = delete;
   CallSession& operator=(const CallSession&) = delete;
 
@@ -123,7 +129,13 @@ class CallSession {
   /// an intent stands), the claim released, the key set, the listener told.
   void FinishIn(CallResult& result);
 
-  CallListener* listener() const { return options_.listener; }
+  CallListener* listener() const { return listener_; }
+
+  /// Moves the call options' status URL into the session (a driver whose
+  /// call outlives its options, after `Begin`): the call's status-query
+  /// template, when it is that URL, then reads the session's copy. Empty:
+  /// nothing kept, nothing allocated.
+  void KeepStatusUrl(std::string& url);
 
  private:
   CallResult EndEarly(CallResult result) const;
@@ -153,9 +165,11 @@ class CallSession {
 
   const ClientOptions& client_;
   const Request* request_;
-  const CallOptions& options_;
-  // The call's start while no send has used it (`SendStart`).
-  std::optional<TimePoint> start_;
+  // The caller's options, until Begin or BeginResolve returns (then null).
+  const CallOptions* options_;
+  CallListener* listener_;
+  // The call's start while no send has used it (`SendStart`; `start_unused_`).
+  TimePoint start_{};
   PreparedCall call_;
   // What only a call that queries or a resolve needs, allocated when first
   // needed: a call that succeeds at once neither allocates nor initialises
@@ -170,6 +184,7 @@ class CallSession {
   std::unique_ptr<Rare> rare_;
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
+  bool start_unused_ = false;
 
   // Trace context (trace_context.h). Active when a context was given or a
   // tracer is set: saferetry then writes `traceparent` and `tracestate`

@@ -56,8 +56,6 @@ struct PreparedCall {
   /// The status-query template of this call (the call's `status_url`, else
   /// the policy's); points into the call options or the policy.
   std::string_view status_url_template;
-  /// Status queries go to the policy's callback.
-  bool use_callback = false;
   std::optional<std::string> key;
   /// The headers saferetry adds (`StampAttemptHeaders` writes them for a
   /// send, into the driver's `SendHeaders`): the key header unless the
@@ -76,13 +74,18 @@ struct PreparedCall {
   /// The intent was recorded with attempt 1 marked (`IntentJournal::Record`
   /// with `Intent::attempt` 1): the first send needs no mark of its own.
   bool first_attempt_marked = false;
-  /// What few calls need, allocated when first set (a call with neither
-  /// keeps a null pointer, not two strings): the key as sent in the quoted
+  /// Status queries go to the policy's callback.
+  bool use_callback = false;
+  /// What few calls need, allocated when first set (a call with none of it
+  /// keeps a null pointer, not three strings): the key as sent in the quoted
   /// form (`KeyForm::kQuotedString`; empty for the bare form, which sends
-  /// `*key` itself) and the journal claim's owner, released at the end.
+  /// `*key` itself), the journal claim's owner, released at the end, and
+  /// the call's own status URL when a driver keeps it past the call options
+  /// (`CallSession::KeepStatusUrl`).
   struct Extras {
     std::string quoted_key;
     std::string journal_owner;
+    std::string status_url;
   };
   std::unique_ptr<Extras> extras;
   Extras& extra() {

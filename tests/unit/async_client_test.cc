@@ -154,6 +154,40 @@ TEST_F(AsyncClientTest, CancelDuringAnAttemptThatMayHaveBeenDeliveredIsUnknown) 
   EXPECT_EQ(r.elapsed, milliseconds(5));
 }
 
+// A call's own status URL is read when its status query goes out, long after
+// the loop dropped the call's options: the call keeps the URL, a short one
+// held inside the string object as well. Two calls that begin meanwhile
+// reuse the storage the first call's options were queued in.
+TEST_F(AsyncClientTest, ACallsOwnShortStatusUrlOutlivesItsOptions) {
+  auto client = Make();
+  transport_->Push(Step::CommitThenLost().After(milliseconds(100)));  // a's attempt
+  transport_->Push(Step::Respond(201));                               // b
+  transport_->Push(Step::Respond(201));                               // c
+  transport_->Push(Step::Respond(200, {}, "order a"));                // a's status query
+  auto with_status_url = [](const char* url) {
+    CallOptions call;
+    call.status_url = url;  // 14 characters: no heap buffer of its own
+    return call;
+  };
+  auto a = client->Execute(Post(), with_status_url("http://a/{key}"));
+  loop_->RunUntil(clock_->Now() + milliseconds(1));
+  auto b = client->Execute(Post(), with_status_url("http://b/{key}"));
+  loop_->RunUntil(clock_->Now() + milliseconds(1));
+  auto c = client->Execute(Post(), with_status_url("http://c/{key}"));
+  loop_->RunUntilIdle();
+  const CallResult ra = a.get();
+  EXPECT_EQ(b.get().outcome, Outcome::kSucceeded);
+  EXPECT_EQ(c.get().outcome, Outcome::kSucceeded);
+  EXPECT_EQ(ra.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(ra.attempts, 1);
+  EXPECT_EQ(ra.status_queries, 1);
+  const std::vector<testkit::SentRequest> sent = transport_->sent();
+  ASSERT_EQ(sent.size(), 4u);
+  ASSERT_TRUE(ra.idempotency_key.has_value());
+  EXPECT_EQ(sent[3].request.method, "GET");
+  EXPECT_EQ(sent[3].request.url, "http://a/" + *ra.idempotency_key);
+}
+
 TEST_F(AsyncClientTest, CancelDuringAWaitEndsTheWaitAtOnce) {
   auto client = Make();
   transport_->Push(Step::Respond(503)).Push(Step::Respond(200));
