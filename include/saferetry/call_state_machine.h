@@ -98,9 +98,15 @@ struct CallPolicy {
   /// Waits before a retry of the request (non-owning, never null; must
   /// outlive the call). Default: the default policy's.
   const BackoffPolicy* backoff = &RetryPolicy::Default()->backoff();
-  /// Waits before a poll (status query, or resend while in progress).
-  BackoffParams poll_backoff = DefaultPollBackoff();
-  DeadlineOptions deadline_options;
+  /// Waits before a poll (status query, or resend while in progress)
+  /// (non-owning, never null; must outlive the call). Default: the default
+  /// policy's. Like `deadline_options`, the same for every call of a policy:
+  /// a call points at its policy's, never copies it.
+  const BackoffParams* poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
+  /// The time plan's margin, useful attempt, cap and resolution window
+  /// (non-owning, never null; must outlive the call). Default: the default
+  /// policy's.
+  const DeadlineOptions* deadline_options = &RetryPolicy::Default()->options().deadline_options;
   Deadline deadline;
   /// Set by `Start` from the traits and the deadline (`ChooseTimePlanKind`,
   /// `MakeTimePlan`); read it from `plan()`.

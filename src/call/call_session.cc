@@ -114,7 +114,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   policy.start_with_status_query = true;
   policy.max_attempts = may_resend ? 1 : 0;
   policy.max_status_queries = std::min(options.max_status_queries, kMaxStatusQueriesHardCap);
-  policy.poll_backoff = options.poll_backoff;
+  policy.poll_backoff = &options.poll_backoff;
   policy.deadline = Deadline::After(start, options.timeout);
   policy.traits.idempotent = IsIdempotent(*request_);
   policy.traits.safe = IsSafeMethod(request_->method);

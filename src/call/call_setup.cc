@@ -389,8 +389,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.max_attempts = p.max_attempts;
   policy.max_status_queries = p.max_status_queries;
   policy.backoff = &retry.backoff();
-  policy.poll_backoff = p.poll_backoff;
-  policy.deadline_options = p.deadline_options;
+  policy.poll_backoff = &p.poll_backoff;
+  policy.deadline_options = &p.deadline_options;
   policy.deadline =
       options.deadline.value_or(Deadline::After(start, options.timeout.value_or(p.timeout)));
   policy.traits.idempotent = idempotent;

@@ -101,7 +101,7 @@ CallAction CallStateMachine::Start(TimePoint now) {
   // The poll cap is derived only when a poll is first scheduled: most calls
   // never poll, and the derivation walks the pacing.
   total_ = policy_->deadline.Remaining(now);
-  policy_->plan = MakeTimePlan(ChooseTimePlanKind(*policy_), total_, policy_->deadline_options);
+  policy_->plan = MakeTimePlan(ChooseTimePlanKind(*policy_), total_, *policy_->deadline_options);
   budget_->OnCallStart(now);
   if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
   // A continued intent starts with its predecessor's doubt.
@@ -116,7 +116,7 @@ CallAction CallStateMachine::OutOfTime(TimePoint now) {
   // Reached the deadline (or its margin) during an attempt, a query or a
   // wait, versus time left that is too short to be useful.
   if (!policy_->deadline.is_infinite() &&
-      policy_->deadline.Remaining(now) <= policy_->deadline_options.margin) {
+      policy_->deadline.Remaining(now) <= policy_->deadline_options->margin) {
     return FinishFailure(StopReason::kDeadlineExceeded, now);
   }
   return FinishFailure(StopReason::kNoTimeForUsefulAttempt, now);
@@ -132,14 +132,14 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   }
   const Duration timeout =
       pending_ == Next::kAttempt
-          ? PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, policy_->deadline_options)
-          : StatusQueryTimeout(policy_->deadline, now, policy_->deadline_options);
+          ? PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, *policy_->deadline_options)
+          : StatusQueryTimeout(policy_->deadline, now, *policy_->deadline_options);
   // No send starts that could not do useful work before the deadline (a
   // wait that overslept, or a deadline that was already too close at start).
   // A wait this machine scheduled left a useful attempt; a clock that woke
   // up late took some of it, and that lateness (up to half of a useful
   // attempt) is forgiven, so the wait still leads to its send.
-  Duration needed = policy_->deadline_options.min_useful_attempt;
+  Duration needed = policy_->deadline_options->min_useful_attempt;
   if (wake_due_.has_value()) {
     const Duration late = now - *wake_due_;
     if (late > Duration::zero()) needed -= std::min(late, needed / 2);
@@ -205,8 +205,8 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
     return none;
   }
   const Duration timeout =
-      PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, policy_->deadline_options);
-  if (!policy_->deadline.is_infinite() && timeout < policy_->deadline_options.min_useful_attempt) {
+      PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, *policy_->deadline_options);
+  if (!policy_->deadline.is_infinite() && timeout < policy_->deadline_options->min_useful_attempt) {
     return none;
   }
   // Every hedge is paid for by the shared budget, as a retry is.
@@ -526,7 +526,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   //    request against the attempts.
   if (poll) {
     if (policy_->max_status_queries <= 0) {
-      policy_->max_status_queries = DefaultMaxStatusQueries(total_, policy_->poll_backoff);
+      policy_->max_status_queries = DefaultMaxStatusQueries(total_, *policy_->poll_backoff);
     }
     if (polls_ >= policy_->max_status_queries) {
       return FinishFailure(StopReason::kStatusQueriesExhausted, now);
@@ -543,7 +543,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   if (hints.retry_after_above_max) return FinishFailure(StopReason::kRetryAfterTooLong, now);
   Duration delay;
   if (poll) {
-    delay = ComputeBackoff(policy_->poll_backoff, ++poll_waits_, previous_poll_delay_,
+    delay = ComputeBackoff(*policy_->poll_backoff, ++poll_waits_, previous_poll_delay_,
                            random_->Uniform());
     previous_poll_delay_ = delay;
   } else {
@@ -559,16 +559,16 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   // 3. Time. A wait that would leave no room for a useful send is shortened
   //    to the longest that does, never below the server's Retry-After: when
   //    the hint alone does not fit, the call ends.
-  if (!WaitFits(policy_->deadline, now, delay, policy_->deadline_options)) {
-    if (from_hint && !WaitFits(policy_->deadline, now, hint, policy_->deadline_options)) {
+  if (!WaitFits(policy_->deadline, now, delay, *policy_->deadline_options)) {
+    if (from_hint && !WaitFits(policy_->deadline, now, hint, *policy_->deadline_options)) {
       return FinishFailure(StopReason::kRetryAfterBeyondDeadline, now);
     }
-    if (!WaitFits(policy_->deadline, now, Duration::zero(), policy_->deadline_options)) {
+    if (!WaitFits(policy_->deadline, now, Duration::zero(), *policy_->deadline_options)) {
       return OutOfTime(now);
     }
-    delay =
-        std::max(hint, policy_->deadline.at() - now - policy_->deadline_options.min_useful_attempt -
-                           policy_->deadline_options.margin);
+    delay = std::max(hint, policy_->deadline.at() - now -
+                               policy_->deadline_options->min_useful_attempt -
+                               policy_->deadline_options->margin);
   }
 
   // 4. The budget, charged now that the send will happen (refunded if the

@@ -584,8 +584,8 @@ ClientModel MakeClientModel(ClientVariant variant, const BasePolicy& base) {
   p.max_attempts = std::clamp(base.max_attempts, 1, kMaxAttemptsHardCap);
   p.max_status_queries = std::clamp(base.max_status_queries, 0, kMaxStatusQueriesHardCap);
   BackoffParams backoff = base.backoff;
-  p.poll_backoff = base.poll_backoff;
-  p.deadline_options = base.deadline_options;
+  m.poll_backoff = base.poll_backoff;
+  m.deadline_options = base.deadline_options;
   // A POST with an idempotency key, as saferetry sends by default.
   p.traits = RequestTraits{/*idempotent=*/false, /*safe=*/false, /*keyed=*/true};
   p.has_status_query = base.status_query;

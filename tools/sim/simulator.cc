@@ -372,6 +372,8 @@ void Engine::StartCall(std::int32_t client, TimePoint now, bool measured) {
 
   const ClientModel& m = config_.client;
   CallPolicy policy = m.policy;
+  policy.poll_backoff = &m.poll_backoff;
+  policy.deadline_options = &m.deadline_options;
   policy.deadline = Deadline::After(now, m.timeout);
   policy.circuit_breaker = breaker_.get();
   policy.key_minted = true;  // each simulated call mints its own key

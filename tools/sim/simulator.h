@@ -161,6 +161,12 @@ struct ClientModel {
   CallPolicy policy;
   /// The retry backoff `policy.backoff` points to.
   std::shared_ptr<const BackoffPolicy> backoff;
+  /// The poll pacing and the time plan's options: each simulated call's
+  /// policy points at these (`policy.poll_backoff` and
+  /// `policy.deadline_options` are set per call; whatever they held here is
+  /// replaced).
+  BackoffParams poll_backoff = DefaultPollBackoff();
+  DeadlineOptions deadline_options;
   /// The per-call deadline.
   Duration timeout = std::chrono::seconds(30);
   /// Keyless requests with every retry a fresh request (declared idempotent):
