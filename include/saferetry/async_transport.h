@@ -62,7 +62,9 @@ class EventLoop {
   virtual void CancelTimer(TimerId id) = 0;
   /// Watches `fd` for `events` (`kReadable` | `kWritable`), replacing any
   /// earlier watch of it; `events == 0` stops watching. `kError` is always
-  /// reported. Unimplemented for loops without file descriptors (the fake).
+  /// reported. A callback may unwatch or re-watch its own descriptor while
+  /// it runs: it is destroyed or replaced after it returns, never during the
+  /// call. Unimplemented for loops without file descriptors (the fake).
   virtual absl::Status WatchFd(int fd, int events, FdCallback callback) = 0;
 };
 

@@ -92,10 +92,18 @@ class EpollEventLoop final : public RunnableEventLoop {
 
   absl::Status WatchFd(int fd, int events, FdCallback callback) override {
     auto it = watches_.find(fd);
+    // The watch whose callback is running is neither erased nor given its
+    // new callback until that callback returns (`Run`).
+    const bool running = fd == running_fd_ && it != watches_.end();
     if (events == 0) {
-      if (it != watches_.end()) {
+      if (it != watches_.end() && !(running && running_unwatched_)) {
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
-        watches_.erase(it);
+        if (running) {
+          running_unwatched_ = true;
+          running_replacement_ = nullptr;
+        } else {
+          watches_.erase(it);
+        }
       }
       return absl::OkStatus();
     }
@@ -106,13 +114,19 @@ class EpollEventLoop final : public RunnableEventLoop {
     // within one epoll_wait batch) from a current one.
     const std::uint32_t generation = ++next_generation_;
     ev.data.u64 = (static_cast<std::uint64_t>(generation) << 32) | static_cast<std::uint32_t>(fd);
-    const int op = it == watches_.end() ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
-    if (epoll_ctl(epfd_, op, fd, &ev) != 0) {
+    const bool in_epoll = it != watches_.end() && !(running && running_unwatched_);
+    if (epoll_ctl(epfd_, in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0) {
       return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
     }
-    Watch& w = watches_[fd];
+    if (running) {
+      it->second.generation = generation;
+      running_unwatched_ = false;
+      running_replacement_ = std::move(callback);
+      return absl::OkStatus();
+    }
+    Watch& w = it != watches_.end() ? it->second : watches_[fd];
     w.generation = generation;
-    w.callback = std::make_shared<FdCallback>(std::move(callback));
+    w.callback = std::move(callback);
     return absl::OkStatus();
   }
 
@@ -156,9 +170,20 @@ class EpollEventLoop final : public RunnableEventLoop {
         if ((e & EPOLLIN) != 0) ready |= kReadable;
         if ((e & EPOLLOUT) != 0) ready |= kWritable;
         if ((e & (EPOLLERR | EPOLLHUP)) != 0) ready |= kError;
-        // Held while it runs: the callback may unwatch (and so destroy) it.
-        std::shared_ptr<FdCallback> callback = it->second.callback;
-        (*callback)(ready);
+        // The callback may unwatch or re-watch its own descriptor: `WatchFd`
+        // then leaves the watch (and the running callable) in place, and it
+        // is erased or given its new callback here, after the call.
+        Watch& watch = it->second;  // node-based: stays where it is meanwhile
+        running_fd_ = fd;
+        watch.callback(ready);
+        running_fd_ = -1;
+        if (running_unwatched_) {
+          running_unwatched_ = false;
+          watches_.erase(fd);
+        } else if (running_replacement_ != nullptr) {
+          watch.callback = std::move(running_replacement_);
+          running_replacement_ = nullptr;
+        }
       }
       if (n == static_cast<int>(events.size())) events.resize(events.size() * 2);
       // Posted tasks, then due timers; tasks posted meanwhile wait a turn.
@@ -207,9 +232,11 @@ class EpollEventLoop final : public RunnableEventLoop {
   }
 
  private:
+  // Held in the table itself (one block per descriptor, none per change of
+  // its events).
   struct Watch {
     std::uint32_t generation = 0;
-    std::shared_ptr<FdCallback> callback;
+    FdCallback callback;
   };
 
   using Timers = std::map<std::pair<TimePoint, TimerId>, Task>;
@@ -254,6 +281,12 @@ class EpollEventLoop final : public RunnableEventLoop {
   TimerId next_timer_ = 0;
   std::unordered_map<int, Watch> watches_;
   std::uint32_t next_generation_ = 0;
+  // The descriptor whose callback is running (-1: none), and what that
+  // callback did to its own watch meanwhile: unwatched it, or gave it a
+  // new callback (null: none).
+  int running_fd_ = -1;
+  bool running_unwatched_ = false;
+  FdCallback running_replacement_;
 };
 
 }  // namespace

@@ -7,8 +7,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -608,6 +613,56 @@ TEST(AsyncClientThreadTest, DestructionCancelsCallsInFlight) {
     ASSERT_EQ(f.wait_for(seconds(0)), std::future_status::ready);
     EXPECT_EQ(f.get().stop_reason, StopReason::kCancelled);
   }
+}
+
+// The built-in loop keeps a descriptor's callback in its table, not behind a
+// pointer of its own: a callback that gives its descriptor a new callback,
+// or unwatches it, while it runs must still be whole until it returns. Each
+// callback here reads its captures (one of them on the heap) after it did
+// so; the sanitizer stages would report a callback destroyed under itself.
+// Then the new callback runs on the next readiness, the old one never again,
+// and nothing runs once the descriptor is unwatched.
+TEST(EpollEventLoopThreadTest, ACallbackReplacesThenUnwatchesItsOwnDescriptorWhileItRuns) {
+  absl::StatusOr<std::shared_ptr<RunnableEventLoop>> made = MakeEpollEventLoop();
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<RunnableEventLoop> loop = *made;
+  const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto signal = [fd] {
+    const std::uint64_t one = 1;
+    ASSERT_EQ(write(fd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+  };
+  auto drain = [fd] {
+    std::uint64_t count = 0;
+    ASSERT_EQ(read(fd, &count, sizeof(count)), static_cast<ssize_t>(sizeof(count)));
+  };
+  std::vector<std::string> log;  // the loop thread's, read after it stopped
+  auto first_name =
+      std::make_shared<std::string>("first, on the heap and longer than a short string");
+  auto second_name =
+      std::make_shared<std::string>("second, on the heap and longer than a short string");
+  std::thread runner([&] { loop->Run(); });
+  loop->Post([&] {
+    const absl::Status watched = loop->WatchFd(fd, EventLoop::kReadable, [&, first_name](int) {
+      drain();
+      const absl::Status replaced = loop->WatchFd(fd, EventLoop::kReadable, [&, second_name](int) {
+        drain();
+        EXPECT_TRUE(loop->WatchFd(fd, 0, nullptr).ok());
+        log.push_back(*second_name);  // after the unwatch
+        // Readable again: nothing may run for it any more.
+        signal();
+        loop->AddTimer(std::chrono::milliseconds(50), [&] { loop->Stop(); });
+      });
+      EXPECT_TRUE(replaced.ok()) << replaced;
+      log.push_back(*first_name);  // after the replacement
+      signal();
+    });
+    EXPECT_TRUE(watched.ok()) << watched;
+    signal();
+  });
+  runner.join();
+  close(fd);
+  EXPECT_THAT(log, ElementsAre(*first_name, *second_name));
 }
 
 }  // namespace
