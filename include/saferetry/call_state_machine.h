@@ -99,14 +99,14 @@ struct CallPolicy {
   /// outlive the call). Default: the default policy's.
   const BackoffPolicy* backoff = &RetryPolicy::Default()->backoff();
   /// Waits before a poll (status query, or resend while in progress)
-  /// (non-owning, never null; must outlive the call). Default: the default
-  /// policy's. Like `deadline_options`, the same for every call of a policy:
-  /// a call points at its policy's, never copies it.
-  const BackoffParams* poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
+  /// (non-owning; must outlive the call). Null (the default): the default
+  /// policy's, filled in by `Start`. Like `deadline_options`, the same for
+  /// every call of a policy: a call points at its policy's, never copies it.
+  const BackoffParams* poll_backoff = nullptr;
   /// The time plan's margin, useful attempt, cap and resolution window
-  /// (non-owning, never null; must outlive the call). Default: the default
-  /// policy's.
-  const DeadlineOptions* deadline_options = &RetryPolicy::Default()->options().deadline_options;
+  /// (non-owning; must outlive the call). Null (the default): the default
+  /// policy's, filled in by `Start`.
+  const DeadlineOptions* deadline_options = nullptr;
   Deadline deadline;
   /// Set by `Start` from the traits and the deadline (`ChooseTimePlanKind`,
   /// `MakeTimePlan`); read it from `plan()`.
@@ -221,7 +221,9 @@ class CallStateMachine {
   CallStateMachine& operator=(const CallStateMachine&) = delete;
   ~CallStateMachine();
 
-  /// Starts the call in both budgets and returns the first send.
+  /// Starts the call in both budgets and returns the first send. Completes
+  /// the policy: the time plan, and the default policy's poll pacing and
+  /// time-plan options where they are null.
   CallAction Start(TimePoint now);
   /// The attempt announced by the last kSendAttempt finished. `evidence`
   /// carries start/end, delivery, transport status, HTTP status and hints;

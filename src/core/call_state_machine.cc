@@ -95,6 +95,12 @@ bool CallStateMachine::Cancelled() const {
 }
 
 CallAction CallStateMachine::Start(TimePoint now) {
+  if (policy_->poll_backoff == nullptr) {
+    policy_->poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
+  }
+  if (policy_->deadline_options == nullptr) {
+    policy_->deadline_options = &RetryPolicy::Default()->options().deadline_options;
+  }
   start_ = now;
   // The call's setup that every driver shares: the poll cap and the time
   // plan follow from the deadline as it stands at the start.
