@@ -52,8 +52,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   void StartCallIdsAt(CallId next) { next_id_.store(next - 1, std::memory_order_relaxed); }
   std::size_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
-  // By reference: the public overloads own the values and move them once,
-  // into the call record.
+  // By reference: the public overloads own the values and move them once:
+  // the request into the call record, the options into the loop's queue.
   CallId Execute(Request&& request, CallOptions&& options, Callback&& done) {
     return Accept(std::make_unique<Call>(std::move(request)), std::move(options), std::move(done));
   }
