@@ -84,6 +84,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     {
       std::lock_guard<std::mutex> lock(pending_mu_);
       post = pending_.empty();
+      // A batch starts with room for a steady flow's calls, not growing
+      // one by one (each growth moves every queued call's options).
+      if (post && pending_.capacity() < kKeptQueue) pending_.reserve(kKeptQueue);
       pending_.push_back(Pending{std::move(call), std::move(options)});
     }
     if (post) {

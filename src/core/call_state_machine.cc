@@ -75,19 +75,10 @@ CallStateMachine::CallStateMachine(CallPolicy* policy, RetryBudget* budget,
 
 CallStateMachine::~CallStateMachine() = default;
 
-CallResult& CallStateMachine::out() const {
-  if (result_ == nullptr) {
-    own_result_ = std::make_unique<CallResult>();
-    result_ = own_result_.get();
-  }
+CallResult& CallStateMachine::NewResult() const {
+  own_result_ = std::make_unique<CallResult>();
+  result_ = own_result_.get();
   return *result_;
-}
-
-CallResult& CallStateMachine::Synced() const {
-  CallResult& r = out();
-  r.attempts = attempts_;
-  r.status_queries = status_queries_;
-  return r;
 }
 
 bool CallStateMachine::Cancelled() const {
