@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -54,39 +53,32 @@ class EpollEventLoop final : public RunnableEventLoop {
   }
 
   TimerId AddTimer(Duration delay, Task task) override {
-    const TimerId id = ++next_timer_;
     const TimePoint due = clock_->Now() + std::max(delay, Duration::zero());
-    // Nodes of earlier timers are reused: a transport that moves its timer
+    // Slots of earlier timers are reused: a transport that moves its timer
     // at every step (libcurl's) allocates nothing for it.
-    if (!spare_timers_.empty()) {
-      Timers::node_type node = std::move(spare_timers_.back());
-      spare_timers_.pop_back();
-      node.key() = std::make_pair(due, id);
-      node.mapped() = std::move(task);
-      timers_.insert(std::move(node));
+    std::uint32_t slot;
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
     } else {
-      timers_.emplace(std::make_pair(due, id), std::move(task));
+      slot = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back().generation = first_generation_;
     }
-    if (!spare_dues_.empty()) {
-      TimerDues::node_type node = std::move(spare_dues_.back());
-      spare_dues_.pop_back();
-      node.key() = id;
-      node.mapped() = due;
-      timer_due_.insert(std::move(node));
-    } else {
-      timer_due_.emplace(id, due);
-    }
-    return id;
+    TimerSlot& t = slots_[slot];
+    t.task = std::move(task);
+    HeapPush(HeapEntry{due, ++next_timer_seq_, slot});
+    return (static_cast<TimerId>(t.generation) << 32) | slot;
   }
 
   void CancelTimer(TimerId id) override {
-    auto it = timer_due_.find(id);
-    if (it == timer_due_.end()) return;
-    auto timer = timers_.find(std::make_pair(it->second, id));
-    Task task;
-    if (timer != timers_.end()) task = RemoveTimer(timer);
-    RemoveDue(it);
-    // `task` (what it holds) is destroyed here, after the maps are
+    const auto slot = static_cast<std::uint32_t>(id & 0xffffffffu);
+    if (slot >= slots_.size() || slots_[slot].generation != static_cast<std::uint32_t>(id >> 32) ||
+        slots_[slot].heap_pos == kNotQueued) {
+      return;  // ran, cancelled, or never existed
+    }
+    HeapErase(slots_[slot].heap_pos);
+    Task task = ReleaseSlot(slot);
+    // `task` (what it holds) is destroyed here, after the tables are
     // consistent again.
   }
 
@@ -136,8 +128,8 @@ class EpollEventLoop final : public RunnableEventLoop {
     std::deque<Task> batch;
     while (!stopping_.load(std::memory_order_acquire)) {
       int timeout_ms = -1;
-      if (!timers_.empty()) {
-        const Duration left = timers_.begin()->first.first - clock_->Now();
+      if (!heap_.empty()) {
+        const Duration left = heap_.front().due - clock_->Now();
         timeout_ms =
             left <= Duration::zero()
                 ? 0
@@ -206,22 +198,18 @@ class EpollEventLoop final : public RunnableEventLoop {
       // Timers added by these callbacks wait a turn, so a zero-delay timer
       // that re-arms itself cannot starve the descriptors.
       const TimePoint now = clock_->Now();
-      const TimerId newest = next_timer_;
-      while (!timers_.empty() && timers_.begin()->first.first <= now &&
+      // A timer added meanwhile is due no earlier than `now`, so every due
+      // timer added before it comes first in the heap: the first one added
+      // meanwhile ends the turn's timers.
+      const std::uint64_t newest = next_timer_seq_;
+      while (!heap_.empty() && heap_.front().due <= now && heap_.front().seq <= newest &&
              !stopping_.load(std::memory_order_acquire)) {
-        auto first = timers_.begin();
-        if (first->first.second > newest) {
-          auto older = std::find_if(timers_.begin(), timers_.end(), [&](const auto& t) {
-            return t.first.first > now || t.first.second <= newest;
-          });
-          if (older == timers_.end() || older->first.first > now) break;
-          first = older;
-        }
-        auto due = timer_due_.find(first->first.second);
-        if (due != timer_due_.end()) RemoveDue(due);
-        Task task = RemoveTimer(first);
+        const std::uint32_t slot = heap_.front().slot;
+        HeapErase(0);
+        Task task = ReleaseSlot(slot);
         task();
       }
+      if (heap_.empty() && slots_.size() > kKeptTimerSlots) ReleaseTimerStorage();
     }
     loop_thread_.store(std::thread::id(), std::memory_order_relaxed);
   }
@@ -239,23 +227,83 @@ class EpollEventLoop final : public RunnableEventLoop {
     FdCallback callback;
   };
 
-  using Timers = std::map<std::pair<TimePoint, TimerId>, Task>;
-  using TimerDues = std::unordered_map<TimerId, TimePoint>;
-  // Spare map nodes kept for reuse, at most this many of each kind.
-  static constexpr std::size_t kSpareTimerNodes = 64;
-
-  // Takes a timer's task out of timers_, keeping the node for reuse.
-  Task RemoveTimer(Timers::iterator it) {
-    Timers::node_type node = timers_.extract(it);
-    Task task = std::move(node.mapped());
-    node.mapped() = nullptr;
-    if (spare_timers_.size() < kSpareTimerNodes) spare_timers_.push_back(std::move(node));
+  // Timers: a binary heap of (due, sequence) entries over slots that hold
+  // the tasks. A timer's id is its slot and the slot's generation, so a
+  // cancel finds it without a lookup table, and a stale id (the timer ran or
+  // was cancelled, the slot reused) matches no generation.
+  static constexpr std::uint32_t kNotQueued = 0xffffffffu;
+  struct TimerSlot {
+    Task task;
+    std::uint32_t generation = 1;  // never 0: a TimerId is never 0
+    std::uint32_t heap_pos = kNotQueued;
+  };
+  struct HeapEntry {
+    TimePoint due;
+    std::uint64_t seq;  // the order added: ties run first added, first
+    std::uint32_t slot;
+  };
+  static bool Before(const HeapEntry& a, const HeapEntry& b) {
+    return a.due < b.due || (a.due == b.due && a.seq < b.seq);
+  }
+  void Place(std::size_t pos, const HeapEntry& e) {
+    heap_[pos] = e;
+    slots_[e.slot].heap_pos = static_cast<std::uint32_t>(pos);
+  }
+  void SiftUp(std::size_t pos, HeapEntry e) {
+    while (pos > 0) {
+      const std::size_t parent = (pos - 1) / 2;
+      if (!Before(e, heap_[parent])) break;
+      Place(pos, heap_[parent]);
+      pos = parent;
+    }
+    Place(pos, e);
+  }
+  void SiftDown(std::size_t pos, HeapEntry e) {
+    const std::size_t n = heap_.size();
+    for (;;) {
+      std::size_t child = 2 * pos + 1;
+      if (child >= n) break;
+      if (child + 1 < n && Before(heap_[child + 1], heap_[child])) ++child;
+      if (!Before(heap_[child], e)) break;
+      Place(pos, heap_[child]);
+      pos = child;
+    }
+    Place(pos, e);
+  }
+  void HeapPush(const HeapEntry& e) {
+    heap_.push_back(e);
+    SiftUp(heap_.size() - 1, e);
+  }
+  // Removes the entry at `pos`; its slot's position is left to the caller.
+  void HeapErase(std::size_t pos) {
+    const HeapEntry last = heap_.back();
+    heap_.pop_back();
+    if (pos == heap_.size()) return;
+    if (pos > 0 && Before(last, heap_[(pos - 1) / 2])) {
+      SiftUp(pos, last);
+    } else {
+      SiftDown(pos, last);
+    }
+  }
+  // Frees a timer's slot (its id goes stale) and hands back its task.
+  Task ReleaseSlot(std::uint32_t slot) {
+    TimerSlot& t = slots_[slot];
+    Task task = std::move(t.task);
+    t.task = nullptr;
+    t.heap_pos = kNotQueued;
+    if (++t.generation == 0) t.generation = 1;
+    last_generation_ = std::max(last_generation_, t.generation);
+    free_slots_.push_back(slot);
     return task;
   }
-
-  void RemoveDue(TimerDues::iterator it) {
-    TimerDues::node_type node = timer_due_.extract(it);
-    if (spare_dues_.size() < kSpareTimerNodes) spare_dues_.push_back(std::move(node));
+  // With no timer queued, gives back a burst's storage. Slots made later
+  // start past every generation issued, so no earlier id matches them.
+  static constexpr std::size_t kKeptTimerSlots = 256;
+  void ReleaseTimerStorage() {
+    std::vector<HeapEntry>().swap(heap_);
+    std::vector<TimerSlot>().swap(slots_);
+    std::vector<std::uint32_t>().swap(free_slots_);
+    first_generation_ = last_generation_ + 1 == 0 ? 1 : last_generation_ + 1;
   }
 
   void Wake() {
@@ -274,11 +322,12 @@ class EpollEventLoop final : public RunnableEventLoop {
   std::mutex mu_;
   std::deque<Task> posted_;  // Guarded by mu_.
   // Loop thread only.
-  Timers timers_;
-  TimerDues timer_due_;
-  std::vector<Timers::node_type> spare_timers_;
-  std::vector<TimerDues::node_type> spare_dues_;
-  TimerId next_timer_ = 0;
+  std::vector<HeapEntry> heap_;
+  std::vector<TimerSlot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint64_t next_timer_seq_ = 0;
+  std::uint32_t first_generation_ = 1;  // of a slot made now
+  std::uint32_t last_generation_ = 1;   // the highest a slot reached
   std::unordered_map<int, Watch> watches_;
   std::uint32_t next_generation_ = 0;
   // The descriptor whose callback is running (-1: none), and what that

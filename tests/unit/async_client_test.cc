@@ -10,9 +10,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -663,6 +666,130 @@ TEST(EpollEventLoopThreadTest, ACallbackReplacesThenUnwatchesItsOwnDescriptorWhi
   runner.join();
   close(fd);
   EXPECT_THAT(log, ElementsAre(*first_name, *second_name));
+}
+
+// The built-in loop's timers against a model, on fake time that a posted
+// task moves 1 ms per turn of the loop: seeded runs where the timers' own
+// tasks add timers (some due at once) and cancel timers that are queued,
+// held back for the next turn, already run, already cancelled, or never
+// existed. Every timer not cancelled before it ran runs exactly once, in
+// (due, order added) order, within 1 ms of its due time (one turn late at
+// most: a timer due at once that a timer task added waits for the next
+// turn); no cancelled timer runs.
+TEST(EpollEventLoopThreadTest, TimersRunByDueThenOrderAddedUnderRandomAddsAndCancels) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(seed);
+    auto clock = std::make_shared<FakeClock>();
+    absl::StatusOr<std::shared_ptr<RunnableEventLoop>> made = MakeEpollEventLoop(clock);
+    ASSERT_TRUE(made.ok()) << made.status();
+    std::shared_ptr<RunnableEventLoop> loop = *made;
+    const TimePoint origin = clock->Now();
+    struct Modeled {
+      EventLoop::TimerId id = 0;
+      Duration due{};
+      bool cancelled = false;
+      int runs = 0;
+      Duration ran_at{};
+    };
+    // All touched on the loop thread only, read after it stopped.
+    std::vector<Modeled> timers;
+    std::vector<std::size_t> ran;  // indexes into `timers`, in the order run
+    std::mt19937_64 rng(seed);
+    constexpr std::size_t kTimers = 300;
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    std::function<void(int, int)> add = [&](int min_delay_ms, int max_delay_ms) {
+      if (timers.size() >= kTimers) return;
+      const std::size_t index = timers.size();
+      const Duration delay = milliseconds(pick(min_delay_ms, max_delay_ms));
+      timers.push_back(Modeled{});
+      timers[index].due = clock->Now() - origin + std::max(delay, Duration::zero());
+      timers[index].id = loop->AddTimer(delay, [&, index] {
+        Modeled& t = timers[index];
+        ++t.runs;
+        t.ran_at = clock->Now() - origin;
+        ran.push_back(index);
+        for (int n = pick(0, 2); n > 0; --n) add(-1, 6);
+        for (int n = pick(0, 2); n > 0; --n) {
+          const std::size_t victim =
+              static_cast<std::size_t>(pick(0, static_cast<int>(timers.size())));
+          if (victim == timers.size()) {
+            loop->CancelTimer(EventLoop::TimerId{0xdead} << 32 | 7);  // never issued
+            continue;
+          }
+          loop->CancelTimer(timers[victim].id);
+          if (timers[victim].runs == 0) timers[victim].cancelled = true;
+        }
+      });
+    };
+    int turns = 0;
+    std::function<void()> tick = [&] {
+      clock->Advance(milliseconds(1));
+      const bool pending = std::any_of(timers.begin(), timers.end(), [](const Modeled& t) {
+        return !t.cancelled && t.runs == 0;
+      });
+      if ((timers.size() >= kTimers && !pending) || ++turns > 10000) {
+        loop->Stop();
+      } else {
+        if (!pending) add(0, 3);  // keep the run going until kTimers were added
+        loop->Post(tick);
+      }
+    };
+    loop->Post([&] {
+      for (int i = 0; i < 40; ++i) add(-2, 20);
+      loop->Post(tick);
+    });
+    loop->Run();
+    ASSERT_LE(turns, 10000) << "the timers never drained";
+    ASSERT_EQ(timers.size(), kTimers);
+    for (std::size_t i = 0; i < timers.size(); ++i) {
+      const Modeled& t = timers[i];
+      SCOPED_TRACE(i);
+      EXPECT_EQ(t.runs, t.cancelled ? 0 : 1);
+      if (t.runs == 1) {
+        EXPECT_GE(t.ran_at, t.due);
+        EXPECT_LE(t.ran_at, t.due + milliseconds(1));
+      }
+    }
+    for (std::size_t k = 1; k < ran.size(); ++k) {
+      const Modeled& a = timers[ran[k - 1]];
+      const Modeled& b = timers[ran[k]];
+      EXPECT_TRUE(a.due < b.due || (a.due == b.due && ran[k - 1] < ran[k]))
+          << "timer " << ran[k - 1] << " (due " << a.due.count() << ") ran before timer " << ran[k]
+          << " (due " << b.due.count() << ")";
+    }
+  }
+}
+
+// A burst of timers' storage is given back once none is queued, and the ids
+// of that burst stay stale: cancelling them leaves the timers added after it
+// (in slots made again) alone.
+TEST(EpollEventLoopThreadTest, IdsOfABurstOfTimersStayStaleAfterItsStorageIsGivenBack) {
+  absl::StatusOr<std::shared_ptr<RunnableEventLoop>> made = MakeEpollEventLoop();
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<RunnableEventLoop> loop = *made;
+  constexpr int kBurst = 1000;  // more than the loop keeps storage for
+  std::vector<EventLoop::TimerId> first_ids;
+  int first_ran = 0;
+  int second_ran = 0;
+  loop->Post([&] {
+    for (int i = 0; i < kBurst; ++i) {
+      first_ids.push_back(loop->AddTimer(Duration::zero(), [&] { ++first_ran; }));
+    }
+    // Runs at the next turn, after the burst ran and its storage went.
+    loop->Post([&] {
+      for (int i = 0; i < kBurst; ++i) {
+        loop->AddTimer(Duration::zero(), [&] {
+          if (++second_ran == kBurst) loop->Stop();
+        });
+      }
+      for (EventLoop::TimerId id : first_ids) loop->CancelTimer(id);
+      // Stops the run should a cancel have hit one of the new timers.
+      loop->AddTimer(std::chrono::milliseconds(500), [&] { loop->Stop(); });
+    });
+  });
+  loop->Run();
+  EXPECT_EQ(first_ran, kBurst);
+  EXPECT_EQ(second_ran, kBurst);
 }
 
 }  // namespace
