@@ -656,14 +656,20 @@ TEST(CurlTransportTest, RedirectLimitReturnsTheLast3xx) {
 // Proxy environment variables set for the whole process, restored after.
 class ScopedProxyEnvironment {
  public:
-  explicit ScopedProxyEnvironment(const std::string& proxy) {
+  // `no_proxy`: what `no_proxy` and `NO_PROXY` are set to (empty: unset).
+  explicit ScopedProxyEnvironment(const std::string& proxy, const std::string& no_proxy = "") {
     for (const char* name : kNames) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+      Save(name);
       setenv(name, proxy.c_str(), 1);
     }
-    unsetenv("no_proxy");
-    unsetenv("NO_PROXY");
+    for (const char* name : {"no_proxy", "NO_PROXY"}) {
+      Save(name);
+      if (no_proxy.empty()) {
+        unsetenv(name);
+      } else {
+        setenv(name, no_proxy.c_str(), 1);
+      }
+    }
   }
   ~ScopedProxyEnvironment() {
     for (const auto& [name, value] : saved_) {
@@ -676,6 +682,10 @@ class ScopedProxyEnvironment {
   }
 
  private:
+  void Save(const char* name) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+  }
   static constexpr const char* kNames[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
                                            "HTTPS_PROXY", "all_proxy",  "ALL_PROXY"};
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
@@ -683,11 +693,12 @@ class ScopedProxyEnvironment {
 
 // The library never reads the proxy environment: with every proxy variable
 // pointing at a recording proxy, the request still goes straight to the
-// server. Set in the options, the proxy is used.
+// server. Set in the options, the proxy is used, and the environment's
+// no_proxy (which names the server here) does not bypass it either.
 TEST(CurlTransportTest, TheProxyIsAnOptionAndTheEnvironmentIsIgnored) {
   LoopbackServer server(AlwaysReply(200, {}, "direct"));
   LoopbackServer proxy(AlwaysReply(200, {}, "via proxy"));
-  ScopedProxyEnvironment env(proxy.Url(""));
+  ScopedProxyEnvironment env(proxy.Url(""), "127.0.0.1,localhost");
   {
     auto transport = MakeTransport();
     TransportResult r = transport->Send(Get(server.Url("/items/1")), {});

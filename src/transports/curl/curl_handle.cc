@@ -202,10 +202,12 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
   if (!options.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_file.c_str());
   if (!options.ca_dir.empty()) curl_easy_setopt(c, CURLOPT_CAPATH, options.ca_dir.c_str());
-  // Always set: "" tells libcurl to use no proxy at all, so it never reads
-  // the proxy environment variables on a transfer.
+  // Both always set, so libcurl never reads the proxy environment on a
+  // transfer: a proxy of "" is none at all, and a no-proxy list of "" is no
+  // host bypassing `proxy` (left unset, libcurl reads `no_proxy` and
+  // `NO_PROXY` at every transfer, and they would bypass the proxy).
   curl_easy_setopt(c, CURLOPT_PROXY, options.proxy.c_str());
-  if (!options.no_proxy.empty()) curl_easy_setopt(c, CURLOPT_NOPROXY, options.no_proxy.c_str());
+  curl_easy_setopt(c, CURLOPT_NOPROXY, options.no_proxy.c_str());
   return h;
 }
 
