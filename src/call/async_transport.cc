@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/slot_map.h"
 
 namespace saferetry {
 namespace {
@@ -56,28 +57,16 @@ class EpollEventLoop final : public RunnableEventLoop {
     const TimePoint due = clock_->Now() + std::max(delay, Duration::zero());
     // Slots of earlier timers are reused: a transport that moves its timer
     // at every step (libcurl's) allocates nothing for it.
-    std::uint32_t slot;
-    if (!free_slots_.empty()) {
-      slot = free_slots_.back();
-      free_slots_.pop_back();
-    } else {
-      slot = static_cast<std::uint32_t>(slots_.size());
-      slots_.emplace_back().generation = first_generation_;
-    }
-    TimerSlot& t = slots_[slot];
-    t.task = std::move(task);
-    HeapPush(HeapEntry{due, ++next_timer_seq_, slot});
-    return (static_cast<TimerId>(t.generation) << 32) | slot;
+    const TimerId id = timers_.Insert(Timer{std::move(task), 0});
+    HeapPush(HeapEntry{due, ++next_timer_seq_, timers_.IndexOf(id)});
+    return id;
   }
 
   void CancelTimer(TimerId id) override {
-    const auto slot = static_cast<std::uint32_t>(id & 0xffffffffu);
-    if (slot >= slots_.size() || slots_[slot].generation != static_cast<std::uint32_t>(id >> 32) ||
-        slots_[slot].heap_pos == kNotQueued) {
-      return;  // ran, cancelled, or never existed
-    }
-    HeapErase(slots_[slot].heap_pos);
-    Task task = ReleaseSlot(slot);
+    const std::uint32_t index = timers_.IndexOf(id);
+    if (index == Timers::kNoIndex) return;  // ran, cancelled, or never existed
+    HeapErase(timers_.at(index).heap_pos);
+    Task task = timers_.Take(index).task;
     // `task` (what it holds) is destroyed here, after the tables are
     // consistent again.
   }
@@ -206,10 +195,14 @@ class EpollEventLoop final : public RunnableEventLoop {
              !stopping_.load(std::memory_order_acquire)) {
         const std::uint32_t slot = heap_.front().slot;
         HeapErase(0);
-        Task task = ReleaseSlot(slot);
+        Task task = timers_.Take(slot).task;
         task();
       }
-      if (heap_.empty() && slots_.size() > kKeptTimerSlots) ReleaseTimerStorage();
+      // A burst's storage goes back once no timer is queued.
+      if (heap_.empty()) {
+        timers_.TrimIfEmpty(kKeptTimerSlots);
+        if (heap_.capacity() > kKeptTimerSlots) std::vector<HeapEntry>().swap(heap_);
+      }
     }
     loop_thread_.store(std::thread::id(), std::memory_order_relaxed);
   }
@@ -227,16 +220,15 @@ class EpollEventLoop final : public RunnableEventLoop {
     FdCallback callback;
   };
 
-  // Timers: a binary heap of (due, sequence) entries over slots that hold
-  // the tasks. A timer's id is its slot and the slot's generation, so a
-  // cancel finds it without a lookup table, and a stale id (the timer ran or
-  // was cancelled, the slot reused) matches no generation.
-  static constexpr std::uint32_t kNotQueued = 0xffffffffu;
-  struct TimerSlot {
+  // Timers: a binary heap of (due, sequence) entries over the slots that
+  // hold the tasks (internal::SlotMap: a timer's id is its slot and the
+  // slot's generation, so a cancel finds it without a lookup table).
+  struct Timer {
     Task task;
-    std::uint32_t generation = 1;  // never 0: a TimerId is never 0
-    std::uint32_t heap_pos = kNotQueued;
+    std::uint32_t heap_pos = 0;  // its entry's index in heap_
   };
+  using Timers = internal::SlotMap<Timer>;
+  static constexpr std::size_t kKeptTimerSlots = 256;
   struct HeapEntry {
     TimePoint due;
     std::uint64_t seq;  // the order added: ties run first added, first
@@ -247,7 +239,7 @@ class EpollEventLoop final : public RunnableEventLoop {
   }
   void Place(std::size_t pos, const HeapEntry& e) {
     heap_[pos] = e;
-    slots_[e.slot].heap_pos = static_cast<std::uint32_t>(pos);
+    timers_.at(e.slot).heap_pos = static_cast<std::uint32_t>(pos);
   }
   void SiftUp(std::size_t pos, HeapEntry e) {
     while (pos > 0) {
@@ -285,27 +277,6 @@ class EpollEventLoop final : public RunnableEventLoop {
       SiftDown(pos, last);
     }
   }
-  // Frees a timer's slot (its id goes stale) and hands back its task.
-  Task ReleaseSlot(std::uint32_t slot) {
-    TimerSlot& t = slots_[slot];
-    Task task = std::move(t.task);
-    t.task = nullptr;
-    t.heap_pos = kNotQueued;
-    if (++t.generation == 0) t.generation = 1;
-    last_generation_ = std::max(last_generation_, t.generation);
-    free_slots_.push_back(slot);
-    return task;
-  }
-  // With no timer queued, gives back a burst's storage. Slots made later
-  // start past every generation issued, so no earlier id matches them.
-  static constexpr std::size_t kKeptTimerSlots = 256;
-  void ReleaseTimerStorage() {
-    std::vector<HeapEntry>().swap(heap_);
-    std::vector<TimerSlot>().swap(slots_);
-    std::vector<std::uint32_t>().swap(free_slots_);
-    first_generation_ = last_generation_ + 1 == 0 ? 1 : last_generation_ + 1;
-  }
-
   void Wake() {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t r = write(wakefd_, &one, sizeof(one));
@@ -323,11 +294,8 @@ class EpollEventLoop final : public RunnableEventLoop {
   std::deque<Task> posted_;  // Guarded by mu_.
   // Loop thread only.
   std::vector<HeapEntry> heap_;
-  std::vector<TimerSlot> slots_;
-  std::vector<std::uint32_t> free_slots_;
+  Timers timers_;
   std::uint64_t next_timer_seq_ = 0;
-  std::uint32_t first_generation_ = 1;  // of a slot made now
-  std::uint32_t last_generation_ = 1;   // the highest a slot reached
   std::unordered_map<int, Watch> watches_;
   std::uint32_t next_generation_ = 0;
   // The descriptor whose callback is running (-1: none), and what that
