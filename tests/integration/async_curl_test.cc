@@ -239,5 +239,58 @@ TEST(AsyncCurlTest, ConnectionsAreReusedAcrossCalls) {
   EXPECT_LE(server.connections(), kWave);
 }
 
+// The multi transport's attempt ids: an attempt's id goes stale once it
+// finished, and cancelling it then cancels nothing, not even the next
+// attempt that took its place; an attempt refused before it started has a
+// non-zero id that cancels nothing either.
+TEST(AsyncCurlTest, AFinishedAttemptsIdCancelsNothingLater) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto loop = MakeEpollEventLoop();
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  auto made = MakeCurlMultiTransport(*loop);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<AsyncTransport> transport = *made;
+  std::shared_ptr<RunnableEventLoop> runner = *loop;
+  const Request request = Get(server);
+  AttemptOptions options;
+  options.timeout = seconds(5);
+  // All on the loop thread, read after it stopped.
+  std::vector<std::string> log;
+  AsyncTransport::AttemptId first = 0;
+  AsyncTransport::AttemptId second = 0;
+  AsyncTransport::AttemptId refused = 0;
+  auto on_refused = [&](TransportResult r) {
+    log.push_back(r.delivery == Delivery::kNotSent ? "refused" : "sent");
+    runner->Stop();
+  };
+  auto on_second = [&](TransportResult r) {
+    log.push_back(r.response.has_value() ? "second " + r.response->body : "second failed");
+    AttemptOptions none;  // no time left: refused before it starts
+    none.timeout = Duration::zero();
+    refused = transport->Start(request, none, on_refused);
+    EXPECT_NE(refused, 0u);
+    EXPECT_FALSE(transport->Cancel(refused).has_value());
+  };
+  auto on_first = [&](TransportResult r) {
+    log.push_back(r.response.has_value() ? "first " + r.response->body : "first failed");
+    // The next attempt takes the first one's place.
+    second = transport->Start(request, options, on_second);
+    EXPECT_NE(second, 0u);
+    EXPECT_NE(second, first);
+    EXPECT_FALSE(transport->Cancel(first).has_value()) << "a finished attempt's id";
+  };
+  runner->Post([&] {
+    first = transport->Start(request, options, on_first);
+    EXPECT_NE(first, 0u);
+  });
+  runner->Post([&] { runner->AddTimer(seconds(20), [&] { runner->Stop(); }); });  // a bound
+  runner->Run();
+  EXPECT_THAT(log, ::testing::ElementsAre("first ok", "second ok", "refused"));
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
 }  // namespace
 }  // namespace saferetry

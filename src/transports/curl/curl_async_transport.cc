@@ -18,12 +18,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/slot_map.h"
 #include "common/validated_send.h"
 #include "curl_errors.h"
 #include "curl_exchange.h"
@@ -95,10 +95,12 @@ class CurlMultiTransport final : public AsyncTransport {
 
   ~CurlMultiTransport() override {
     if (timer_ != 0) loop_->CancelTimer(timer_);
-    for (auto& entry : active_) curl_multi_remove_handle(multi_, entry.second.handle->curl);
-    active_.clear();
+    active_.ForEach([&](Transfer& t) { curl_multi_remove_handle(multi_, t.handle->curl); });
+    active_ = Transfers();
     idle_.clear();
-    for (int fd : watched_) loop_->WatchFd(fd, 0, nullptr).IgnoreError();
+    for (std::size_t fd = 0; fd < watched_.size(); ++fd) {
+      if (watched_[fd] != 0) loop_->WatchFd(static_cast<int>(fd), 0, nullptr).IgnoreError();
+    }
     curl_multi_cleanup(multi_);
   }
 
@@ -110,38 +112,36 @@ class CurlMultiTransport final : public AsyncTransport {
     std::unique_ptr<PooledHandle> handle;
     Callback done;
   };
-  using Transfers = std::unordered_map<AttemptId, Transfer>;
+  // A transfer's attempt id is its slot here (no lookup table); a burst's
+  // slots are given back once none is in flight.
+  using Transfers = SlotMap<Transfer>;
+  static constexpr std::size_t kKeptTransferSlots = 256;
 
   static int OnSocket(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
   void Act(curl_socket_t fd, int flags);
   void CollectDone();
-  void FailLater(TransportResult result, Callback done, AttemptId id);
-  // Takes the transfer out of active_, keeping its map node for reuse.
-  Transfer Release(Transfers::iterator it);
+  // Posts `done(result)` for an attempt refused before it started.
+  AttemptId FailLater(TransportResult result, Callback done);
 
   std::shared_ptr<EventLoop> loop_;
   CurlMultiTransportOptions options_;
   CURLM* multi_;
   // Loop thread only.
   Transfers active_;
-  // Map nodes of finished transfers, reused by Start (no allocation per
-  // attempt in steady state); at most max_idle_handles.
-  std::vector<Transfers::node_type> spare_nodes_;
   // CollectDone's list of finished attempts, kept for its capacity.
   std::vector<std::pair<AttemptId, CURLcode>> finished_;
   std::vector<std::unique_ptr<PooledHandle>> idle_;
-  std::vector<int> watched_;
+  std::vector<char> watched_;  // by descriptor: 1 while watched
   EventLoop::TimerId timer_ = 0;
-  AttemptId next_id_ = 0;
+  std::uint32_t refused_ = 0;
 };
 
 int CurlMultiTransport::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
   auto* self = static_cast<CurlMultiTransport*>(userp);
   if (what == CURL_POLL_REMOVE) {
     self->loop_->WatchFd(fd, 0, nullptr).IgnoreError();
-    auto& w = self->watched_;
-    w.erase(std::remove(w.begin(), w.end(), fd), w.end());
+    if (static_cast<std::size_t>(fd) < self->watched_.size()) self->watched_[fd] = 0;
     return 0;
   }
   int events = 0;
@@ -155,9 +155,10 @@ int CurlMultiTransport::OnSocket(CURL*, curl_socket_t fd, int what, void* userp,
     self->Act(fd, flags);
   });
   if (!s.ok()) return -1;  // libcurl fails the transfers on this socket
-  if (std::find(self->watched_.begin(), self->watched_.end(), fd) == self->watched_.end()) {
-    self->watched_.push_back(fd);
+  if (static_cast<std::size_t>(fd) >= self->watched_.size()) {
+    self->watched_.resize(static_cast<std::size_t>(fd) + 64, 0);
   }
+  self->watched_[fd] = 1;
   return 0;
 }
 
@@ -182,14 +183,6 @@ void CurlMultiTransport::Act(curl_socket_t fd, int flags) {
   CollectDone();
 }
 
-CurlMultiTransport::Transfer CurlMultiTransport::Release(Transfers::iterator it) {
-  Transfers::node_type node = active_.extract(it);
-  Transfer t = std::move(node.mapped());
-  node.mapped().done = nullptr;
-  if (spare_nodes_.size() < options_.max_idle_handles) spare_nodes_.push_back(std::move(node));
-  return t;
-}
-
 void CurlMultiTransport::CollectDone() {
   // Collected first, by attempt id while every handle is alive, then
   // reported: a callback may start or cancel others (and a cancelled
@@ -207,9 +200,9 @@ void CurlMultiTransport::CollectDone() {
     }
   }
   for (const auto& [id, code] : done) {
-    auto it = active_.find(id);
-    if (it == active_.end()) continue;  // cancelled by an earlier callback
-    Transfer t = Release(it);
+    const std::uint32_t index = active_.IndexOf(id);
+    if (index == Transfers::kNoIndex) continue;  // cancelled by an earlier callback
+    Transfer t = active_.Take(index);
     curl_multi_remove_handle(multi_, t.handle->curl);
     t.handle->attempt = 0;
     TransportResult result = Decide(*t.handle, code);
@@ -220,30 +213,30 @@ void CurlMultiTransport::CollectDone() {
   }
   done.clear();
   if (done.capacity() > finished_.capacity()) done.swap(finished_);
+  active_.TrimIfEmpty(kKeptTransferSlots);
 }
 
-void CurlMultiTransport::FailLater(TransportResult result, Callback done, AttemptId) {
+AsyncTransport::AttemptId CurlMultiTransport::FailLater(TransportResult result, Callback done) {
   loop_->Post(
       [result = std::move(result), done = std::move(done)]() mutable { done(std::move(result)); });
+  // An id that names no slot: Cancel finds nothing, and it is never 0.
+  return (static_cast<AttemptId>(++refused_) << 32) | Transfers::kNoIndex;
 }
 
 AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
                                                     const AttemptOptions& options, Callback done) {
-  const AttemptId id = ++next_id_;
   TransportResult refused;
   refused.delivery = Delivery::kNotSent;
   // Bad input is refused before any byte is sent (unless the call that
   // sends it validated it already: CheckSend).
   if (absl::Status s = CheckSend(request, options.extra_headers); !s.ok()) {
     refused.status = std::move(s);
-    FailLater(std::move(refused), std::move(done), id);
-    return id;
+    return FailLater(std::move(refused), std::move(done));
   }
   if (options.timeout <= Duration::zero()) {
     refused.status =
         absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");
-    FailLater(std::move(refused), std::move(done), id);
-    return id;
+    return FailLater(std::move(refused), std::move(done));
   }
   std::unique_ptr<PooledHandle> handle;
   if (!idle_.empty()) {
@@ -254,8 +247,7 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   }
   if (handle == nullptr) {
     refused.status = absl::InternalError("curl_easy_init failed; nothing sent");
-    FailLater(std::move(refused), std::move(done), id);
-    return id;
+    return FailLater(std::move(refused), std::move(done));
   }
   Hop hop;
   hop.method = request.method;
@@ -270,27 +262,18 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   if (mc != CURLM_OK) {
     refused.status = absl::InternalError(
         absl::StrCat("curl_multi_add_handle: ", curl_multi_strerror(mc), "; nothing sent"));
-    FailLater(std::move(refused), std::move(done), id);
-    return id;
+    return FailLater(std::move(refused), std::move(done));
   }
-  handle->attempt = id;
-  Transfer t{std::move(handle), std::move(done)};
-  if (!spare_nodes_.empty()) {
-    Transfers::node_type node = std::move(spare_nodes_.back());
-    spare_nodes_.pop_back();
-    node.key() = id;
-    node.mapped() = std::move(t);
-    active_.insert(std::move(node));
-  } else {
-    active_.emplace(id, std::move(t));
-  }
+  PooledHandle& h = *handle;
+  const AttemptId id = active_.Insert(Transfer{std::move(handle), std::move(done)});
+  h.attempt = id;
   return id;
 }
 
 std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
-  auto it = active_.find(id);
-  if (it == active_.end()) return std::nullopt;
-  Transfer t = Release(it);
+  const std::uint32_t index = active_.IndexOf(id);
+  if (index == Transfers::kNoIndex) return std::nullopt;
+  Transfer t = active_.Take(index);
   TransportResult r;
   const bool started = RequestStarted(*t.handle) || t.handle->exchange.any_response_byte;
   r.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
