@@ -64,7 +64,9 @@ TEST(SlotMapTest, SeededRunsAgreeWithAModel) {
     Map map;
     std::map<Map::Id, std::string> live;  // the model
     std::vector<Map::Id> issued;
-    auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+    auto pick = [&](std::size_t n) {
+      return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+    };
     for (int step = 0; step < 1500; ++step) {
       const std::size_t op = pick(10);
       if (op < 5 || issued.empty()) {
