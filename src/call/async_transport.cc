@@ -58,7 +58,7 @@ class EpollEventLoop final : public RunnableEventLoop {
     // Slots of earlier timers are reused: a transport that moves its timer
     // at every step (libcurl's) allocates nothing for it.
     const TimerId id = timers_.Insert(Timer{std::move(task), 0});
-    HeapPush(HeapEntry{due, ++next_timer_seq_, timers_.IndexOf(id)});
+    HeapPush(HeapEntry{due, ++next_timer_seq_, Timers::SlotOf(id)});  // just issued: live
     return id;
   }
 

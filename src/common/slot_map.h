@@ -42,10 +42,13 @@ class SlotMap {
     return (static_cast<Id>(s.generation) << 32) | index;
   }
 
+  /// The slot an id was issued for, live or not (`IndexOf` checks).
+  static std::uint32_t SlotOf(Id id) { return static_cast<std::uint32_t>(id & 0xffffffffu); }
+
   /// The index of the live value `id` names; kNoIndex for an id removed,
   /// never issued, or 0.
   std::uint32_t IndexOf(Id id) const {
-    const auto index = static_cast<std::uint32_t>(id & 0xffffffffu);
+    const std::uint32_t index = SlotOf(id);
     if (index >= slots_.size()) return kNoIndex;
     const Slot& s = slots_[index];
     return s.live && s.generation == static_cast<std::uint32_t>(id >> 32) ? index : kNoIndex;

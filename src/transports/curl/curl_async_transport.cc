@@ -14,7 +14,6 @@
 
 #include <curl/curl.h>
 
-#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
