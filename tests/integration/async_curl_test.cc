@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -237,6 +238,50 @@ TEST(AsyncCurlTest, ConnectionsAreReusedAcrossCalls) {
   // hands that call the freed connection.
   EXPECT_GE(server.connections(), 1);
   EXPECT_LE(server.connections(), kWave);
+}
+
+// As a user runs it: the default policy with an 8 s deadline, on the built-in
+// loop's real timers. The POST commits and then hangs until the attempt
+// times out; the status query answers "still processing" twice (a long
+// "in progress"), then finds the order. One POST reaches the server, every
+// query asks for its key, and the call ends SUCCEEDED by the status query.
+TEST(AsyncCurlTest, DefaultsRideOutAHangAfterCommitAndALongInProgress) {
+  std::mutex mu;
+  std::string committed_key;  // guarded by mu
+  int queries = 0;            // guarded by mu
+  LoopbackServer server([&](const ReceivedRequest& req, LoopbackConnection& conn) {
+    if (req.method == "POST") {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        committed_key = req.Header("Idempotency-Key").value_or("");
+      }
+      conn.WaitForPeerClose(milliseconds(10000));  // the client gives up first
+      return AfterRequest::kClose;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(req.target, "/orders/by-key/" + committed_key);
+    conn.Write(++queries <= 2 ? LoopbackServer::Reply(202, {}, "")
+                              : LoopbackServer::Reply(200, {}, R"({"order_id":7})"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  Request post{"POST", server.Url("/orders"), {{"Content-Type", "application/json"}}, "{}"};
+  CallOptions call;
+  call.timeout = seconds(8);  // the attempt gets about 70 %, the rest is for resolving
+  call.status_url = server.Url("/orders/by-key/{key}");
+  CallResult r = Await(client->Execute(post, call));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded) << StopReasonName(r.stop_reason);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  ASSERT_FALSE(r.evidence.empty());
+  EXPECT_EQ(r.evidence[0].delivery, Delivery::kMaybeDelivered);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 3);
+  int posts = 0;
+  for (const auto& q : server.requests()) posts += q.method == "POST";
+  EXPECT_EQ(posts, 1);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_FALSE(committed_key.empty());
+  EXPECT_EQ(r.idempotency_key, committed_key);
 }
 
 // The multi transport's attempt ids: an attempt's id goes stale once it
