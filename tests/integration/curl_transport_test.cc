@@ -176,10 +176,10 @@ TEST(CurlTransportTest, AReusedHandleSendsEachRequestAsItsOwn) {
   }
 }
 
-// The header text and its list nodes live on the pooled handle and only
-// grow: a request with more and longer headers than any before it moves
-// both buffers, and a smaller one after it reuses them. Each goes out with
-// exactly its own headers.
+// The header text, its list nodes and the last URL's copy live in one block
+// on the pooled handle, which only grows: a request with more and longer headers than any before it
+// moves both buffers, and a smaller one after it reuses them. Each goes out with exactly its own
+// headers, and its own target.
 TEST(CurlTransportTest, AReusedHandlesHeaderListGrowsAndShrinksWithTheRequest) {
   LoopbackServer server(AlwaysReply(200, {}, "ok"));
   auto transport = MakeTransport();
@@ -196,9 +196,20 @@ TEST(CurlTransportTest, AReusedHandlesHeaderListGrowsAndShrinksWithTheRequest) {
   ASSERT_TRUE(transport->Send(one, {}).status.ok());
   ASSERT_TRUE(transport->Send(many, with_extra).status.ok());
   ASSERT_TRUE(transport->Send(one, {}).status.ok());
+  // The URL's copy shares the block: a URL longer than the block moves it,
+  // and one of the same length as the last but another path is set anew.
+  const std::string long_path = "/" + std::string(4000, 'u');
+  ASSERT_TRUE(transport->Send(Get(server.Url(long_path)), {}).status.ok());
+  ASSERT_TRUE(transport->Send(Get(server.Url("/onf")), {}).status.ok());
+  ASSERT_TRUE(transport->Send(one, {}).status.ok());
 
   auto got = server.requests();
-  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[3].target, long_path);
+  EXPECT_EQ(got[4].target, "/onf");
+  EXPECT_EQ(got[5].target, "/one");
+  EXPECT_EQ(got[5].Header("X-H0"), "a");
+  EXPECT_EQ(got[4].Header("X-H0"), std::nullopt);
   for (std::size_t r : {0u, 2u}) {
     SCOPED_TRACE(r);
     EXPECT_EQ(got[r].target, "/one");

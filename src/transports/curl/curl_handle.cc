@@ -4,6 +4,7 @@
 
 #include "curl_handle.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +68,52 @@ long TimeoutMillis(Duration timeout) {
   return static_cast<long>(ms);
 }
 
+// The header lines of a hop: at most `lines` lines of at most `text` bytes
+// in all (an upper bound: each line is "name: value\0", "name;\0" or
+// "name:\0", at most the name, the value and three bytes, and both of
+// libcurl's defaults that an empty line removes are counted).
+struct HeaderListSize {
+  std::size_t lines = 0;
+  std::size_t text = 0;
+};
+HeaderListSize SizeHeaderList(const Request& request, HeaderRefs extra) {
+  HeaderListSize size{2, sizeof("Expect:") + sizeof("Content-Type:")};
+  for (const auto& hd : request.headers) size.text += hd.first.size() + hd.second.size() + 3;
+  for (const HeaderRef& hd : extra) size.text += hd.name.size() + hd.value.size() + 3;
+  size.lines += request.headers.size() + extra.size();
+  return size;
+}
+
+// Room in the handle's block for `size`'s nodes, then `url_bytes` and its
+// text. A new block forgets the URL's copy (the URL is set again).
+void ReserveScratch(PooledHandle& h, const HeaderListSize& size, std::size_t url_bytes) {
+  const std::size_t nodes = std::max<std::size_t>(size.lines, h.node_capacity);
+  const std::size_t bytes = url_bytes + size.text;
+  const std::size_t units = nodes + (bytes + sizeof(curl_slist) - 1) / sizeof(curl_slist);
+  if (size.lines <= h.node_capacity && units <= h.scratch_units) return;
+  h.scratch.reset(new curl_slist[units]);
+  h.scratch_units = static_cast<std::uint32_t>(units);
+  h.node_capacity = static_cast<std::uint32_t>(nodes);
+  h.url_size = PooledHandle::kNoUrl;
+}
+
+char* ScratchUrl(PooledHandle& h) {
+  return reinterpret_cast<char*>(h.scratch.get() + h.node_capacity);
+}
+
+// Sets CURLOPT_URL unless the handle's last URL is the same, and keeps its
+// copy. Called after `ReserveScratch`, with room for the URL and its NUL.
+void SetUrl(PooledHandle& h, const std::string& url) {
+  char* copy = ScratchUrl(h);
+  if (h.url_size == url.size() && std::memcmp(copy, url.data(), url.size()) == 0) return;
+  curl_easy_setopt(h.curl, CURLOPT_URL, url.c_str());
+  std::memcpy(copy, url.c_str(), url.size() + 1);
+  h.url_size = url.size() < PooledHandle::kNoUrl ? static_cast<std::uint32_t>(url.size())
+                                                 : PooledHandle::kNoUrl;
+}
+
+// Writes the hop's header lines after the URL's copy (`ReserveScratch` made
+// room) and points the nodes at them.
 void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptions& options,
                      const Hop& hop, bool uses_body) {
   const HeaderRefs extra = options.extra_headers;
@@ -76,20 +123,9 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
   const bool drop_expect = !HasHeader(request.headers, extra, "Expect");
   const bool drop_content_type = uses_body && !HasHeader(request.headers, extra, "Content-Type");
 
-  // Each line is "name: value\0" (or "name;\0" / "name:\0"): at most the
-  // name, the value and three bytes.
-  std::size_t total = sizeof("Expect:") + sizeof("Content-Type:");
-  std::size_t lines = 2;
-  for (const auto& hd : request.headers) total += hd.first.size() + hd.second.size() + 3;
-  for (const HeaderRef& hd : extra) total += hd.name.size() + hd.value.size() + 3;
-  lines += request.headers.size() + extra.size();
-
-  // Both buffers only grow, so neither moves in steady state. The text is
-  // written with plain copies at a cursor: no append's checks per piece.
-  if (h.header_text.size() < total) h.header_text.resize(total);
-  if (h.header_nodes.size() < lines) h.header_nodes.resize(lines);
-  char* p = h.header_text.data();
-  curl_slist* const nodes = h.header_nodes.data();
+  // Written with plain copies at a cursor: no append's checks per piece.
+  char* p = ScratchUrl(h) + hop.url->size() + 1;
+  curl_slist* const nodes = h.scratch.get();
   std::size_t count = 0;
   auto add_line = [&](std::string_view name, std::string_view value, bool remove_default) {
     nodes[count++].data = p;
@@ -122,7 +158,7 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
     nodes[i].next = (i + 1 < count) ? &nodes[i + 1] : nullptr;
   }
   // libcurl reads the list at each transfer: set again only when it moved.
-  const curl_slist* const list = count > 0 ? h.header_nodes.data() : nullptr;
+  const curl_slist* const list = count > 0 ? nodes : nullptr;
   if (!h.last.known || h.last.headers != list) {
     curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, list);
     h.last.headers = list;
@@ -222,10 +258,8 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   // Every per-request option is set for every call (or is at the value this
   // call needs already, `PooledHandle::last`), so nothing leaks from the
   // previous user of the pooled handle.
-  if (!known || last.url != *hop.url) {
-    curl_easy_setopt(c, CURLOPT_URL, hop.url->c_str());
-    last.url = *hop.url;
-  }
+  ReserveScratch(h, SizeHeaderList(request, options.extra_headers), hop.url->size() + 1);
+  SetUrl(h, *hop.url);
   const bool is_head = hop.method == "HEAD";
   const bool is_post = hop.method == "POST";
   const bool uses_body = !is_head && (is_post || !hop.body->empty());

@@ -30,20 +30,26 @@ namespace internal {
 struct PooledHandle {
   CURL* curl = nullptr;
   Exchange exchange;
-  // The request header list, built in place: libcurl reads but does not
-  // copy CURLOPT_HTTPHEADER, so nodes point into header_text, and neither
-  // buffer shrinks between calls (no allocation in steady state). The first
-  // nodes up to the last one linked are the list; the text past the last
-  // line is unused.
-  std::string header_text;
-  std::vector<curl_slist> header_nodes;
+  // One block for what the handle keeps between requests, which only grows
+  // (no allocation in steady state): the request header list's nodes, then
+  // a copy of the URL last set, then the header lines the nodes point at.
+  // libcurl reads CURLOPT_HTTPHEADER in place during a transfer (it does not
+  // copy the list) and copies CURLOPT_URL: the URL's copy here only tells
+  // whether the next request's differs, and an unchanged one is not set
+  // again. One block, not a string, a vector and a string: a transfer in
+  // flight holds its handle, so these bytes count for every call in flight.
+  std::unique_ptr<curl_slist[]> scratch;
+  std::uint32_t scratch_units = 0;  // the block's size, in nodes
+  std::uint32_t node_capacity = 0;  // the nodes at its start; the URL follows
+  static constexpr std::uint32_t kNoUrl = UINT32_MAX;
+  std::uint32_t url_size = kNoUrl;  // the URL's copy; kNoUrl: none (set it)
   char error[CURL_ERROR_SIZE] = {0};
-  // The per-request options as `PrepareHop` last set them on this handle: an
-  // option already at its value is not set again (each `curl_easy_setopt` is
-  // a call through libcurl's option switch, and the URL's copies the string).
+  // The per-request options as `PrepareHop` last set them on this handle
+  // (the URL: `url_size` above): an option already at its value is not set
+  // again (each `curl_easy_setopt` is a call through libcurl's option
+  // switch, and the URL's copies the string).
   // libcurl keeps what was set across transfers on the same easy handle.
   struct LastSet {
-    std::string url;
     curl_off_t post_size = -1;
     const char* post_fields = nullptr;
     const curl_slist* headers = nullptr;
