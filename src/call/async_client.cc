@@ -180,7 +180,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     std::optional<CallResult> early =
         call->resolve != nullptr
             ? call->session->BeginResolve(call->resolve->first, call->resolve->second, start)
-            : call->session->Begin(fingerprints_, unsent_, start);
+            : call->session->Begin(fingerprints_, unsent_, options, start);
     if (early.has_value()) {
       Deliver(*call, *std::move(early));
       return;

@@ -39,11 +39,11 @@ CallResult CallSession::EndEarly(CallResult result) const {
 }
 
 std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
-                                             TimePoint start) {
+                                             const CallOptions& options, TimePoint start) {
   start_ = start;
   start_unused_ = true;
   // Bad input never reaches the listener: nothing started.
-  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, *options_, start, call_);
+  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_);
       !s.ok()) {
     return InvalidCall(std::move(s));
   }
@@ -51,8 +51,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
-  SetUpTrace(options_->trace_context);
-  options_ = nullptr;
+  SetUpTrace(options.tracer, options.trace_context);
   return std::nullopt;
 }
 
@@ -137,8 +136,7 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   call_.journal = &journal;
   call_.attempt_offset = intent->attempt;
   call_.extra().journal_owner = owner;
-  SetUpTrace(options.trace_context);
-  options_ = nullptr;
+  SetUpTrace(nullptr, options.trace_context);
   return std::nullopt;
 }
 
@@ -151,8 +149,9 @@ void CallSession::KeepStatusUrl(std::string& url) {
   if (is_template) call_.status_url_template = kept;
 }
 
-void CallSession::SetUpTrace(const std::optional<TraceContext>& given_context) {
-  tracer_ = options_->tracer != nullptr ? options_->tracer : client_.tracer.get();
+void CallSession::SetUpTrace(AttemptTracer* tracer,
+                             const std::optional<TraceContext>& given_context) {
+  tracer_ = tracer != nullptr ? tracer : client_.tracer.get();
   const bool active = tracer_ != nullptr || given_context.has_value();
   std::size_t parents = 0;
   std::size_t states = 0;

@@ -42,9 +42,9 @@ namespace internal {
 
 class CallSession {
  public:
-  /// `client` and `request` must outlive the session. `options` is read
-  /// until `Begin` or `BeginResolve` returns; after that the session reads
-  /// only what the prepared call points into, which must then stay where it
+  /// `client` and `request` must outlive the session. `options` (the
+  /// constructor keeps only its listener) is read by `Begin`; after that the
+  /// session reads only what the prepared call points into, which must then stay where it
   /// is: the pointee of `options.policy` (the call's policy) and the
   /// characters of `options.status_url` (the call's status-query template)
   /// unless `KeepStatusUrl` took them. A driver whose call outlives its
@@ -52,7 +52,7 @@ class CallSession {
   /// session and drops the rest. For a resolve, `request` is unused (the session rebuilds it from
   /// the journal) and may be any request.
   CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
-      : client_(client), request_(&request), options_(&options), listener_(options.listener) {}
+      : client_(client), request_(&request), listener_(options.listener) {}
   CallSession(const CallSession&) = delete;
   CallSession& operator=(const CallSession&) = delete;
 
@@ -61,8 +61,9 @@ class CallSession {
   /// is sent (the listener has been told).
   /// `unsent`: the driver's record of intents whose record it could not
   /// confirm (shared by its calls).
+  /// `options`: the call's, those given to the constructor.
   std::optional<CallResult> Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
-                                  TimePoint start);
+                                  const CallOptions& options, TimePoint start);
 
   /// Prepares the resolve of journaled intent `key`: reads it, claims it,
   /// and sets up a call that starts with a status query and the doubt that
@@ -154,8 +155,8 @@ class CallSession {
   static constexpr std::size_t kQuerySlot = kTraceSlots - 1;
   // Reads the caller's context (`given`: the call's or the resolve's, else
   // the request's headers) and, when saferetry writes the headers, takes
-  // them out of the request.
-  void SetUpTrace(const std::optional<TraceContext>& given_context);
+  // them out of the request. `tracer`: the call's, else null.
+  void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context);
   // Asks the tracer, appends this send's headers to `headers`; records the
   // traceparent sent in slot `slot`.
   void StampTrace(const AttemptSpanStart& start, std::size_t slot, SendHeaders& headers);
@@ -165,8 +166,6 @@ class CallSession {
 
   const ClientOptions& client_;
   const Request* request_;
-  // The caller's options, until Begin or BeginResolve returns (then null).
-  const CallOptions* options_;
   CallListener* listener_;
   // The call's start while no send has used it (`SendStart`; `start_unused_`).
   TimePoint start_{};
@@ -182,9 +181,6 @@ class CallSession {
   };
   Rare& rare();
   std::unique_ptr<Rare> rare_;
-  bool resolve_ = false;
-  bool request_validated_ = false;  // `request_validated()`
-  bool start_unused_ = false;
 
   // Trace context (trace_context.h). Active when a context was given or a
   // tracer is set: saferetry then writes `traceparent` and `tracestate`
@@ -203,6 +199,10 @@ class CallSession {
   AttemptTracer* tracer_ = nullptr;
   std::unique_ptr<ActiveTrace> active_;
   std::optional<TraceParent> caller_trace_;
+  // Beside the 27-byte context rather than alone: no padding for them.
+  bool resolve_ = false;
+  bool request_validated_ = false;  // `request_validated()`
+  bool start_unused_ = false;
   int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
   std::array<SentTrace, kTraceSlots> traces_{};

@@ -302,18 +302,17 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
 void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call) {
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
-  call.key_header = nullptr;
+  call.send_key_header = false;
   if (call.extras != nullptr) call.extras->quoted_key.clear();
   if (call.key.has_value() && !key_in_request) {
-    call.key_header = &policy.idempotency_header;
+    call.send_key_header = true;
     if (policy.key_form != KeyForm::kBare) {
       call.extra().quoted_key = FormatIdempotencyKey(*call.key, policy.key_form);
     }
   }
-  call.deadline_header = !policy.deadline_header.empty() && !call.policy.deadline.is_infinite()
-                             ? &policy.deadline_header
-                             : nullptr;
-  call.attempt_header = policy.attempt_header.empty() ? nullptr : &policy.attempt_header;
+  call.send_deadline_header =
+      !policy.deadline_header.empty() && !call.policy.deadline.is_infinite();
+  call.send_attempt_header = !policy.attempt_header.empty();
 }
 
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
@@ -415,15 +414,17 @@ namespace {
 // The key header, then the deadline header with `timeout` (`DeadlineHeaderMillis`).
 void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
   std::size_t n = 0;
-  if (call.key_header != nullptr) {
+  const RetryPolicyOptions& names = call.retry->options();
+  if (call.send_key_header) {
     const std::string_view quoted = call.quoted_key();
-    out.refs[n++] = {*call.key_header, quoted.empty() ? std::string_view(*call.key) : quoted};
+    out.refs[n++] = {names.idempotency_header,
+                     quoted.empty() ? std::string_view(*call.key) : quoted};
   }
-  if (call.deadline_header != nullptr) {
+  if (call.send_deadline_header) {
     char* const begin = out.deadline_value.data();
     const std::to_chars_result r =
         std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
-    out.refs[n++] = {*call.deadline_header,
+    out.refs[n++] = {names.deadline_header,
                      std::string_view(begin, static_cast<std::size_t>(r.ptr - begin))};
   }
   out.count = n;
@@ -434,7 +435,7 @@ void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
 void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out) {
   // The attempt's own timeout is what the server may spend.
   StampCommon(call, action.timeout, out);
-  if (call.attempt_header != nullptr) {
+  if (call.send_attempt_header) {
     constexpr std::string_view kAttempt = "attempt=";
     constexpr std::string_view kMax = "; max=";
     char* const begin = out.attempt_value.data();
@@ -444,7 +445,7 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
     char* p = std::to_chars(begin + kAttempt.size(), end, action.number).ptr;
     std::memcpy(p, kMax.data(), kMax.size());
     p = std::to_chars(p + kMax.size(), end, call.policy.max_attempts).ptr;
-    out.refs[out.count++] = {*call.attempt_header,
+    out.refs[out.count++] = {call.retry->options().attempt_header,
                              std::string_view(begin, static_cast<std::size_t>(p - begin))};
   }
 }

@@ -57,14 +57,6 @@ struct PreparedCall {
   /// the policy's); points into the call options or the policy.
   std::string_view status_url_template;
   std::optional<std::string> key;
-  /// The headers saferetry adds (`StampAttemptHeaders` writes them for a
-  /// send, into the driver's `SendHeaders`): the key header unless the
-  /// request carries it, the deadline header unless the deadline is
-  /// infinite, the attempt header. Names point into the policy; null or
-  /// empty: not sent. Status queries carry the key and the deadline.
-  const std::string* key_header = nullptr;
-  const std::string* deadline_header = nullptr;
-  const std::string* attempt_header = nullptr;
   /// The journal the intent is recorded in (`JournalBegin`); null when the
   /// call is not journaled (no journal, or no key).
   IntentJournal* journal = nullptr;
@@ -76,6 +68,15 @@ struct PreparedCall {
   bool first_attempt_marked = false;
   /// Status queries go to the policy's callback.
   bool use_callback = false;
+  /// The headers saferetry adds (`StampAttemptHeaders` writes them for a
+  /// send, into the driver's `SendHeaders`; their names are `retry`'s): the
+  /// key header unless the request carries it, the deadline header unless
+  /// the deadline is infinite, the attempt header; an empty name is not
+  /// sent. Status queries carry the key and the deadline. Flags, not
+  /// pointers to the names: a call in flight keeps its prepared call.
+  bool send_key_header = false;
+  bool send_deadline_header = false;
+  bool send_attempt_header = false;
   /// What few calls need, allocated when first set (a call with none of it
   /// keeps a null pointer, not three strings): the key as sent in the quoted
   /// form (`KeyForm::kQuotedString`; empty for the bare form, which sends

@@ -63,7 +63,7 @@ Client::Client(ClientOptions options)
 CallResult Client::Execute(const Request& request, const CallOptions& options) {
   internal::CallSession session(options_, request, options);
   const TimePoint start = options_.clock->Now();
-  if (std::optional<CallResult> early = session.Begin(fingerprints_, *unsent_, start)) {
+  if (std::optional<CallResult> early = session.Begin(fingerprints_, *unsent_, options, start)) {
     return *std::move(early);
   }
   return Run(session, options.cancellation, start);
