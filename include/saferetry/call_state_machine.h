@@ -303,6 +303,8 @@ class CallStateMachine {
   CallAction ScheduleNext(Next next, bool poll, AttemptClass cls, const ServerHints& hints,
                           TimePoint now);
   CallAction SendNow(TimePoint now);
+  // Gives the pending wait's charge back to its budget, if there is one.
+  void RefundPendingCharge(TimePoint now);
   CallAction OutOfTime(TimePoint now);
   // Completes the stored evidence of the answer being handled (deadline
   // left, budget balance) and the result's last transport status.
@@ -382,8 +384,9 @@ class CallStateMachine {
   int poll_waits_ = 0;
   Duration previous_delay_{0};
   Duration previous_poll_delay_{0};
-  // The charge of the pending wait, refunded if the send never happens.
-  std::optional<BudgetReceipt> pending_charge_;
+  // The charge of the pending wait, refunded if the send never happens:
+  // pending while `pending_charge_budget_` (the budget charged) is set.
+  BudgetReceipt pending_charge_;
   RetryBudget* pending_charge_budget_ = nullptr;
   BudgetReceipt last_retry_receipt_;
   // The permit of the status query in flight (allowed = false: none).

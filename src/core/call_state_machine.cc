@@ -121,10 +121,7 @@ CallAction CallStateMachine::OutOfTime(TimePoint now) {
 
 CallAction CallStateMachine::SendNow(TimePoint now) {
   if (Cancelled()) {
-    if (pending_charge_.has_value()) {
-      pending_charge_budget_->Refund(*pending_charge_, now);
-      pending_charge_.reset();
-    }
+    RefundPendingCharge(now);
     return FinishFailure(StopReason::kCancelled, now);
   }
   const Duration timeout =
@@ -143,10 +140,7 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
     wake_due_.reset();
   }
   if (!policy_->deadline.is_infinite() && timeout < needed) {
-    if (pending_charge_.has_value()) {
-      pending_charge_budget_->Refund(*pending_charge_, now);
-      pending_charge_.reset();
-    }
+    RefundPendingCharge(now);
     return OutOfTime(now);
   }
   // The breaker is asked last, right before the send: a half-open breaker
@@ -156,14 +150,11 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   if (breaker != nullptr) {
     permit = breaker->Allow(now);
     if (!permit.allowed) {
-      if (pending_charge_.has_value()) {
-        pending_charge_budget_->Refund(*pending_charge_, now);
-        pending_charge_.reset();
-      }
+      RefundPendingCharge(now);
       return FinishFailure(StopReason::kCircuitOpen, now);
     }
   }
-  pending_charge_.reset();
+  pending_charge_budget_ = nullptr;  // the send happens: the charge stands
   CallAction action;
   action.attempt_id = ++next_id_;
   if (pending_ == Next::kAttempt) {
@@ -607,12 +598,14 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
 
 CallAction CallStateMachine::OnWaitOver(TimePoint now) { return SendNow(now); }
 
+void CallStateMachine::RefundPendingCharge(TimePoint now) {
+  if (pending_charge_budget_ == nullptr) return;
+  std::exchange(pending_charge_budget_, nullptr)->Refund(pending_charge_, now);
+}
+
 CallAction CallStateMachine::OnCancelled(TimePoint now) {
   if (finished_) return CallAction{};
-  if (pending_charge_.has_value()) {
-    pending_charge_budget_->Refund(*pending_charge_, now);
-    pending_charge_.reset();
-  }
+  RefundPendingCharge(now);
   return FinishFailure(StopReason::kCancelled, now);
 }
 

@@ -287,7 +287,7 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
       last.post_fields = fields;
     }
   }
-  last.body_mode = body_mode;
+  last.body_mode = static_cast<std::int8_t>(body_mode);
   // Any other method rides on the GET or POST machinery (libcurl copies the
   // string).
   const bool custom = !is_head && hop.method != (uses_body ? "POST" : "GET");
@@ -302,15 +302,15 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   BuildHeaderList(h, request, options, hop, uses_body);
 
   const long ms = timeout == Duration::max() ? 0L : TimeoutMillis(timeout);
-  if (!known || last.timeout_ms != ms) {
+  if (!known || last.timeout_ms != ms) {  // `ms` <= INT32_MAX
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
-    last.timeout_ms = ms;
+    last.timeout_ms = static_cast<std::int32_t>(ms);
   }
   const long no_progress = options.cancellation != nullptr ? 0L : 1L;
   if (!known || last.no_progress != no_progress) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, no_progress);
-    last.no_progress = no_progress;
+    last.no_progress = static_cast<std::int8_t>(no_progress);
   }
   last.known = true;
 }

@@ -53,10 +53,10 @@ struct PooledHandle {
     curl_off_t post_size = -1;
     const char* post_fields = nullptr;
     const curl_slist* headers = nullptr;
-    long timeout_ms = -1;
-    long no_progress = -1;
-    int body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
-    bool known = false;  // false: nothing set yet, every option is set
+    std::int32_t timeout_ms = -1;  // `TimeoutMillis`: at most INT32_MAX
+    std::int8_t no_progress = -1;
+    std::int8_t body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
+    bool known = false;          // false: nothing set yet, every option is set
     bool custom_request = false;
   };
   LastSet last;
