@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_internal.h"
 #include "common/strings_internal.h"
 
 namespace saferetry {
@@ -24,11 +25,6 @@ CallResult Unresolved(std::string_view key, StopReason reason, absl::Status stat
   r.status = std::move(status);
   r.idempotency_key = std::string(key);
   return r;
-}
-
-absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
 }
 
 }  // namespace

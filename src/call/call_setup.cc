@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/status_internal.h"
 #include "core/server_hints_internal.h"
 #include "saferetry/server_hints.h"
 #include "saferetry/status_query.h"
@@ -40,11 +41,6 @@ absl::Status ValidateCallOptions(const CallOptions& options) {
 
 namespace internal {
 namespace {
-
-absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
-}
 
 // Unbounded calls hold their claim for a day at most: a killed process must
 // not keep its intents from reconciliation for longer.

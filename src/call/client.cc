@@ -12,18 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "call/call_session.h"
+#include "common/status_internal.h"
 #include "common/validated_send.h"
 #include "saferetry/settlement.h"
 
 namespace saferetry {
-namespace {
 
-absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
-}
-
-}  // namespace
+using internal::Prefixed;
 
 namespace internal {
 

@@ -6,15 +6,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_internal.h"
 #include "saferetry/request.h"
 
 namespace saferetry {
 namespace {
 
-absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), std::string(prefix) + std::string(s.message()));
-}
+using internal::Prefixed;
 
 bool SameParams(const BackoffParams& a, const BackoffParams& b) {
   return a.base == b.base && a.multiplier == b.multiplier && a.cap == b.cap && a.jitter == b.jitter;

@@ -27,7 +27,6 @@ namespace {
 static_assert(std::is_same_v<WallTime::duration, Duration>, "system_clock must count nanoseconds");
 
 using Rep = Duration::rep;
-constexpr Rep kMaxRep = std::numeric_limits<Rep>::max();
 
 // Dates saturate to WallTime::min()/max(), so their difference must too.
 using internal::SaturatingSub;
@@ -48,7 +47,7 @@ bool AllDigits(std::string_view s) {
 // saturates to Duration::max() (it is clamped to the configured maximum
 // later anyway).
 Duration ParseDeltaSeconds(std::string_view digits) {
-  constexpr Rep kMaxSeconds = kMaxRep / std::nano::den;
+  constexpr Rep kMaxSeconds = std::numeric_limits<Rep>::max() / std::nano::den;
   Rep seconds = 0;
   for (char c : digits) {
     seconds = seconds * 10 + (c - '0');
@@ -59,7 +58,7 @@ Duration ParseDeltaSeconds(std::string_view digits) {
 
 // The same for milliseconds.
 Duration ParseDeltaMillis(std::string_view digits) {
-  constexpr Rep kMaxMillis = kMaxRep / (std::nano::den / std::milli::den);
+  constexpr Rep kMaxMillis = std::numeric_limits<Rep>::max() / (std::nano::den / std::milli::den);
   Rep millis = 0;
   for (char c : digits) {
     millis = millis * 10 + (c - '0');
