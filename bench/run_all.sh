@@ -4,8 +4,9 @@
 #   bench/run_all.sh [BUILD_DIR]      (default: build; a Release build with benchmarks)
 #
 # How each figure is measured is in docs/performance.md. In-process figures are CPU time on one
-# pinned CPU (Google Benchmark, median of 5 repetitions); the libcurl figures are the client thread's
-# CPU time with client and server pinned to one CPU, medians of rounds that alternate the sides;
+# pinned CPU (Google Benchmark, median of 9 repetitions in random order); the libcurl figures are
+# the client thread's CPU time with client and server pinned to one CPU, medians of rounds that
+# alternate the sides;
 # the async figures are the client process's CPU time against a raw curl multi loop. Run it on an
 # idle machine: a loaded one inflates every figure.
 set -euo pipefail
@@ -19,10 +20,14 @@ trap 'rm -rf "$out"' EXIT
 cpu=$(taskset -pc $$ | sed 's/.*: //; s/[,-].*//')
 
 echo "running call_benchmark (in process)..." >&2
-taskset -c "$cpu" "$bench/call_benchmark" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+# Repetitions in random order across the benchmarks: a call and its floor take turns, so a drift in the
+# host's load reaches both (in a row, the floor's repetitions could all land in a busier minute).
+taskset -c "$cpu" "$bench/call_benchmark" --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true \
   --benchmark_color=false > "$out/call.txt"
 echo "running decision_benchmark..." >&2
-taskset -c "$cpu" "$bench/decision_benchmark" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+taskset -c "$cpu" "$bench/decision_benchmark" --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true \
   --benchmark_color=false > "$out/decision.txt"
 echo "running curl_benchmark (libcurl, loopback)..." >&2
 "$bench/curl_benchmark" > "$out/curl.txt"
@@ -71,6 +76,6 @@ row "async: CPU ratio vs raw multi per-request loop" ">=" 0.95 \
 row "async: saferetry bytes per call in flight" "<=" 1024 "$(value "$out/async.txt" async_bytes_per_inflight_call)"
 row "decision (classify + budget + backoff): ns" "<=" 30 "$(median_ns "$out/decision.txt" BM_Decision/ratio_budget)"
 echo
-echo "# measured: in-process figures are Google Benchmark CPU time, median of 5 repetitions, pinned to CPU $cpu;"
+echo "# measured: in-process figures are Google Benchmark CPU time, median of 9 repetitions in random order, pinned to CPU $cpu;"
 echo "# libcurl figures are the client thread's CPU time with client and server pinned to one CPU, medians of"
 echo "# alternating rounds; async figures are the client process's CPU time against a raw curl multi loop."
