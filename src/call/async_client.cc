@@ -55,11 +55,12 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // By reference: the public overloads own the values and move them once:
   // the request into the call record, the options into the loop's queue.
   CallId Execute(Request&& request, CallOptions&& options, Callback&& done) {
-    return Accept(std::make_unique<Call>(std::move(request)), std::move(options), std::move(done));
+    auto call = std::make_unique<Call>(std::move(request), options_.client, options);
+    return Accept(std::move(call), std::move(options), std::move(done));
   }
 
   CallId Resolve(std::string&& key, ResolveOptions&& options, Callback&& done) {
-    auto call = std::make_unique<Call>(Request());
+    auto call = std::make_unique<Call>(Request(), options_.client, CallOptions());
     call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
                                                                              std::move(options));
     return Accept(std::move(call), CallOptions(), std::move(done));
@@ -123,8 +124,14 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     bool status_query = false;
   };
 
+  // The session and the machine are built with the record (neither
+  // constructor does more than keep its pointers) and begin on the loop.
   struct Call {
-    explicit Call(Request&& r) : request(std::move(r)) {}
+    Call(Request&& r, const ClientOptions& client, const CallOptions& options)
+        : request(std::move(r)),
+          session(client, request, options),
+          machine(session.machine_policy(), client.budget.get(), client.classifier.get(),
+                  client.random.get(), &token, client.status_query_budget.get()) {}
     CallId id = 0;
     Request request;
     // Of the caller's `CallOptions`, what a call reads once it has begun
@@ -137,9 +144,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     // pointer (most calls are not resolves).
     std::unique_ptr<std::pair<std::string, ResolveOptions>> resolve;
     Callback done;
-    std::optional<internal::CallSession> session;
-    std::optional<CallStateMachine> machine;
+    internal::CallSession session;
     CancellationToken token;  // the machine's: Cancel() and the caller's token
+    CallStateMachine machine;
     // The sends in flight: one, but for hedges (inline: no allocation per call).
     absl::InlinedVector<Flight, 1> flights;
     EventLoop::TimerId wait_timer = 0;
@@ -176,22 +183,18 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (shutting_down_) call->token.Cancel();
     const TimePoint start = clock().Now();
     call->cancellation = options.cancellation;
-    call->session.emplace(options_.client, call->request, options);
     std::optional<CallResult> early =
         call->resolve != nullptr
-            ? call->session->BeginResolve(call->resolve->first, call->resolve->second, start)
-            : call->session->Begin(fingerprints_, unsent_, options, start);
+            ? call->session.BeginResolve(call->resolve->first, call->resolve->second, start)
+            : call->session.Begin(fingerprints_, unsent_, options, start);
     if (early.has_value()) {
       Deliver(*call, *std::move(early));
       return;
     }
     // The call outlives its options from here: it keeps what it reads.
     call->policy = std::move(options.policy);  // the pointee stays where it is
-    call->session->KeepStatusUrl(options.status_url);
+    call->session.KeepStatusUrl(options.status_url);
     SyncCancellation(*call);
-    call->machine.emplace(call->session->machine_policy(), options_.client.budget.get(),
-                          options_.client.classifier.get(), options_.client.random.get(),
-                          &call->token, options_.client.status_query_budget.get());
     Call& c = *call;
     // A node of a finished call is reused when there is one.
     if (!spare_nodes_.empty()) {
@@ -203,14 +206,14 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     } else {
       calls_.emplace(c.id, std::move(call));
     }
-    Drive(c, c.machine->Start(start));
+    Drive(c, c.machine.Start(start));
   }
 
   // Performs `action` and what follows it, until the call waits for the
   // transport or a timer, or finishes.
   void Drive(Call& call, CallAction action) {
-    CallStateMachine& machine = *call.machine;
-    internal::CallSession& session = *call.session;
+    CallStateMachine& machine = call.machine;
+    internal::CallSession& session = call.session;
     for (;;) {
       switch (action.kind) {
         case CallAction::Kind::kSendAttempt: {
@@ -262,11 +265,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Flight f;
     f.attempt_id = attempt_id;
     f.status_query = status_query;
-    f.start = call.session->SendStart();
+    f.start = call.session.SendStart();
     const CallId id = call.id;
     // Validated when the call began: the transport need not check again.
     std::optional<internal::ValidatedSend> validated;
-    if (!status_query && call.session->request_validated())
+    if (!status_query && call.session.request_validated())
       validated.emplace(request, ao.extra_headers);
     f.transport_id = transport_->Start(request, ao, TransportCallback(id, attempt_id));
     validated.reset();
@@ -296,8 +299,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   }
 
   void ArmHedge(Call& call) {
-    const HedgingOptions& h = call.session->retry_policy().hedging;
-    if (!call.session->policy().hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
+    const HedgingOptions& h = call.session.retry_policy().hedging;
+    if (!call.session.policy().hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
       return;
     }
     Duration delay = h.delay;
@@ -329,13 +332,13 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
   // Hands one finished attempt or query to the machine through the session.
   CallAction Feed(Call& call, const Flight& flight, TransportResult&& result) {
-    CallStateMachine& machine = *call.machine;
+    CallStateMachine& machine = call.machine;
     SyncCancellation(call);
     CallAction action =
         flight.status_query
-            ? call.session->AfterStatusQuery(machine, std::move(result), flight.start)
-            : call.session->AfterAttempt(machine, flight.attempt_id, std::move(result),
-                                         flight.start);
+            ? call.session.AfterStatusQuery(machine, std::move(result), flight.start)
+            : call.session.AfterAttempt(machine, flight.attempt_id, std::move(result),
+                                        flight.start);
     if (call.flights.empty() && call.hedge_timer != 0) {
       loop_->CancelTimer(call.hedge_timer);
       call.hedge_timer = 0;
@@ -347,7 +350,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (call == nullptr) return;
     call->wait_timer = 0;
     SyncCancellation(*call);
-    Drive(*call, call->machine->OnWaitOver(clock().Now()));
+    Drive(*call, call->machine.OnWaitOver(clock().Now()));
   }
 
   void OnHedgeTimer(CallId id) {
@@ -356,7 +359,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     call->hedge_timer = 0;
     if (call->flights.empty() || call->flights.front().status_query) return;
     if (SyncCancellation(*call)) return;
-    CallAction action = call->machine->StartHedge(clock().Now());
+    CallAction action = call->machine.StartHedge(clock().Now());
     if (action.kind != CallAction::Kind::kSendAttempt) return;  // refused: no more hedges
     ++call->hedges;
     Drive(*call, action);
@@ -369,7 +372,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (call->wait_timer != 0) {
       loop_->CancelTimer(call->wait_timer);
       call->wait_timer = 0;
-      Drive(*call, call->machine->OnWaitOver(clock().Now()));
+      Drive(*call, call->machine.OnWaitOver(clock().Now()));
       return;
     }
     if (call->hedge_timer != 0) {
@@ -386,7 +389,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       Drive(*call, Feed(*call, flight, *std::move(r)));
       return;
     }
-    Drive(*call, call->machine->OnCancelled(clock().Now()));
+    Drive(*call, call->machine.OnCancelled(clock().Now()));
   }
 
   void Finish(Call& call) {
@@ -395,7 +398,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     // The losers: cancelled, their connections closed, never reported. When
     // another copy's answer decided the call, each loser's wait so far feeds
     // the latency window (a lower bound; internal::LatencyWindow::Add).
-    const StopReason reason = call.machine->result().stop_reason;
+    const StopReason reason = call.machine.result().stop_reason;
     const bool decided_by_answer =
         reason == StopReason::kSuccess || reason == StopReason::kPermanentError;
     const TimePoint now = call.flights.empty() ? TimePoint{} : clock().Now();
@@ -406,8 +409,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     call.flights.clear();
     // Finished where the machine built it, and moved once: into the
     // caller's callback.
-    CallResult& result = call.machine->finished_result();
-    call.session->FinishIn(result);
+    CallResult& result = call.machine.finished_result();
+    call.session.FinishIn(result);
     Calls::node_type node = calls_.extract(call.id);
     std::unique_ptr<Call> keep = std::move(node.mapped());
     if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
