@@ -21,7 +21,6 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -72,18 +71,18 @@ class EpollEventLoop final : public RunnableEventLoop {
   }
 
   absl::Status WatchFd(int fd, int events, FdCallback callback) override {
-    auto it = watches_.find(fd);
-    // The watch whose callback is running is neither erased nor given its
+    Watch* const watch = WatchOf(fd);
+    // The watch whose callback is running is neither cleared nor given its
     // new callback until that callback returns (`Run`).
-    const bool running = fd == running_fd_ && it != watches_.end();
+    const bool running = fd == running_fd_ && watch != nullptr;
     if (events == 0) {
-      if (it != watches_.end() && !(running && running_unwatched_)) {
+      if (watch != nullptr && !(running && running_unwatched_)) {
         epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
         if (running) {
           running_unwatched_ = true;
           running_replacement_ = nullptr;
         } else {
-          watches_.erase(it);
+          *watch = Watch{};
         }
       }
       return absl::OkStatus();
@@ -93,19 +92,23 @@ class EpollEventLoop final : public RunnableEventLoop {
         ((events & kReadable) != 0 ? EPOLLIN : 0u) | ((events & kWritable) != 0 ? EPOLLOUT : 0u);
     // The generation tells a stale event (for an fd closed and reopened
     // within one epoll_wait batch) from a current one.
-    const std::uint32_t generation = ++next_generation_;
+    const std::uint32_t generation = NextGeneration();
     ev.data.u64 = (static_cast<std::uint64_t>(generation) << 32) | static_cast<std::uint32_t>(fd);
-    const bool in_epoll = it != watches_.end() && !(running && running_unwatched_);
+    const bool in_epoll = watch != nullptr && !(running && running_unwatched_);
+    // A descriptor that is not one (negative, closed) fails here, before
+    // the table is touched.
     if (epoll_ctl(epfd_, in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0) {
       return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
     }
     if (running) {
-      it->second.generation = generation;
+      watch->generation = generation;
       running_unwatched_ = false;
       running_replacement_ = std::move(callback);
       return absl::OkStatus();
     }
-    Watch& w = it != watches_.end() ? it->second : watches_[fd];
+    const auto index = static_cast<std::size_t>(fd);
+    if (index >= watches_.size()) watches_.resize(index + kWatchSlack);
+    Watch& w = watches_[index];
     w.generation = generation;
     w.callback = std::move(callback);
     return absl::OkStatus();
@@ -141,9 +144,8 @@ class EpollEventLoop final : public RunnableEventLoop {
           wake_pending_.store(false, std::memory_order_release);
           continue;
         }
-        auto it = watches_.find(fd);
-        if (it == watches_.end() ||
-            it->second.generation != static_cast<std::uint32_t>(data >> 32)) {
+        Watch* const watch = WatchOf(fd);
+        if (watch == nullptr || watch->generation != static_cast<std::uint32_t>(data >> 32)) {
           continue;  // Unwatched since the batch was read.
         }
         const std::uint32_t e = events[static_cast<std::size_t>(i)].events;
@@ -152,19 +154,25 @@ class EpollEventLoop final : public RunnableEventLoop {
         if ((e & EPOLLOUT) != 0) ready |= kWritable;
         if ((e & (EPOLLERR | EPOLLHUP)) != 0) ready |= kError;
         // The callback may unwatch or re-watch its own descriptor: `WatchFd`
-        // then leaves the watch (and the running callable) in place, and it
-        // is erased or given its new callback here, after the call.
-        Watch& watch = it->second;  // node-based: stays where it is meanwhile
+        // then leaves the watch in place, and it is cleared or given its new
+        // callback here, after the call. The callback runs from a local: a
+        // watch of a new descriptor may grow the table meanwhile.
+        FdCallback callback = std::move(watch->callback);
         running_fd_ = fd;
-        watch.callback(ready);
+        callback(ready);
         running_fd_ = -1;
+        Watch& after = watches_[static_cast<std::size_t>(fd)];
         if (running_unwatched_) {
           running_unwatched_ = false;
-          watches_.erase(fd);
+          after = Watch{};
         } else if (running_replacement_ != nullptr) {
-          watch.callback = std::move(running_replacement_);
+          after.callback = std::move(running_replacement_);
           running_replacement_ = nullptr;
+        } else {
+          after.callback = std::move(callback);
         }
+        // `callback`, if it was replaced or unwatched, is destroyed here,
+        // after it returned.
       }
       if (n == static_cast<int>(events.size())) events.resize(events.size() * 2);
       // Posted tasks, then due timers; tasks posted meanwhile wait a turn.
@@ -213,12 +221,25 @@ class EpollEventLoop final : public RunnableEventLoop {
   }
 
  private:
-  // Held in the table itself (one block per descriptor, none per change of
-  // its events).
+  // Watches by descriptor, in a table indexed by it (descriptors are small
+  // and dense): no node and no hash per socket, nothing allocated when a
+  // socket's events change. A generation of 0 is a descriptor not watched.
+  // The table grows to the largest descriptor watched and is kept.
   struct Watch {
     std::uint32_t generation = 0;
     FdCallback callback;
   };
+  static constexpr std::size_t kWatchSlack = 64;  // room added past a new largest descriptor
+  Watch* WatchOf(int fd) {
+    if (fd < 0 || static_cast<std::size_t>(fd) >= watches_.size()) return nullptr;
+    Watch& w = watches_[static_cast<std::size_t>(fd)];
+    return w.generation != 0 ? &w : nullptr;
+  }
+  // Never 0 (which marks a free entry), also after the counter wraps.
+  std::uint32_t NextGeneration() {
+    if (++next_generation_ == 0) ++next_generation_;
+    return next_generation_;
+  }
 
   // Timers: a binary heap of (due, sequence) entries over the slots that
   // hold the tasks (internal::SlotMap: a timer's id is its slot and the
@@ -296,7 +317,7 @@ class EpollEventLoop final : public RunnableEventLoop {
   std::vector<HeapEntry> heap_;
   Timers timers_;
   std::uint64_t next_timer_seq_ = 0;
-  std::unordered_map<int, Watch> watches_;
+  std::vector<Watch> watches_;
   std::uint32_t next_generation_ = 0;
   // The descriptor whose callback is running (-1: none), and what that
   // callback did to its own watch meanwhile: unwatched it, or gave it a

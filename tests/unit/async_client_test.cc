@@ -668,6 +668,72 @@ TEST(EpollEventLoopThreadTest, ACallbackReplacesThenUnwatchesItsOwnDescriptorWhi
   EXPECT_THAT(log, ElementsAre(*first_name, *second_name));
 }
 
+// The built-in loop's watches are a table indexed by descriptor. A callback
+// that watches descriptors past the table's end while it runs makes the table
+// grow, and the running callback must not move with it. This one is a single
+// pointer, which `std::function` holds inside itself (in the table), and it
+// reads that pointer again after the growth: the sanitizer stages report the
+// read of the freed table if the callback ran from it. Then it, and each new
+// watch, still run on the next readiness.
+TEST(EpollEventLoopThreadTest, ACallbackThatGrowsTheWatchTableKeepsRunningWhole) {
+  absl::StatusOr<std::shared_ptr<RunnableEventLoop>> made = MakeEpollEventLoop();
+  ASSERT_TRUE(made.ok()) << made.status();
+  constexpr int kMore = 300;  // past the table's room above the first descriptor
+  struct State {
+    std::shared_ptr<RunnableEventLoop> loop;
+    int first = -1;
+    std::vector<int> more;  // the loop thread's, read after it stopped
+    int more_runs = 0;
+    int first_runs = 0;
+    int reads_after_growth = 0;
+    static void Signal(int fd) {
+      const std::uint64_t one = 1;
+      ASSERT_EQ(write(fd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+    }
+    static void Drain(int fd) {
+      std::uint64_t count = 0;
+      ASSERT_EQ(read(fd, &count, sizeof(count)), static_cast<ssize_t>(sizeof(count)));
+    }
+  } state;
+  state.loop = *made;
+  state.first = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(state.first, 0);
+  std::thread runner([&] { state.loop->Run(); });
+  State* const st = &state;
+  state.loop->Post([st] {
+    const absl::Status watched = st->loop->WatchFd(st->first, EventLoop::kReadable, [st](int) {
+      State::Drain(st->first);
+      ++st->first_runs;
+      if (st->more.empty()) {
+        for (int i = 0; i < kMore; ++i) {
+          const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+          ASSERT_GE(fd, 0);
+          st->more.push_back(fd);
+          const absl::Status w = st->loop->WatchFd(fd, EventLoop::kReadable, [st, fd](int) {
+            State::Drain(fd);
+            EXPECT_TRUE(st->loop->WatchFd(fd, 0, nullptr).ok());
+            if (++st->more_runs == kMore) State::Signal(st->first);
+          });
+          ASSERT_TRUE(w.ok()) << w;
+        }
+        ++st->reads_after_growth;  // `st`, read from the callable after the growth
+        for (int fd : st->more) State::Signal(fd);
+      } else {
+        EXPECT_TRUE(st->loop->WatchFd(st->first, 0, nullptr).ok());
+        st->loop->Stop();
+      }
+    });
+    EXPECT_TRUE(watched.ok()) << watched;
+    State::Signal(st->first);
+  });
+  runner.join();
+  close(state.first);
+  for (int fd : state.more) close(fd);
+  EXPECT_EQ(state.more_runs, kMore);
+  EXPECT_EQ(state.first_runs, 2);
+  EXPECT_EQ(state.reads_after_growth, 1);
+}
+
 // The built-in loop's timers against a model, on fake time that a posted
 // task moves 1 ms per turn of the loop: seeded runs where the timers' own
 // tasks add timers (some due at once) and cancel timers that are queued,
