@@ -42,15 +42,16 @@ namespace internal {
 
 class CallSession {
  public:
-  /// `client` and `request` must outlive the session. `options` (the
-  /// constructor keeps only its listener) is read by `Begin`; after that the
-  /// session reads only what the prepared call points into, which must then stay where it
-  /// is: the pointee of `options.policy` (the call's policy) and the
-  /// characters of `options.status_url` (the call's status-query template)
-  /// unless `KeepStatusUrl` took them. A driver whose call outlives its
-  /// options (the event loop's) keeps the policy, hands the URL to the
-  /// session and drops the rest. For a resolve, `request` is unused (the session rebuilds it from
-  /// the journal) and may be any request.
+  /// `client` and `request` must outlive the session. Of `options` the
+  /// constructor keeps only the listener; `Begin` reads the same options.
+  /// After `Begin` the session reads only what the prepared call points
+  /// into, which must then stay where it is: the pointee of
+  /// `options.policy` (the call's policy) and the characters of
+  /// `options.status_url` (the call's status-query template) unless
+  /// `KeepStatusUrl` took them. A driver whose call outlives its options
+  /// (the event loop's) keeps the policy, hands the URL to the session and
+  /// drops the rest. For a resolve, `request` is unused (the session
+  /// rebuilds it from the journal) and may be any request.
   CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
       : client_(client), request_(&request), listener_(options.listener) {}
   CallSession(const CallSession&) = delete;

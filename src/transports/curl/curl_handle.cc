@@ -92,7 +92,7 @@ void ReserveScratch(PooledHandle& h, const HeaderListSize& size, std::size_t url
   const std::size_t units = nodes + (bytes + sizeof(curl_slist) - 1) / sizeof(curl_slist);
   if (size.lines <= h.node_capacity && units <= h.scratch_units) return;
   h.scratch.reset(new curl_slist[units]);
-  h.scratch_units = static_cast<std::uint32_t>(units);
+  h.scratch_units = units;
   h.node_capacity = static_cast<std::uint32_t>(nodes);
   h.url_size = PooledHandle::kNoUrl;
 }

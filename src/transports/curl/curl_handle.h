@@ -39,8 +39,8 @@ struct PooledHandle {
   // again. One block, not a string, a vector and a string: a transfer in
   // flight holds its handle, so these bytes count for every call in flight.
   std::unique_ptr<curl_slist[]> scratch;
-  std::uint32_t scratch_units = 0;  // the block's size, in nodes
-  std::uint32_t node_capacity = 0;  // the nodes at its start; the URL follows
+  std::size_t scratch_units = 0;    // the block's size, in nodes
+  std::uint32_t node_capacity = 0;  // the nodes at its start (one per header); the URL follows
   static constexpr std::uint32_t kNoUrl = UINT32_MAX;
   std::uint32_t url_size = kNoUrl;  // the URL's copy; kNoUrl: none (set it)
   char error[CURL_ERROR_SIZE] = {0};
