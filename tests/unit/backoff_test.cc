@@ -182,6 +182,25 @@ TEST(BackoffTest, HugeCapIsExactNearInt64Limits) {
   EXPECT_EQ(ComputeBackoff(p, 10000, Duration{0}, kJustBelowOne), Duration::max() - Duration{512});
 }
 
+// Doubling is a shifted integer below 2^63 and ldexp above: every retry on
+// both sides of the switch gives base * 2^(retry-1), or the cap once that
+// passes it, as the power computed apart does.
+TEST(BackoffTest, DoublingIsExactOnBothSidesOfTheShift) {
+  BackoffParams p = Params(JitterKind::kNone);
+  p.cap = Duration::max();
+  for (std::int64_t base : {1, 3, 1'000'000}) {
+    p.base = nanoseconds(base);
+    for (int retry = 1; retry <= 70; ++retry) {
+      SCOPED_TRACE(::testing::Message() << "base=" << base << " retry=" << retry);
+      const long double want = static_cast<long double>(base) * std::pow(2.0L, retry - 1);
+      const Duration expected = want >= static_cast<long double>(Duration::max().count())
+                                    ? Duration::max()
+                                    : nanoseconds(static_cast<std::int64_t>(want));
+      EXPECT_EQ(ComputeBackoff(p, retry, Duration{0}, 0.0), expected);
+    }
+  }
+}
+
 TEST(BackoffTest, HugeMultiplierCaps) {
   BackoffParams p = Params(JitterKind::kNone);
   p.multiplier = 1e300;
