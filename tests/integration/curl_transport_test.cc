@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -38,6 +39,7 @@ using ::saferetry::testkit::UnusedLoopbackPort;
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::StartsWith;
 
@@ -298,6 +300,37 @@ TEST(CurlTransportTest, ConnectionRefusedIsNotSent) {
   EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
   EXPECT_EQ(r.delivery, Delivery::kNotSent);
   EXPECT_FALSE(r.response.has_value());
+}
+
+// Without libcurl's error buffer (the default) a failure still names its
+// peer, its cause and its time; with `libcurl_error_text` it carries
+// libcurl's own sentence. Neither changes the code or the delivery.
+TEST(CurlTransportTest, AFailureSaysWhatLibcurlReportedWithOrWithoutItsErrorBuffer) {
+  const int port = UnusedLoopbackPort();
+  const std::string url = "http://user:s3cret@127.0.0.1:" + std::to_string(port) + "/o";
+  auto plain = MakeTransport();
+  TransportResult r = plain->Send(Post(url, "x"), {});
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  const std::string message(r.status.message());
+  // No address was connected to, so the URL's origin names the peer (cut to
+  // scheme, host and port: the credentials are not in it).
+  EXPECT_THAT(message, StartsWith("curl: Couldn't connect to server (to http://127.0.0.1:" +
+                                  std::to_string(port) + ", Connection refused (errno " +
+                                  std::to_string(ECONNREFUSED) + "), after "));
+  EXPECT_THAT(message, HasSubstr(" ms); nothing was sent"));
+  EXPECT_THAT(message, Not(HasSubstr("s3cret")));
+
+  CurlTransportOptions o;
+  o.libcurl_error_text = true;
+  auto texts = MakeCurlTransport(o);
+  ASSERT_TRUE(texts.ok()) << texts.status();
+  r = (*texts)->Send(Post(url, "x"), {});
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_THAT(std::string(r.status.message()),
+              StartsWith("curl: Couldn't connect to server (Failed to connect to 127.0.0.1 port " +
+                         std::to_string(port)));
 }
 
 TEST(CurlTransportTest, AcceptedThenClosedUnreadMayHaveBeenDelivered) {

@@ -53,7 +53,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
       result.status = absl::OkStatus();
     } else {
       result.status =
-          CurlFailure(info.status_code, code, h.error, "the response broke after its headers");
+          CurlFailure(info.status_code, code, h, "the response broke after its headers");
     }
     result.response = TakeResponse(ex);
     return result;
@@ -62,7 +62,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   if (ex.resend_blocked || code == CURLE_SEND_FAIL_REWIND) {
     result.delivery = Delivery::kMaybeDelivered;
     result.status =
-        CurlFailure(absl::StatusCode::kUnavailable, code, h.error,
+        CurlFailure(absl::StatusCode::kUnavailable, code, h,
                     "the connection closed before any response; libcurl's resend of an "
                     "unsafe request was refused, the first copy may have been delivered");
     return result;
@@ -70,7 +70,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   const bool maybe =
       started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
   result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
-  result.status = CurlFailure(info.status_code, code, h.error,
+  result.status = CurlFailure(info.status_code, code, h,
                               maybe ? "the request may have been delivered" : "nothing was sent");
   return result;
 }

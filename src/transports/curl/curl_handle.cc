@@ -212,7 +212,11 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   // Options that never change for this handle.
   curl_easy_setopt(c, CURLOPT_PRIVATE, static_cast<void*>(h.get()));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->error);
+  if (options.libcurl_error_text) {
+    h->error = std::make_unique<char[]>(CURL_ERROR_SIZE);
+    h->error[0] = '\0';
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->error.get());
+  }
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, ex);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnBody);
@@ -251,7 +255,7 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
                 const Hop& hop, Duration timeout, std::size_t max_response_body) {
   CURL* c = h.curl;
   h.exchange.Reset(hop.body, hop.unsafe, options.cancellation, max_response_body);
-  h.error[0] = '\0';
+  if (h.error != nullptr) h.error[0] = '\0';
   PooledHandle::LastSet& last = h.last;
   const bool known = last.known;
 
@@ -380,10 +384,55 @@ absl::Status GlobalInit() {
   return absl::OkStatus();
 }
 
-absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const char* detail,
+std::string TransferDetail(CURL* c) {
+  std::string out;
+  const auto part = [&out]() -> std::string& {
+    if (!out.empty()) out.append(", ");
+    return out;
+  };
+  char* ip = nullptr;
+  long port = 0;
+  curl_easy_getinfo(c, CURLINFO_PRIMARY_IP, &ip);
+  curl_easy_getinfo(c, CURLINFO_PRIMARY_PORT, &port);
+  if (ip != nullptr && ip[0] != '\0') {
+    absl::StrAppend(&part(), ip, " port ", port);
+  } else {
+    char* url = nullptr;
+    curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &url);
+    const std::string origin = url != nullptr ? Origin(url) : std::string();
+    if (!origin.empty()) absl::StrAppend(&part(), "to ", origin);
+  }
+  long os_errno = 0;
+  curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
+  if (os_errno != 0) {
+    char buf[128];
+    // The GNU strerror_r: returns the text, in `buf` or a static string.
+    const char* text = strerror_r(static_cast<int>(os_errno), buf, sizeof buf);
+    absl::StrAppend(&part(), text, " (errno ", os_errno, ")");
+  }
+  long verify = 0;
+  curl_easy_getinfo(c, CURLINFO_SSL_VERIFYRESULT, &verify);
+  if (verify != 0) absl::StrAppend(&part(), "TLS verification result ", verify);
+  long proxy_error = 0;
+  curl_easy_getinfo(c, CURLINFO_PROXY_ERROR, &proxy_error);
+  if (proxy_error != 0) absl::StrAppend(&part(), "proxy error ", proxy_error);
+  curl_off_t total_us = 0;
+  curl_easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &total_us);
+  absl::StrAppend(&part(), "after ", total_us / 1000, " ms");
+  curl_off_t received = 0;
+  curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &received);
+  if (received > 0) absl::StrAppend(&out, " with ", received, " response bytes");
+  return out;
+}
+
+absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const PooledHandle& h,
                          std::string_view note) {
   std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
-  if (detail != nullptr && detail[0] != '\0') absl::StrAppend(&msg, " (", detail, ")");
+  if (h.error != nullptr && h.error[0] != '\0') {
+    absl::StrAppend(&msg, " (", h.error.get(), ")");
+  } else {
+    absl::StrAppend(&msg, " (", TransferDetail(h.curl), ")");
+  }
   if (!note.empty()) {
     msg.append("; ");
     msg.append(note.data(), note.size());

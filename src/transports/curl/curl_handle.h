@@ -43,7 +43,12 @@ struct PooledHandle {
   std::uint32_t node_capacity = 0;  // the nodes at its start (one per header); the URL follows
   static constexpr std::uint32_t kNoUrl = UINT32_MAX;
   std::uint32_t url_size = kNoUrl;  // the URL's copy; kNoUrl: none (set it)
-  char error[CURL_ERROR_SIZE] = {0};
+  // libcurl's own sentence for a failure (CURLOPT_ERRORBUFFER, 256 bytes),
+  // only with `CurlTransportOptions::libcurl_error_text`: null by default,
+  // and a failure is described from what libcurl reports after the transfer
+  // (`CurlFailure`). Not inline: a handle in flight is held by every call in
+  // flight, and the buffer would be a quarter of such a call's bytes.
+  std::unique_ptr<char[]> error;
   // The per-request options as `PrepareHop` last set them on this handle
   // (the URL: `url_size` above): an option already at its value is not set
   // again (each `curl_easy_setopt` is a call through libcurl's option
@@ -95,9 +100,21 @@ absl::Status GlobalInit();
 /// InvalidArgument naming the field.
 absl::Status ValidateSharedOptions(const CurlTransportOptions& options);
 
-/// "curl: <curl's message> (<detail>); <note>" with `code`.
-absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const char* detail,
+/// "curl: <curl's message> (<detail>); <note>" with `code`. The detail is
+/// libcurl's own sentence when the handle keeps one (`PooledHandle::error`),
+/// else `TransferDetail` of the handle's last transfer.
+absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const PooledHandle& h,
                          std::string_view note);
+
+/// What libcurl reports of the last transfer on `c` that tells a failure
+/// apart, read after it ended, without its error buffer: the peer's address
+/// and port (else the origin of the URL, when no address was reached), the
+/// operating system's error, the TLS verification result and the proxy's
+/// error when there is one, the time spent and the response bytes received.
+/// Never a credential: the URL is cut to its origin. For example
+/// "to http://127.0.0.1:9, Connection refused (errno 111), after 0 ms" (libcurl
+/// reports a peer's address only once connected to it).
+std::string TransferDetail(CURL* c);
 
 // A new easy handle with every option that never changes for it set (the
 // callbacks, protocols, no automatic redirects, TCP_NODELAY, TLS); nullptr

@@ -173,7 +173,7 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
         result.status = absl::OkStatus();  // A cut body is still an answer.
       } else {
         result.status =
-            CurlFailure(info.status_code, code, h.error, "the response broke after its headers");
+            CurlFailure(info.status_code, code, h, "the response broke after its headers");
       }
     } else if (ex.cancelled) {
       result.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
@@ -183,7 +183,7 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     } else if (ex.resend_blocked || code == CURLE_SEND_FAIL_REWIND) {
       result.delivery = Delivery::kMaybeDelivered;
       result.status = CurlFailure(
-          absl::StatusCode::kUnavailable, code, h.error,
+          absl::StatusCode::kUnavailable, code, h,
           "the connection closed before any response; libcurl's resend of an unsafe request "
           "was refused, the first copy may have been delivered");
     } else {
@@ -192,7 +192,7 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
       result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
       if (!maybe && earlier_hop_answered) result.delivery = Delivery::kMaybeDelivered;
       result.status =
-          CurlFailure(info.status_code, code, h.error,
+          CurlFailure(info.status_code, code, h,
                       maybe ? "the request may have been delivered" : "nothing was sent");
     }
   }
