@@ -449,6 +449,9 @@ CurlTransportOptions TransportOptionsFor(std::string_view url, const std::string
     return v != nullptr ? v : "";
   };
   CurlTransportOptions o;
+  // One call per process: libcurl's own sentence for a failure, as curl
+  // prints it, is worth its 256 bytes here.
+  o.libcurl_error_text = true;
   o.ca_file = cacert;
   o.ca_dir = capath;
   o.http_version = http_version;
