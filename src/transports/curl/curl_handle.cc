@@ -70,14 +70,15 @@ long TimeoutMillis(Duration timeout) {
 
 // The header lines of a hop: at most `lines` lines of at most `text` bytes
 // in all (an upper bound: each line is "name: value\0", "name;\0" or
-// "name:\0", at most the name, the value and three bytes, and both of
-// libcurl's defaults that an empty line removes are counted).
+// "name:\0", at most the name, the value and three bytes, and, for a hop
+// with a body, both of libcurl's defaults that an empty line removes).
 struct HeaderListSize {
   std::size_t lines = 0;
   std::size_t text = 0;
 };
-HeaderListSize SizeHeaderList(const Request& request, HeaderRefs extra) {
-  HeaderListSize size{2, sizeof("Expect:") + sizeof("Content-Type:")};
+HeaderListSize SizeHeaderList(const Request& request, HeaderRefs extra, bool uses_body) {
+  HeaderListSize size;
+  if (uses_body) size = {2, sizeof("Expect:") + sizeof("Content-Type:")};
   for (const auto& hd : request.headers) size.text += hd.first.size() + hd.second.size() + 3;
   for (const HeaderRef& hd : extra) size.text += hd.name.size() + hd.value.size() + 3;
   size.lines += request.headers.size() + extra.size();
@@ -120,7 +121,8 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
   // libcurl would add "Expect: 100-continue" to large uploads (a round trip
   // of latency, up to 1 s against servers that ignore it) and a form
   // Content-Type to every POST: an empty "Name:" line removes its default.
-  const bool drop_expect = !HasHeader(request.headers, extra, "Expect");
+  // Both are added to a body only: a hop without one needs neither line.
+  const bool drop_expect = uses_body && !HasHeader(request.headers, extra, "Expect");
   const bool drop_content_type = uses_body && !HasHeader(request.headers, extra, "Content-Type");
 
   // Written with plain copies at a cursor: no append's checks per piece.
@@ -262,11 +264,11 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   // Every per-request option is set for every call (or is at the value this
   // call needs already, `PooledHandle::last`), so nothing leaks from the
   // previous user of the pooled handle.
-  ReserveScratch(h, SizeHeaderList(request, options.extra_headers), hop.url->size() + 1);
-  SetUrl(h, *hop.url);
   const bool is_head = hop.method == "HEAD";
   const bool is_post = hop.method == "POST";
   const bool uses_body = !is_head && (is_post || !hop.body->empty());
+  ReserveScratch(h, SizeHeaderList(request, options.extra_headers, uses_body), hop.url->size() + 1);
+  SetUrl(h, *hop.url);
   const int body_mode = is_head ? 0 : !uses_body ? 1 : 2;
   if (body_mode == 0) {
     if (!known || last.body_mode != 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
