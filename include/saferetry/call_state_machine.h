@@ -245,7 +245,7 @@ class CallStateMachine {
   CallAction StartHedge(TimePoint now);
   /// Ids of the attempts in flight.
   int in_flight_count() const { return in_flight_count_; }
-  std::uint32_t in_flight(int i) const { return in_flight_[static_cast<std::size_t>(i)].id; }
+  std::uint32_t in_flight(int i) const { return Slot(i).id; }
   /// The most attempts in flight at once.
   static constexpr int kMaxInFlight = 4;
   CallAction OnWaitOver(TimePoint now);
@@ -359,38 +359,59 @@ class CallStateMachine {
   // Reports a finished send to `breaker` (if any): a host failure or not.
   void ReportToBreaker(CircuitBreaker* breaker, const CircuitBreaker::Permit& permit,
                        AttemptClass cls, const absl::Status& transport_status, TimePoint now);
-  std::array<InFlight, kMaxInFlight> in_flight_{};
+  // The first send in flight; hedges beside it are in `Later::hedges`.
+  InFlight in_flight0_{};
   int in_flight_count_ = 0;
   std::uint32_t next_id_ = 0;
   bool finished_ = false;
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
-  // A final answer that was not definite (or a 410 for a used key) came
-  // after that doubt: only status queries may settle it, never a resend.
-  bool no_resend_ = false;
-  StopReason unsettled_reason_ = StopReason::kAnswerNotDefinite;
-  // A final answer that came while other copies were in flight, with no
-  // doubt before it: it stands if they come back without doubt.
-  std::optional<StopReason> held_final_;
-  // The end of the pending wait: a send after it forgives a late wake-up.
-  std::optional<TimePoint> wake_due_;
   Next pending_ = Next::kAttempt;
-  bool pending_poll_ = false;   // the pending send is a poll
-  bool pending_fence_ = false;  // the pending status query carries the fence
-  bool fence_sent_ = false;
-  bool seen_in_progress_ = false;
+
+  // What a call needs only once it waits, polls, hedges or meets a final
+  // answer it cannot trust, allocated then (`MutableLater`): a call whose
+  // first answer settles it neither allocates nor carries it (about 180
+  // bytes of every call in flight). `later()` reads the defaults while
+  // there is none.
+  struct Later {
+    // Sends in flight beside `in_flight0_` (hedges): `Slot(1..)`.
+    std::array<InFlight, kMaxInFlight - 1> hedges{};
+    // A final answer that came while other copies were in flight, with no
+    // doubt before it: it stands if they come back without doubt.
+    std::optional<StopReason> held_final;
+    // The end of the pending wait: a send after it forgives a late wake-up.
+    std::optional<TimePoint> wake_due;
+    Duration previous_delay{0};
+    Duration previous_poll_delay{0};
+    // The charge of the pending wait, refunded if the send never happens:
+    // pending while `pending_charge_budget` (the budget charged) is set.
+    BudgetReceipt pending_charge;
+    RetryBudget* pending_charge_budget = nullptr;
+    BudgetReceipt last_retry_receipt;
+    // The permit of the status query in flight (allowed = false: none).
+    CircuitBreaker::Permit query_permit;
+    int polls = 0;  // status queries + resends answered 409
+    int retry_waits = 0;
+    int poll_waits = 0;
+    StopReason unsettled_reason = StopReason::kAnswerNotDefinite;
+    // A final answer that was not definite (or a 410 for a used key) came
+    // after that doubt: only status queries may settle it, never a resend.
+    bool no_resend = false;
+    bool pending_poll = false;   // the pending send is a poll
+    bool pending_fence = false;  // the pending status query carries the fence
+    bool fence_sent = false;
+    bool seen_in_progress = false;
+  };
+  static const Later kNoLater;
+  const Later& later() const { return later_ != nullptr ? *later_ : kNoLater; }
+  Later& MutableLater();
+  InFlight& Slot(int i) {
+    return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
+  }
+  const InFlight& Slot(int i) const {
+    return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
+  }
+  std::unique_ptr<Later> later_;
   int attempts_counted_ = 0;  // sends that count against max_attempts
-  int polls_ = 0;             // status queries + resends answered 409
-  int retry_waits_ = 0;
-  int poll_waits_ = 0;
-  Duration previous_delay_{0};
-  Duration previous_poll_delay_{0};
-  // The charge of the pending wait, refunded if the send never happens:
-  // pending while `pending_charge_budget_` (the budget charged) is set.
-  BudgetReceipt pending_charge_;
-  RetryBudget* pending_charge_budget_ = nullptr;
-  BudgetReceipt last_retry_receipt_;
-  // The permit of the status query in flight (allowed = false: none).
-  CircuitBreaker::Permit query_permit_;
 };
 
 }  // namespace saferetry

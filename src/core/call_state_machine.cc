@@ -75,6 +75,13 @@ CallStateMachine::CallStateMachine(CallPolicy* policy, RetryBudget* budget,
 
 CallStateMachine::~CallStateMachine() = default;
 
+const CallStateMachine::Later CallStateMachine::kNoLater{};
+
+CallStateMachine::Later& CallStateMachine::MutableLater() {
+  if (later_ == nullptr) later_ = std::make_unique<Later>();
+  return *later_;
+}
+
 CallResult& CallStateMachine::NewResult() const {
   own_result_ = std::make_unique<CallResult>();
   result_ = own_result_.get();
@@ -134,10 +141,10 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   // up late took some of it, and that lateness (up to half of a useful
   // attempt) is forgiven, so the wait still leads to its send.
   Duration needed = policy_->deadline_options->min_useful_attempt;
-  if (wake_due_.has_value()) {
-    const Duration late = now - *wake_due_;
+  if (later_ != nullptr && later_->wake_due.has_value()) {
+    const Duration late = now - *later_->wake_due;
     if (late > Duration::zero()) needed -= std::min(late, needed / 2);
-    wake_due_.reset();
+    later_->wake_due.reset();
   }
   if (!policy_->deadline.is_infinite() && timeout < needed) {
     RefundPendingCharge(now);
@@ -154,24 +161,26 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
       return FinishFailure(StopReason::kCircuitOpen, now);
     }
   }
-  pending_charge_budget_ = nullptr;  // the send happens: the charge stands
+  if (later_ != nullptr) later_->pending_charge_budget = nullptr;  // the send happens: it stands
   CallAction action;
   action.attempt_id = ++next_id_;
   if (pending_ == Next::kAttempt) {
     action.kind = CallAction::Kind::kSendAttempt;
     action.number = ++attempts_;
     ++attempts_counted_;
-    if (pending_poll_) ++polls_;  // provisionally a poll; settled by the answer
-    in_flight_[0] = InFlight{action.attempt_id, action.number, pending_poll_, permit};
+    const bool poll = later().pending_poll;
+    if (poll) ++later_->polls;  // provisionally a poll; settled by the answer
+    in_flight0_ = InFlight{action.attempt_id, action.number, poll, permit};
     in_flight_count_ = 1;
   } else {
+    Later& later = MutableLater();  // a resolve's first query comes before any wait
     action.kind = CallAction::Kind::kSendStatusQuery;
     action.number = ++status_queries_;
     in_flight_count_ = 0;
-    query_permit_ = permit;
-    action.fence = pending_fence_;
-    if (pending_fence_) fence_sent_ = true;
-    ++polls_;
+    later.query_permit = permit;
+    action.fence = later.pending_fence;
+    if (later.pending_fence) later.fence_sent = true;
+    ++later.polls;
   }
   action.timeout = timeout;
   action.remaining = policy_->deadline.Remaining(now);
@@ -212,7 +221,8 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
       return none;
     }
   }
-  last_retry_receipt_ = decision.receipt;
+  Later& later = MutableLater();
+  later.last_retry_receipt = decision.receipt;
   CallAction action;
   action.kind = CallAction::Kind::kSendAttempt;
   action.attempt_id = ++next_id_;
@@ -220,14 +230,13 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   ++attempts_counted_;
   action.timeout = timeout;
   action.remaining = policy_->deadline.Remaining(now);
-  in_flight_[static_cast<std::size_t>(in_flight_count_++)] =
-      InFlight{action.attempt_id, action.number, false, permit};
+  Slot(in_flight_count_++) = InFlight{action.attempt_id, action.number, false, permit};
   return action;
 }
 
 CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
                                            std::optional<Response> response, TimePoint now) {
-  return OnAttemptDone(in_flight_count_ > 0 ? in_flight_[0].id : 0, std::move(evidence),
+  return OnAttemptDone(in_flight_count_ > 0 ? in_flight0_.id : 0, std::move(evidence),
                        std::move(response), now);
 }
 
@@ -250,12 +259,11 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   // The stored evidence: nothing else is recorded until the next answer.
   AttemptEvidence& evidence = out().evidence.back();
   // Which attempt this was; it is no longer in flight.
-  InFlight done{attempt_id, attempts_, pending_poll_, CircuitBreaker::Permit{}};
+  InFlight done{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
   for (int i = 0; i < in_flight_count_; ++i) {
-    if (in_flight_[static_cast<std::size_t>(i)].id == attempt_id) {
-      done = in_flight_[static_cast<std::size_t>(i)];
-      in_flight_[static_cast<std::size_t>(i)] =
-          in_flight_[static_cast<std::size_t>(in_flight_count_ - 1)];
+    if (Slot(i).id == attempt_id) {
+      done = Slot(i);
+      Slot(i) = Slot(in_flight_count_ - 1);
       --in_flight_count_;
       break;
     }
@@ -278,11 +286,11 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
-  if (was_poll) {
+  if (was_poll) {  // a poll was scheduled: `later_` exists
     if (c.cls == AttemptClass::kInProgress) {
       --attempts_counted_;
     } else {
-      --polls_;
+      --later_->polls;
     }
   }
 
@@ -309,7 +317,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
-      budget_->OnSuccess(last_retry_receipt_, now);
+      budget_->OnSuccess(later().last_retry_receipt, now);
       if (maybe_effect_) out().resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
@@ -332,9 +340,10 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
       // Not definite: the earlier doubt stands. Only status queries may
       // settle it from now on; a resend would get the same answer (or, after
       // `expired`, could execute the key a second time).
-      no_resend_ = true;
-      if (!maybe_effect_) held_final_ = reason;  // only the copies in flight left doubt
-      if (expired) unsettled_reason_ = StopReason::kKeyExpired;
+      Later& later = MutableLater();
+      later.no_resend = true;
+      if (!maybe_effect_) later.held_final = reason;  // only the copies in flight left doubt
+      if (expired) later.unsettled_reason = StopReason::kKeyExpired;
       if (in_flight_count_ > 0 && !Cancelled()) {
         CallAction none;
         none.kind = CallAction::Kind::kNone;
@@ -344,7 +353,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
       if (policy_->traits.keyed && policy_->has_status_query) {
         return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
-      return FinishFailure(unsettled_reason_, now);
+      return FinishFailure(later.unsettled_reason, now);
     }
     default:
       break;
@@ -371,12 +380,12 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
       if (policy_->traits.keyed && policy_->has_status_query) {
         return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
-      if (policy_->traits.keyed && (policy_->server_deduplicates || seen_in_progress_)) {
+      if (policy_->traits.keyed && (policy_->server_deduplicates || later().seen_in_progress)) {
         return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
       }
       return FinishFailure(StopReason::kAmbiguousUnresolved, now);
     case AttemptClass::kInProgress:
-      seen_in_progress_ = true;
+      MutableLater().seen_in_progress = true;
       return ScheduleNext(policy_->has_status_query ? Next::kStatusQuery : Next::kAttempt, true,
                           c.cls, hints, now);
     default:
@@ -426,7 +435,7 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
       evidence.reason = "status query: the key's record expired, the effect may exist";
       break;
   }
-  if (query_permit_.allowed) {
+  if (later().query_permit.allowed) {
     // The host's health from the query's own exchange: an HTTP answer is
     // classified as a GET's would be (5xx, 408, 429: failure; any other
     // answer: the host is up); without one, a transport failure or "no
@@ -440,8 +449,8 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
     } else if (answer == StatusAnswer::kStillUnknown) {
       health = AttemptClass::kAmbiguous;
     }
-    ReportToBreaker(QueryBreaker(), query_permit_, health, evidence.transport_status, now);
-    query_permit_ = CircuitBreaker::Permit{};
+    ReportToBreaker(QueryBreaker(), later_->query_permit, health, evidence.transport_status, now);
+    later_->query_permit = CircuitBreaker::Permit{};
   }
   // The stored evidence's: nothing is recorded after it until the next answer.
   CompleteEvidence(evidence, now);
@@ -449,7 +458,7 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
 
   switch (answer) {
     case StatusAnswer::kFound:
-      budget_->OnSuccess(last_retry_receipt_, now);
+      budget_->OnSuccess(later().last_retry_receipt, now);
       maybe_effect_ = false;
       out().resolved_by_status_query = true;
       out().resolved_by = ResolvedBy::kStatusQuery;
@@ -470,23 +479,24 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
       // through the ordinary checks. With no attempt left, or after a final
       // answer that a resend would only repeat, the original could still
       // arrive: fence the key if allowed, else the outcome stays unknown.
-      if (no_resend_ || attempts_counted_ >= policy_->max_attempts) {
-        if (policy_->fence_when_giving_up && !fence_sent_ && policy_->has_status_query) {
-          pending_fence_ = true;
+      if (later().no_resend || attempts_counted_ >= policy_->max_attempts) {
+        if (policy_->fence_when_giving_up && !later().fence_sent && policy_->has_status_query) {
+          MutableLater().pending_fence = true;
           return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kAmbiguous, hints, now);
         }
-        return FinishFailure(no_resend_ ? unsettled_reason_ : StopReason::kNotFoundNoAttemptsLeft,
-                             now);
+        return FinishFailure(
+            later().no_resend ? later().unsettled_reason : StopReason::kNotFoundNoAttemptsLeft,
+            now);
       }
       return ScheduleNext(Next::kAttempt, false, AttemptClass::kRetryableNotDelivered, hints, now);
     case StatusAnswer::kExpired:
       // The server reaped the key's record: it cannot say whether the effect
       // happened, and it will not execute the key again. Never a resend.
-      no_resend_ = true;
-      unsettled_reason_ = StopReason::kKeyExpired;
+      MutableLater().no_resend = true;
+      later_->unsettled_reason = StopReason::kKeyExpired;
       return FinishFailure(StopReason::kKeyExpired, now);
     case StatusAnswer::kProcessing:
-      seen_in_progress_ = true;
+      MutableLater().seen_in_progress = true;
       return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kInProgress, hints, now);
     case StatusAnswer::kStillUnknown:
       return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kAmbiguous, hints, now);
@@ -499,13 +509,13 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
   // 0. After a final answer that was not definite only status queries may
   //    follow: a resend would repeat that answer, or execute an expired key.
-  if (next == Next::kAttempt && no_resend_) {
+  if (next == Next::kAttempt && later().no_resend) {
     // A final answer came while copies were in flight, and they came back
     // without doubt: that answer stands.
-    if (held_final_.has_value() && !maybe_effect_)
-      return Finish(Outcome::kFailed, *held_final_, now);
+    if (later().held_final.has_value() && !maybe_effect_)
+      return Finish(Outcome::kFailed, *later().held_final, now);
     if (!policy_->traits.keyed || !policy_->has_status_query) {
-      return FinishFailure(unsettled_reason_, now);
+      return FinishFailure(later().unsettled_reason, now);
     }
     next = Next::kStatusQuery;
     poll = true;
@@ -516,7 +526,7 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
     if (policy_->max_status_queries <= 0) {
       policy_->max_status_queries = DefaultMaxStatusQueries(total_, *policy_->poll_backoff);
     }
-    if (polls_ >= policy_->max_status_queries) {
+    if (later().polls >= policy_->max_status_queries) {
       return FinishFailure(StopReason::kStatusQueriesExhausted, now);
     }
   } else if (attempts_counted_ >= policy_->max_attempts) {
@@ -529,16 +539,19 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   //    to the retry. A hint longer than the configured maximum stops the
   //    call: coming back sooner would disregard the server's "not before".
   if (hints.retry_after_above_max) return FinishFailure(StopReason::kRetryAfterTooLong, now);
+  // From here the call may wait: what a wait needs is kept apart.
+  Later& later = MutableLater();
   Duration delay;
   if (poll) {
-    delay = ComputeBackoff(*policy_->poll_backoff, ++poll_waits_, previous_poll_delay_,
+    delay = ComputeBackoff(*policy_->poll_backoff, ++later.poll_waits, later.previous_poll_delay,
                            random_->Uniform());
-    previous_poll_delay_ = delay;
+    later.previous_poll_delay = delay;
   } else {
-    ++retry_waits_;
+    ++later.retry_waits;
     const double u = random_->Uniform();
-    delay = std::max(Duration::zero(), policy_->backoff->Delay(retry_waits_, previous_delay_, u));
-    previous_delay_ = delay;
+    delay = std::max(Duration::zero(),
+                     policy_->backoff->Delay(later.retry_waits, later.previous_delay, u));
+    later.previous_delay = delay;
   }
   const bool from_hint = hints.retry_after.has_value();
   const Duration hint = hints.retry_after.value_or(Duration::zero());
@@ -576,16 +589,16 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
       out().budget_refusal = decision.refusal.empty() ? "refused" : std::string(decision.refusal);
       return FinishFailure(StopReason::kBudgetExhausted, now);
     }
-    if (charged == budget_) last_retry_receipt_ = decision.receipt;
-    pending_charge_ = decision.receipt;
-    pending_charge_budget_ = charged;
+    if (charged == budget_) later.last_retry_receipt = decision.receipt;
+    later.pending_charge = decision.receipt;
+    later.pending_charge_budget = charged;
   }
   out().evidence.back().budget_balance = budget_->Balance(now);
 
   pending_ = next;
-  pending_poll_ = poll && next == Next::kAttempt;
-  if (next == Next::kAttempt) pending_fence_ = false;
-  wake_due_ = now + delay;
+  later.pending_poll = poll && next == Next::kAttempt;
+  if (next == Next::kAttempt) later.pending_fence = false;
+  later.wake_due = now + delay;
   AttemptEvidence& last = out().evidence.back();
   last.delay_after = delay;
   last.delay_from_server_hint = from_hint;
@@ -599,8 +612,8 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
 CallAction CallStateMachine::OnWaitOver(TimePoint now) { return SendNow(now); }
 
 void CallStateMachine::RefundPendingCharge(TimePoint now) {
-  if (pending_charge_budget_ == nullptr) return;
-  std::exchange(pending_charge_budget_, nullptr)->Refund(pending_charge_, now);
+  if (later_ == nullptr || later_->pending_charge_budget == nullptr) return;
+  std::exchange(later_->pending_charge_budget, nullptr)->Refund(later_->pending_charge, now);
 }
 
 CallAction CallStateMachine::OnCancelled(TimePoint now) {
@@ -636,15 +649,17 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   // Sends still in flight (losing hedges, a send cut short by a
   // cancellation) will not be reported: free their half-open probe slots.
   for (int i = 0; i < in_flight_count_; ++i) {
-    const InFlight& f = in_flight_[static_cast<std::size_t>(i)];
+    const InFlight& f = Slot(i);
     if (f.permit_allowed && policy_->circuit_breaker != nullptr) {
       policy_->circuit_breaker->OnAbandoned(f.permit(), now);
     }
   }
-  if (query_permit_.allowed && QueryBreaker() != nullptr) {
-    QueryBreaker()->OnAbandoned(query_permit_, now);
+  if (later_ != nullptr) {
+    if (later_->query_permit.allowed && QueryBreaker() != nullptr) {
+      QueryBreaker()->OnAbandoned(later_->query_permit, now);
+    }
+    later_->query_permit = CircuitBreaker::Permit{};
   }
-  query_permit_ = CircuitBreaker::Permit{};
   finished_ = true;
   CallResult& r = Synced();
   r.outcome = outcome;
