@@ -235,14 +235,16 @@ void CallSession::StampTrace(const AttemptSpanStart& start, std::size_t slot,
 }
 
 std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
-  for (std::size_t i = 0; i < kQuerySlot; ++i) {
-    if (traces_[i].attempt_id == attempt_id) return i;
+  if (first_trace_.attempt_id == attempt_id) return 0;
+  if (rare_ == nullptr) return attempt_id == 0 ? 1 : kTraceSlots;  // the hedges' are all free
+  for (std::size_t i = 1; i < kQuerySlot; ++i) {
+    if (rare_->hedge_traces[i - 1].attempt_id == attempt_id) return i;
   }
   return kTraceSlots;
 }
 
 void CallSession::RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
-  ev.resend_count = traces_[slot].resend_count;
+  ev.resend_count = ResendCount(slot);
   ev.redirects = redirects;
   const std::optional<TraceParent>& sent = active_ != nullptr ? active_->sent[slot] : caller_trace_;
   if (sent.has_value()) {
@@ -260,14 +262,15 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
   if (slot == kTraceSlots) slot = 0;
-  traces_[slot].attempt_id = action.attempt_id;
-  traces_[slot].resend_count = request_sends_++;
+  SentTrace& trace = TraceAt(slot);
+  trace.attempt_id = action.attempt_id;
+  trace.resend_count = request_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
-    start.resend_count = traces_[slot].resend_count;
+    start.resend_count = trace.resend_count;
     start.method = request_->method;
     start.url = request_->url;
     StampTrace(start, slot, headers);
@@ -305,7 +308,7 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   FillEvidence(tr, t0, t1, clock, call_.retry->options(), ev);
   if (const std::size_t slot = TraceSlot(attempt_id); slot != kTraceSlots && attempt_id != 0) {
     RecordTrace(slot, tr.redirects, ev);
-    traces_[slot].attempt_id = 0;
+    TraceAt(slot).attempt_id = 0;
   }
   request_sends_ += tr.redirects;
   CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
@@ -344,14 +347,14 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   std::optional<Request>& query_request = rare().query_request;
   if (!query_request.has_value()) query_request = StatusQueryRequest(call_, *request_);
   StampStatusQueryHeaders(call_, action, headers);
-  traces_[kQuerySlot].resend_count = query_sends_++;
+  query_resend_count_ = query_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.is_status_query = true;
-    start.resend_count = traces_[kQuerySlot].resend_count;
+    start.resend_count = query_resend_count_;
     start.method = query_request->method;
     start.url = query_request->url;
     StampTrace(start, kQuerySlot, headers);

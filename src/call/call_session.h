@@ -162,6 +162,16 @@ class CallSession {
   // traceparent sent in slot `slot`.
   void StampTrace(const AttemptSpanStart& start, std::size_t slot, SendHeaders& headers);
   std::size_t TraceSlot(std::uint32_t attempt_id) const;  // kTraceSlots: none
+  // Slot `slot` (< kQuerySlot) of an attempt: the first inline, a hedge's in
+  // `Rare` (allocated when a hedge is first sent).
+  SentTrace& TraceAt(std::size_t slot) {
+    return slot == 0 ? first_trace_ : rare().hedge_traces[slot - 1];
+  }
+  int ResendCount(std::size_t slot) const {
+    return slot == kQuerySlot ? query_resend_count_
+           : slot == 0        ? first_trace_.resend_count
+                              : rare_->hedge_traces[slot - 1].resend_count;
+  }
   // Writes slot `slot`'s trace context into `ev`.
   void RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const;
 
@@ -179,6 +189,8 @@ class CallSession {
     // A resolve: the request rebuilt from the journal, the template asked.
     std::optional<Request> resolve_request;
     StatusQuery resolve_query;
+    // The trace slots of hedges (1 .. kQuerySlot - 1).
+    std::array<SentTrace, kQuerySlot - 1> hedge_traces{};
   };
   Rare& rare();
   std::unique_ptr<Rare> rare_;
@@ -206,7 +218,8 @@ class CallSession {
   bool start_unused_ = false;
   int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
-  std::array<SentTrace, kTraceSlots> traces_{};
+  int query_resend_count_ = 0;  // of the status query in flight (kQuerySlot)
+  SentTrace first_trace_;       // slot 0; hedges' in `Rare`
 };
 
 }  // namespace internal
