@@ -259,14 +259,15 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   // The stored evidence: nothing else is recorded until the next answer.
   AttemptEvidence& evidence = out().evidence.back();
   // Which attempt this was; it is no longer in flight.
-  InFlight done{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
-  for (int i = 0; i < in_flight_count_; ++i) {
-    if (Slot(i).id == attempt_id) {
-      done = Slot(i);
-      Slot(i) = Slot(in_flight_count_ - 1);
-      --in_flight_count_;
-      break;
-    }
+  InFlight done;
+  int i = 0;
+  while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
+  if (i < in_flight_count_) {
+    done = Slot(i);
+    Slot(i) = Slot(in_flight_count_ - 1);
+    --in_flight_count_;
+  } else {
+    done = InFlight{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
   }
   const bool was_poll = done.poll;
   evidence.number = done.number;
