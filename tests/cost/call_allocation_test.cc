@@ -18,8 +18,12 @@
 #include "canned_call.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "saferetry/call_state_machine.h"
 #include "saferetry/circuit_breaker.h"
+#include "saferetry/classifier.h"
 #include "saferetry/client.h"
+#include "saferetry/random.h"
+#include "saferetry/retry_budget.h"
 #include "saferetry/testing/fake_clock.h"
 
 namespace saferetry {
@@ -136,6 +140,56 @@ TEST(CallClockReadsTest, ASuccessfulCallReadsTheClockTwice) {
   CallResult r = client->Execute(kGet, with_listener);
   EXPECT_EQ(r.outcome, Outcome::kSucceeded);
   EXPECT_EQ(clock->reads() - before, 3);
+}
+
+// The machine keeps what only a call that waits needs (the wait's end and
+// charge, receipts, counters, hedge slots) in a block it allocates at the
+// first wait: a call settled by its first answer allocates nothing, one that
+// retries allocates that block once, however often it retries. The result's
+// evidence has room reserved, so the block is all that is counted.
+TEST(MachineAllocationTest, OnlyACallThatWaitsAllocatesItsWaitBlockOnce) {
+  std::shared_ptr<RetryBudget> budget = MakeUnlimitedBudget();
+  DefaultClassifier classifier;
+  std::shared_ptr<Random> random = DefaultRandom();
+  const TimePoint t0 = TimePoint(std::chrono::seconds(100));
+  auto answered = [](int status) {
+    AttemptEvidence ev;
+    ev.delivery = Delivery::kResponseReceived;
+    ev.http_status = status;
+    return ev;
+  };
+  // `statuses`: the answers, in order; every one but the last is a 503.
+  auto allocations_of = [&](const std::vector<int>& statuses) {
+    CallPolicy policy;
+    policy.max_attempts = 5;
+    policy.traits.idempotent = true;
+    policy.traits.safe = true;
+    policy.deadline = Deadline::After(t0, std::chrono::seconds(30));
+    CallResult result;
+    result.evidence.reserve(statuses.size());
+    CallStateMachine machine(&policy, budget.get(), &classifier, random.get());
+    machine.BuildResultIn(&result);
+    TimePoint now = t0;
+    const long long before = Allocations();
+    CallAction action = machine.Start(now);
+    for (int status : statuses) {
+      EXPECT_EQ(action.kind, CallAction::Kind::kSendAttempt);
+      machine.NewEvidence() = answered(status);
+      action = machine.OnAttemptDoneInPlace(action.attempt_id, std::nullopt, now);
+      if (action.kind == CallAction::Kind::kWait) {
+        now += action.delay;
+        action = machine.OnWaitOver(now);
+      }
+    }
+    const long long after = Allocations();
+    EXPECT_EQ(action.kind, CallAction::Kind::kFinish);
+    EXPECT_EQ(result.outcome, Outcome::kSucceeded);
+    EXPECT_EQ(result.attempts, static_cast<int>(statuses.size()));
+    return after - before;
+  };
+  EXPECT_EQ(allocations_of({200}), 0);
+  EXPECT_EQ(allocations_of({503, 200}), 1);
+  EXPECT_EQ(allocations_of({503, 503, 503, 200}), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Clients, CallAllocationTest,
