@@ -16,6 +16,8 @@
 #ifndef SAFERETRY_TESTS_COST_CANNED_CALL_H_
 #define SAFERETRY_TESTS_COST_CANNED_CALL_H_
 
+#include <malloc.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -31,9 +33,13 @@ namespace saferetry {
 namespace cost {
 
 inline std::atomic<long long> g_allocations{0};
+inline std::atomic<long long> g_live_bytes{0};
 
 /// Allocations through operator new so far, in this process.
 inline long long Allocations() { return g_allocations.load(std::memory_order_relaxed); }
+/// Bytes of the blocks operator new handed out and operator delete has not
+/// taken back, as malloc sized them (`malloc_usable_size`).
+inline long long LiveBytes() { return g_live_bytes.load(std::memory_order_relaxed); }
 
 /// Answers 200 with a response built once. `Send` moves out a spare copy when
 /// the caller has returned one through `Recycle`, and copies the canned
@@ -114,11 +120,20 @@ class CountingClock final : public Clock {
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   saferetry::cost::g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  if (void* p = std::malloc(n == 0 ? 1 : n)) {
+    saferetry::cost::g_live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)),
+                                            std::memory_order_relaxed);
+    return p;
+  }
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  if (p == nullptr) return;
+  saferetry::cost::g_live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)),
+                                          std::memory_order_relaxed);
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 #pragma GCC diagnostic pop
 
 #endif  // SAFERETRY_TESTS_COST_CANNED_CALL_H_
