@@ -295,7 +295,7 @@ class CallStateMachine {
   void BuildResultIn(CallResult* out) { result_ = out; }
 
  private:
-  enum class Next { kAttempt, kStatusQuery };
+  enum class Next : std::uint8_t { kAttempt, kStatusQuery };
   CallAction Finish(Outcome outcome, StopReason reason, TimePoint now);
   CallAction FinishFailure(StopReason reason, TimePoint now);
   // `poll`: the next send is a poll (a status query, or a resend while the
@@ -366,6 +366,7 @@ class CallStateMachine {
   bool finished_ = false;
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
   Next pending_ = Next::kAttempt;
+  int attempts_counted_ = 0;  // sends that count against max_attempts
 
   // What a call needs only once it waits, polls, hedges or meets a final
   // answer it cannot trust, allocated then (`MutableLater`): a call whose
@@ -411,7 +412,6 @@ class CallStateMachine {
     return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
   }
   std::unique_ptr<Later> later_;
-  int attempts_counted_ = 0;  // sends that count against max_attempts
 };
 
 }  // namespace saferetry

@@ -347,14 +347,14 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   std::optional<Request>& query_request = rare().query_request;
   if (!query_request.has_value()) query_request = StatusQueryRequest(call_, *request_);
   StampStatusQueryHeaders(call_, action, headers);
-  query_resend_count_ = query_sends_++;
+  const int resend_count = query_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.is_status_query = true;
-    start.resend_count = query_resend_count_;
+    start.resend_count = resend_count;
     start.method = query_request->method;
     start.url = query_request->url;
     StampTrace(start, kQuerySlot, headers);

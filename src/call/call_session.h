@@ -167,8 +167,10 @@ class CallSession {
   SentTrace& TraceAt(std::size_t slot) {
     return slot == 0 ? first_trace_ : rare().hedge_traces[slot - 1];
   }
+  // The status query's (kQuerySlot) is the count before its send, read
+  // while its own redirects are not counted yet (`AfterStatusQuery`).
   int ResendCount(std::size_t slot) const {
-    return slot == kQuerySlot ? query_resend_count_
+    return slot == kQuerySlot ? query_sends_ - 1
            : slot == 0        ? first_trace_.resend_count
                               : rare_->hedge_traces[slot - 1].resend_count;
   }
@@ -218,8 +220,7 @@ class CallSession {
   bool start_unused_ = false;
   int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
-  int query_resend_count_ = 0;  // of the status query in flight (kQuerySlot)
-  SentTrace first_trace_;       // slot 0; hedges' in `Rare`
+  SentTrace first_trace_;  // slot 0; hedges' in `Rare`
 };
 
 }  // namespace internal
