@@ -83,12 +83,13 @@ struct CurlTransportOptions {
   /// attempt's status. Off (the default): the status says what libcurl
   /// reports after the transfer instead ("curl: Couldn't connect to server
   /// (to https://api.example:443, Connection refused (errno 111), after 3
-  /// ms)": the peer's address once connected, else the URL's origin, the
-  /// operating system's error, a TLS verification result, the time spent), which names the same
-  /// cause for connection, name and time-out failures but not a TLS library's own text. On, every
-  /// pooled handle keeps libcurl's 256-byte error buffer for its life: a
-  /// quarter of what a call in flight costs (docs/adr/0027-failure-detail-
-  /// without-the-error-buffer.md). Classification never reads either text.
+  /// ms)"): the peer's address once connected, else the URL's origin, the
+  /// operating system's error, a TLS verification result, the time spent.
+  /// That names the same cause for connection, name and time-out failures,
+  /// but not a TLS library's own text. On, every pooled handle keeps
+  /// libcurl's 256-byte error buffer for its life, a fifth of what a call
+  /// in flight costs (docs/adr/0027-failure-detail-without-the-error-buffer.md).
+  /// Classification never reads either text.
   bool libcurl_error_text = false;
 };
 
