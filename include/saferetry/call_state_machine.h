@@ -154,6 +154,23 @@ struct CallPolicy {
   CircuitBreaker* status_query_circuit_breaker = nullptr;
 };
 
+/// What a call's decisions consult besides its policy, the same for every
+/// call of a client: a driver builds it once and each machine points at it
+/// (`CallStateMachine(CallPolicy*, const CallServices*, ...)`), rather than
+/// holding the four pointers per call. The pointees must outlive the
+/// machines.
+struct CallServices {
+  /// Pays for retries and hedges (never null).
+  RetryBudget* budget = nullptr;
+  /// Classifies each attempt's evidence (never null).
+  const Classifier* classifier = nullptr;
+  /// Draws the backoff's jitter samples (never null).
+  Random* random = nullptr;
+  /// The status-query allowance; null: polls are limited by their cap and
+  /// the deadline only.
+  RetryBudget* query_budget = nullptr;
+};
+
 /// The default status-query allowance: 50 % of calls + 20 per second over a
 /// 10 s window (docs/adr/0006-status-query-allowance.md).
 RatioBudgetOptions DefaultStatusQueryAllowance();
@@ -200,21 +217,23 @@ struct CallAction {
 /// the budget it is given is. Movable, not copyable.
 class CallStateMachine {
  public:
-  /// Runs the call on a copy of `policy` (one allocation).
-  /// `budget`, `classifier` and `random` must outlive the machine;
-  /// `query_budget` (the status-query allowance) and `cancellation` may be
-  /// null (no allowance: polls are limited by their cap and the deadline).
+  /// Runs the call on a copy of `policy` (one allocation, which holds the
+  /// services too). `budget`, `classifier` and `random` must outlive the
+  /// machine; `query_budget` (the status-query allowance) and
+  /// `cancellation` may be null (no allowance: polls are limited by their
+  /// cap and the deadline).
   CallStateMachine(const CallPolicy& policy, RetryBudget* budget, const Classifier* classifier,
                    Random* random, const CancellationToken* cancellation = nullptr,
                    RetryBudget* query_budget = nullptr);
-  /// Runs the call on `*policy` itself, neither copied nor allocated: the
-  /// machine completes it in place (the time plan at `Start`, the derived
-  /// poll cap at the first poll) and reads it until it is destroyed, so it
-  /// must outlive the machine and not change meanwhile. What a driver uses:
-  /// the call's policy is built once, in storage the call owns.
-  CallStateMachine(CallPolicy* policy, RetryBudget* budget, const Classifier* classifier,
-                   Random* random, const CancellationToken* cancellation = nullptr,
-                   RetryBudget* query_budget = nullptr);
+  /// Runs the call on `*policy` itself with the client's `*services`,
+  /// neither copied nor allocated: the machine completes the policy in
+  /// place (the time plan at `Start`, the derived poll cap at the first
+  /// poll) and reads both until it is destroyed, so they must outlive the
+  /// machine and the policy must not change meanwhile. What a driver uses:
+  /// the call's policy is built once, in storage the call owns, and the
+  /// services once per client. `cancellation` may be null.
+  CallStateMachine(CallPolicy* policy, const CallServices* services,
+                   const CancellationToken* cancellation = nullptr);
   CallStateMachine(CallStateMachine&&) noexcept = default;
   CallStateMachine& operator=(CallStateMachine&&) noexcept = default;
   CallStateMachine(const CallStateMachine&) = delete;
@@ -311,13 +330,15 @@ class CallStateMachine {
   void CompleteEvidence(AttemptEvidence& evidence, TimePoint now);
   bool Cancelled() const;
 
-  CallPolicy* policy_;  // `owned_policy_`, or the caller's
-  std::unique_ptr<CallPolicy> owned_policy_;
-  RetryBudget* budget_;
-  const Classifier* classifier_;
-  Random* random_;
+  CallPolicy* policy_;            // `owned_->policy`, or the caller's
+  const CallServices* services_;  // `owned_->services`, or the caller's
   const CancellationToken* cancellation_;
-  RetryBudget* query_budget_;
+  // What the by-value constructor copied (one allocation).
+  struct Owned {
+    CallPolicy policy;
+    CallServices services;
+  };
+  std::unique_ptr<Owned> owned_;
 
   // The result being built: `BuildResultIn`'s, else allocated on first use
   // (`NewResult`). Inline: a call reads it a dozen times.

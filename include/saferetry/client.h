@@ -258,6 +258,9 @@ class Client {
   CallResult Run(internal::CallSession& session, const CancellationToken* cancellation,
                  TimePoint start);
   ClientOptions options_;
+  // The machines' view of `options_`'s budgets, classifier and random
+  // source: built once, pointed at by every call's machine.
+  CallServices services_;
   KeyFingerprints fingerprints_;
   std::shared_ptr<internal::UnsentRecords> unsent_;
 };

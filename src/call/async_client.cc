@@ -44,6 +44,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
  public:
   explicit Core(AsyncClientOptions options)
       : options_(std::move(options)),
+        services_(internal::MachineServices(options_.client)),
         loop_(options_.loop),
         transport_(options_.transport),
         fingerprints_(options_.client.fingerprint_capacity) {}
@@ -55,12 +56,12 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // By reference: the public overloads own the values and move them once:
   // the request into the call record, the options into the loop's queue.
   CallId Execute(Request&& request, CallOptions&& options, Callback&& done) {
-    auto call = std::make_unique<Call>(std::move(request), options_.client, options);
+    auto call = std::make_unique<Call>(std::move(request), options_.client, services_, options);
     return Accept(std::move(call), std::move(options), std::move(done));
   }
 
   CallId Resolve(std::string&& key, ResolveOptions&& options, Callback&& done) {
-    auto call = std::make_unique<Call>(Request(), options_.client, CallOptions());
+    auto call = std::make_unique<Call>(Request(), options_.client, services_, CallOptions());
     call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
                                                                              std::move(options));
     return Accept(std::move(call), CallOptions(), std::move(done));
@@ -127,11 +128,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // The session and the machine are built with the record (neither
   // constructor does more than keep its pointers) and begin on the loop.
   struct Call {
-    Call(Request&& r, const ClientOptions& client, const CallOptions& options)
+    Call(Request&& r, const ClientOptions& client, const CallServices& services,
+         const CallOptions& options)
         : request(std::move(r)),
           session(client, request, options),
-          machine(session.machine_policy(), client.budget.get(), client.classifier.get(),
-                  client.random.get(), &token, client.status_query_budget.get()) {}
+          machine(session.machine_policy(), &services, &token) {}
     CallId id = 0;
     Request request;
     // Of the caller's `CallOptions`, what a call reads once it has begun
@@ -424,6 +425,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   }
 
   const AsyncClientOptions options_;
+  // The machines' view of the client's budgets, classifier and random
+  // source: built once, pointed at by every call's machine.
+  const CallServices services_;
   const std::shared_ptr<EventLoop> loop_;
   const std::shared_ptr<AsyncTransport> transport_;
   std::atomic<std::size_t> in_flight_{0};

@@ -101,6 +101,13 @@ struct PreparedCall {
   }
 };
 
+/// The services a client's machines consult (`CallServices`), from its
+/// completed options: built once per client.
+inline CallServices MachineServices(const ClientOptions& client) {
+  return CallServices{client.budget.get(), client.classifier.get(), client.random.get(),
+                      client.status_query_budget.get()};
+}
+
 /// Validates `request` and `options`, chooses the key and checks it against
 /// `fingerprints`, and builds the policy (with the hosts' circuit breakers
 /// from `client.circuit_breakers`, if any) and the headers, into `call` (a

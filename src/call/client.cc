@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 
 Client::Client(ClientOptions options)
     : options_(std::move(options)),
+      services_(internal::MachineServices(options_)),
       fingerprints_(options_.fingerprint_capacity),
       unsent_(std::make_shared<internal::UnsentRecords>()) {}
 
@@ -70,9 +71,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
   Transport& transport = *options_.transport;
   // The machine builds the result in the object this returns: never moved.
   CallResult result;
-  CallStateMachine machine(session.machine_policy(), options_.budget.get(),
-                           options_.classifier.get(), options_.random.get(), cancellation,
-                           options_.status_query_budget.get());
+  CallStateMachine machine(session.machine_policy(), &services_, cancellation);
   machine.BuildResultIn(&result);
   CallAction action = machine.Start(start);
   while (action.kind != CallAction::Kind::kFinish) {

@@ -54,24 +54,17 @@ CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget
                                    const Classifier* classifier, Random* random,
                                    const CancellationToken* cancellation, RetryBudget* query_budget)
     : policy_(nullptr),
-      owned_policy_(std::make_unique<CallPolicy>(policy)),
-      budget_(budget),
-      classifier_(classifier),
-      random_(random),
+      services_(nullptr),
       cancellation_(cancellation),
-      query_budget_(query_budget) {
-  policy_ = owned_policy_.get();
+      owned_(std::make_unique<Owned>(
+          Owned{policy, CallServices{budget, classifier, random, query_budget}})) {
+  policy_ = &owned_->policy;
+  services_ = &owned_->services;
 }
 
-CallStateMachine::CallStateMachine(CallPolicy* policy, RetryBudget* budget,
-                                   const Classifier* classifier, Random* random,
-                                   const CancellationToken* cancellation, RetryBudget* query_budget)
-    : policy_(policy),
-      budget_(budget),
-      classifier_(classifier),
-      random_(random),
-      cancellation_(cancellation),
-      query_budget_(query_budget) {}
+CallStateMachine::CallStateMachine(CallPolicy* policy, const CallServices* services,
+                                   const CancellationToken* cancellation)
+    : policy_(policy), services_(services), cancellation_(cancellation) {}
 
 CallStateMachine::~CallStateMachine() = default;
 
@@ -106,8 +99,8 @@ CallAction CallStateMachine::Start(TimePoint now) {
   // never poll, and the derivation walks the pacing.
   total_ = policy_->deadline.Remaining(now);
   policy_->plan = MakeTimePlan(ChooseTimePlanKind(*policy_), total_, *policy_->deadline_options);
-  budget_->OnCallStart(now);
-  if (query_budget_ != nullptr) query_budget_->OnCallStart(now);
+  services_->budget->OnCallStart(now);
+  if (services_->query_budget != nullptr) services_->query_budget->OnCallStart(now);
   // A continued intent starts with its predecessor's doubt.
   maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect && !policy_->traits.safe;
   // A resolve asks before it does anything else.
@@ -191,7 +184,7 @@ void CallStateMachine::CompleteEvidence(AttemptEvidence& evidence, TimePoint now
   // The counts were written in by `NewEvidence`, and no send came since.
   out().last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_->deadline.Remaining(now);
-  evidence.budget_balance = budget_->Balance(now);
+  evidence.budget_balance = services_->budget->Balance(now);
 }
 
 CallAction CallStateMachine::StartHedge(TimePoint now) {
@@ -209,7 +202,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   // Every hedge is paid for by the shared budget, as a retry is.
   BudgetFailure hedge;
   hedge.use = BudgetUse::kHedge;
-  const BudgetDecision decision = budget_->OnFailure(hedge, now);
+  const BudgetDecision decision = services_->budget->OnFailure(hedge, now);
   if (!decision.allowed) return none;
   // A refused hedge is not sent and does not end the call: the attempt in
   // flight may still answer.
@@ -217,7 +210,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   if (policy_->circuit_breaker != nullptr) {
     permit = policy_->circuit_breaker->Allow(now);
     if (!permit.allowed) {
-      budget_->Refund(decision.receipt, now);
+      services_->budget->Refund(decision.receipt, now);
       return none;
     }
   }
@@ -272,7 +265,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   const bool was_poll = done.poll;
   evidence.number = done.number;
   evidence.is_status_query = false;
-  Classification c = classifier_->Classify(evidence, policy_->traits);
+  Classification c = services_->classifier->Classify(evidence, policy_->traits);
   // 1b. The response predicate, where the policy has one, may read the
   // answer and move a definite class towards a retry (never an ambiguous
   // one towards a retry, never a doubt away: ApplyResponsePredicate).
@@ -318,7 +311,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
-      budget_->OnSuccess(later().last_retry_receipt, now);
+      services_->budget->OnSuccess(later().last_retry_receipt, now);
       if (maybe_effect_) out().resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
@@ -446,7 +439,7 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
       RequestTraits get;
       get.safe = true;
       get.idempotent = true;
-      health = classifier_->Classify(evidence, get).cls;
+      health = services_->classifier->Classify(evidence, get).cls;
     } else if (answer == StatusAnswer::kStillUnknown) {
       health = AttemptClass::kAmbiguous;
     }
@@ -459,7 +452,7 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
 
   switch (answer) {
     case StatusAnswer::kFound:
-      budget_->OnSuccess(later().last_retry_receipt, now);
+      services_->budget->OnSuccess(later().last_retry_receipt, now);
       maybe_effect_ = false;
       out().resolved_by_status_query = true;
       out().resolved_by = ResolvedBy::kStatusQuery;
@@ -545,11 +538,11 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   Duration delay;
   if (poll) {
     delay = ComputeBackoff(*policy_->poll_backoff, ++later.poll_waits, later.previous_poll_delay,
-                           random_->Uniform());
+                           services_->random->Uniform());
     later.previous_poll_delay = delay;
   } else {
     ++later.retry_waits;
-    const double u = random_->Uniform();
+    const double u = services_->random->Uniform();
     delay = std::max(Duration::zero(),
                      policy_->backoff->Delay(later.retry_waits, later.previous_delay, u));
     later.previous_delay = delay;
@@ -576,8 +569,8 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   // 4. The budget, charged now that the send will happen (refunded if the
   //    call is cancelled during the wait). Polls draw from the status-query
   //    allowance, retries from the retry budget.
-  RetryBudget* charged = budget_;
-  if (poll) charged = query_budget_;
+  RetryBudget* charged = services_->budget;
+  if (poll) charged = services_->query_budget;
   if (charged != nullptr) {
     BudgetFailure failure;
     failure.cls = cls;
@@ -590,11 +583,11 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
       out().budget_refusal = decision.refusal.empty() ? "refused" : std::string(decision.refusal);
       return FinishFailure(StopReason::kBudgetExhausted, now);
     }
-    if (charged == budget_) later.last_retry_receipt = decision.receipt;
+    if (charged == services_->budget) later.last_retry_receipt = decision.receipt;
     later.pending_charge = decision.receipt;
     later.pending_charge_budget = charged;
   }
-  out().evidence.back().budget_balance = budget_->Balance(now);
+  out().evidence.back().budget_balance = services_->budget->Balance(now);
 
   pending_ = next;
   later.pending_poll = poll && next == Next::kAttempt;

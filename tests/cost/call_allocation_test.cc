@@ -167,7 +167,8 @@ TEST(MachineAllocationTest, OnlyACallThatWaitsAllocatesItsWaitBlockOnce) {
     policy.deadline = Deadline::After(t0, std::chrono::seconds(30));
     CallResult result;
     result.evidence.reserve(statuses.size());
-    CallStateMachine machine(&policy, budget.get(), &classifier, random.get());
+    const CallServices services{budget.get(), &classifier, random.get(), nullptr};
+    CallStateMachine machine(&policy, &services);
     machine.BuildResultIn(&result);
     TimePoint now = t0;
     const long long before = Allocations();

@@ -397,7 +397,8 @@ TEST_F(CallStateMachineTest, StatusQueryCapDefaultsFromTheDeadline) {
 TEST_F(CallStateMachineTest, APolicyGivenByPointerIsCompletedInPlace) {
   CallPolicy policy = KeyedPost(seconds(5));
   random_ = std::make_unique<ScriptedRandom>(std::vector<double>{0.5});
-  CallStateMachine m(&policy, &budget_, &classifier_, random_.get(), &token_, &allowance_);
+  const CallServices services{&budget_, &classifier_, random_.get(), &allowance_};
+  CallStateMachine m(&policy, &services, &token_);
   EXPECT_EQ(&m.policy(), &policy);
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(3490)));
   EXPECT_EQ(policy.plan.kind, TimePlanKind::kResolve);
