@@ -289,6 +289,8 @@ class CallStateMachine {
   CallAction OnCancelled(TimePoint now);
 
   bool finished() const { return finished_; }
+  /// The call's start: the time `Start` was given.
+  TimePoint start() const { return start_; }
   /// The policy as completed by `Start` (the time plan) and by the first
   /// poll (the derived poll cap).
   const CallPolicy& policy() const { return *policy_; }

@@ -266,7 +266,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Flight f;
     f.attempt_id = attempt_id;
     f.status_query = status_query;
-    f.start = call.session.SendStart();
+    f.start = call.session.SendStart(call.machine);
     const CallId id = call.id;
     // Validated when the call began: the transport need not check again.
     std::optional<internal::ValidatedSend> validated;

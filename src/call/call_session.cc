@@ -36,7 +36,6 @@ CallResult CallSession::EndEarly(CallResult result) const {
 
 std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
                                              const CallOptions& options, TimePoint start) {
-  start_ = start;
   start_unused_ = true;
   // Bad input never reaches the listener: nothing started.
   if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_);
@@ -147,8 +146,8 @@ void CallSession::KeepStatusUrl(std::string& url) {
 
 void CallSession::SetUpTrace(AttemptTracer* tracer,
                              const std::optional<TraceContext>& given_context) {
-  tracer_ = tracer != nullptr ? tracer : client_.tracer.get();
-  const bool active = tracer_ != nullptr || given_context.has_value();
+  AttemptTracer* const chosen = tracer != nullptr ? tracer : client_.tracer.get();
+  const bool active = chosen != nullptr || given_context.has_value();
   std::size_t parents = 0;
   std::size_t states = 0;
   std::string_view parent;
@@ -185,6 +184,7 @@ void CallSession::SetUpTrace(AttemptTracer* tracer,
   // tracestate (W3C Trace Context, "Processing model"): the tracer, if any,
   // is told there is no caller context.
   active_ = std::make_unique<ActiveTrace>();
+  active_->tracer = chosen;
   caller_trace_ = ParseTraceParent(given);
   if (caller_trace_.has_value()) {
     const absl::string_view trimmed = absl::StripAsciiWhitespace(AsAbsl(given));
@@ -213,8 +213,8 @@ void CallSession::StampTrace(const AttemptSpanStart& start, std::size_t slot,
   sent = caller_trace_;
   std::string_view parent_value = active_->traceparent;
   std::string_view state = active_->tracestate;
-  if (tracer_ != nullptr) {
-    std::optional<AttemptSpan> span = tracer_->OnAttemptStart(start);
+  if (AttemptTracer* const tracer = active_->tracer; tracer != nullptr) {
+    std::optional<AttemptSpan> span = tracer->OnAttemptStart(start);
     // A span that is not valid is ignored: the caller's context goes.
     if (span.has_value() && span->traceparent.version != 0xff &&
         IsValidTraceId(span->traceparent.trace_id) && IsValidSpanId(span->traceparent.parent_id)) {
@@ -290,13 +290,13 @@ CallSession::Rare& CallSession::rare() {
   return *rare_;
 }
 
-TimePoint CallSession::SendStart() {
+TimePoint CallSession::SendStart(const CallStateMachine& machine) {
   // Only in-memory work ran since `start_` was read unless the journal, a
   // listener or a tracer did (each may take time).
   const bool fresh =
-      start_unused_ && call_.journal == nullptr && listener_ == nullptr && tracer_ == nullptr;
+      start_unused_ && call_.journal == nullptr && listener_ == nullptr && tracer() == nullptr;
   start_unused_ = false;
-  return fresh ? start_ : client_.clock->Now();
+  return fresh ? machine.start() : client_.clock->Now();
 }
 
 CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id,
@@ -316,7 +316,9 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
     if (listener_ != nullptr) {
       listener_->OnAttemptEnd(machine.result().evidence.back());
     }
-    if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
+    if (AttemptTracer* const t = tracer(); t != nullptr) {
+      t->OnAttemptEnd(machine.result().evidence.back());
+    }
   }
   return next;
 }
@@ -378,7 +380,8 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
   if (listener_ != nullptr) {
     listener_->OnAttemptEnd(machine.result().evidence.back());
   }
-  if (tracer_ != nullptr) tracer_->OnAttemptEnd(machine.result().evidence.back());
+  if (AttemptTracer* const t = tracer(); t != nullptr)
+    t->OnAttemptEnd(machine.result().evidence.back());
   return next;
 }
 
@@ -389,7 +392,7 @@ void CallSession::OnWait(const CallAction& action) const {
 }
 
 void CallSession::FinishIn(CallResult& result) {
-  if (tracer_ != nullptr) tracer_->OnCallEnd();
+  if (AttemptTracer* const t = tracer(); t != nullptr) t->OnCallEnd();
   if (resolve_) {
     result = FinishResolve(std::move(result));
     return;

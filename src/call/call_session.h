@@ -98,13 +98,13 @@ class CallSession {
   /// is told so and its next action returned.
   std::optional<CallAction> BeforeAttempt(CallStateMachine& machine, const CallAction& action,
                                           SendHeaders& headers, AttemptOptions& ao);
-  /// The start time of the send about to leave: the call's start when this
-  /// is the call's first send and only in-memory work ran since it was read
-  /// (no journal, listener or tracer), else the clock's reading. A call that
-  /// succeeds at once reads the clock twice: its start and the end of the
+  /// The start time of the send about to leave: the call's start (the
+  /// machine's, which `machine.Start` was given) when this is the call's first send and only
+  /// in-memory work ran since it was read (no journal, listener or tracer), else the clock's
+  /// reading. A call that succeeds at once reads the clock twice: its start and the end of the
   /// attempt (the wall clock too only for a `Retry-After` date that comes
   /// with no `Date`).
-  TimePoint SendStart();
+  TimePoint SendStart(const CallStateMachine& machine);
 
   /// After a send of the request: its evidence to the machine, the listener.
   CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult&& tr,
@@ -180,8 +180,6 @@ class CallSession {
   const ClientOptions& client_;
   const Request* request_;
   CallListener* listener_;
-  // The call's start while no send has used it (`SendStart`; `start_unused_`).
-  TimePoint start_{};
   PreparedCall call_;
   // What only a call that queries or a resolve needs, allocated when first
   // needed: a call that succeeds at once neither allocates nor initialises
@@ -203,22 +201,25 @@ class CallSession {
   // headers go as they are, `caller_trace_` only feeds the evidence, and
   // nothing is allocated.
   struct ActiveTrace {
-    std::string traceparent;         // the caller's, as given, without white space
-    std::string tracestate;          // the caller's, sanitised; empty: none
-    std::optional<Request> request;  // the request without its own trace headers
-    std::string sent_traceparent;    // the tracer's, for the send being prepared
+    std::string traceparent;          // the caller's, as given, without white space
+    std::string tracestate;           // the caller's, sanitised; empty: none
+    std::optional<Request> request;   // the request without its own trace headers
+    AttemptTracer* tracer = nullptr;  // null: a context without a tracer
+    std::string sent_traceparent;     // the tracer's, for the send being prepared
     std::string sent_tracestate;
     // The traceparent each send in flight carried, by trace slot.
     std::array<std::optional<TraceParent>, kTraceSlots> sent;
   };
-  AttemptTracer* tracer_ = nullptr;
+  // The call's tracer (the call's, else the client's), kept with the active
+  // context: a tracer makes the context active.
+  AttemptTracer* tracer() const { return active_ != nullptr ? active_->tracer : nullptr; }
   std::unique_ptr<ActiveTrace> active_;
   std::optional<TraceParent> caller_trace_;
   // Beside the 27-byte context rather than alone: no padding for them.
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
-  bool start_unused_ = false;
-  int request_sends_ = 0;  // redirect hops included
+  bool start_unused_ = false;       // no send has used the call's start yet (`SendStart`)
+  int request_sends_ = 0;           // redirect hops included
   int query_sends_ = 0;
   SentTrace first_trace_;  // slot 0; hedges' in `Rare`
 };

@@ -84,7 +84,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           action = *next;
           break;
         }
-        const TimePoint t0 = session.SendStart();
+        const TimePoint t0 = session.SendStart(machine);
         // Validated when the call began: the transport need not check again.
         std::optional<internal::ValidatedSend> validated;
         if (session.request_validated()) validated.emplace(session.request(), ao.extra_headers);
@@ -103,7 +103,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           action = *next;
           break;
         }
-        const TimePoint t0 = session.SendStart();
+        const TimePoint t0 = session.SendStart(machine);
         TransportResult tr = transport.Send(*query, ao);
         action = session.AfterStatusQuery(machine, std::move(tr), t0);
         break;
