@@ -139,12 +139,14 @@ struct CallPolicy {
   /// requests that are safe to send twice (idempotent, or keyed with a
   /// deduplicating server). The driver checks; the machine trusts it.
   bool hedging = false;
+  /// How much of the body `response_predicate` sees (at most
+  /// `kMaxResponsePredicateBodyBytes` from a validated policy; 32 bits, in
+  /// the flags' padding).
+  std::uint32_t response_predicate_max_body_bytes = 0;
   /// Reads answers beyond their status (non-owning; must outlive the call):
   /// asked after the classifier, under `ApplyResponsePredicate`'s rules
   /// (saferetry/response_predicate.h). Null (the default): not asked.
   const ResponsePredicate* response_predicate = nullptr;
-  /// How much of the body `response_predicate` sees.
-  std::size_t response_predicate_max_body_bytes = 0;
   /// The breaker of the request's host (non-owning; must outlive the call),
   /// asked before every send of the request and told how it ended. Null
   /// (the default): no breaker.

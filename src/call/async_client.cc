@@ -62,8 +62,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
   CallId Resolve(std::string&& key, ResolveOptions&& options, Callback&& done) {
     auto call = std::make_unique<Call>(Request(), options_.client, services_, CallOptions());
-    call->resolve = std::make_unique<std::pair<std::string, ResolveOptions>>(std::move(key),
-                                                                             std::move(options));
+    call->session.HoldResolve(std::move(key), std::move(options));
     return Accept(std::move(call), CallOptions(), std::move(done));
   }
 
@@ -141,9 +140,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     // caller's token. The session keeps the status URL.
     std::shared_ptr<const RetryPolicy> policy;
     const CancellationToken* cancellation = nullptr;
-    // A resolve (`AsyncClient::Resolve`): the key and its options, behind a
-    // pointer (most calls are not resolves).
-    std::unique_ptr<std::pair<std::string, ResolveOptions>> resolve;
     Callback done;
     internal::CallSession session;
     CancellationToken token;  // the machine's: Cancel() and the caller's token
@@ -185,9 +181,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     const TimePoint start = clock().Now();
     call->cancellation = options.cancellation;
     std::optional<CallResult> early =
-        call->resolve != nullptr
-            ? call->session.BeginResolve(call->resolve->first, call->resolve->second, start)
-            : call->session.Begin(fingerprints_, unsent_, options, start);
+        call->session.holds_resolve() ? call->session.BeginHeldResolve(start)
+                                      : call->session.Begin(fingerprints_, unsent_, options, start);
     if (early.has_value()) {
       Deliver(*call, *std::move(early));
       return;

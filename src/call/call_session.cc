@@ -285,6 +285,10 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
   return std::nullopt;
 }
 
+void CallSession::HoldResolve(std::string key, ResolveOptions options) {
+  rare().held_resolve.emplace(std::move(key), std::move(options));
+}
+
 CallSession::Rare& CallSession::rare() {
   if (rare_ == nullptr) rare_ = std::make_unique<Rare>();
   return *rare_;

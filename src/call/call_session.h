@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "call/call_setup.h"
 #include "saferetry/call_state_machine.h"
@@ -73,6 +74,17 @@ class CallSession {
   /// claimed by another owner).
   std::optional<CallResult> BeginResolve(std::string_view key, const ResolveOptions& options,
                                          TimePoint start);
+  /// For a driver whose resolve begins later (on its loop): keeps `key` and
+  /// `options` in the session, which the resolve reads for its whole life,
+  /// until `BeginHeldResolve`. Allocates the session's rare block, as the
+  /// resolve would.
+  void HoldResolve(std::string key, ResolveOptions options);
+  /// Whether `HoldResolve` was called.
+  bool holds_resolve() const { return rare_ != nullptr && rare_->held_resolve.has_value(); }
+  /// `BeginResolve` of what `HoldResolve` kept.
+  std::optional<CallResult> BeginHeldResolve(TimePoint start) {
+    return BeginResolve(rare_->held_resolve->first, rare_->held_resolve->second, start);
+  }
 
   /// The machine's policy for this call (valid after a Begin that returned
   /// nullopt).
@@ -189,6 +201,9 @@ class CallSession {
     // A resolve: the request rebuilt from the journal, the template asked.
     std::optional<Request> resolve_request;
     StatusQuery resolve_query;
+    // A resolve held for a driver's loop (`HoldResolve`): the key and the
+    // options, read for the resolve's whole life.
+    std::optional<std::pair<std::string, ResolveOptions>> held_resolve;
     // The trace slots of hedges (1 .. kQuerySlot - 1).
     std::array<SentTrace, kQuerySlot - 1> hedge_traces{};
   };

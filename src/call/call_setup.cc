@@ -275,7 +275,9 @@ bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
 
 void AssignResponsePredicate(const RetryPolicy& retry, CallPolicy& policy) {
   policy.response_predicate = retry.response_predicate();
-  policy.response_predicate_max_body_bytes = retry.options().response_predicate.max_body_bytes;
+  // Validated to at most kMaxResponsePredicateBodyBytes: it fits.
+  policy.response_predicate_max_body_bytes =
+      static_cast<std::uint32_t>(retry.options().response_predicate.max_body_bytes);
 }
 
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
