@@ -266,6 +266,8 @@ class CallStateMachine {
   CallAction StartHedge(TimePoint now);
   /// Ids of the attempts in flight.
   int in_flight_count() const { return in_flight_count_; }
+  /// The hedges sent so far (`StartHedge`'s kSendAttempt actions).
+  int hedges() const { return later().hedges_sent; }
   std::uint32_t in_flight(int i) const { return Slot(i).id; }
   /// The most attempts in flight at once.
   static constexpr int kMaxInFlight = 4;
@@ -415,7 +417,8 @@ class CallStateMachine {
     BudgetReceipt last_retry_receipt;
     // The permit of the status query in flight (allowed = false: none).
     CircuitBreaker::Permit query_permit;
-    int polls = 0;  // status queries + resends answered 409
+    int polls = 0;        // status queries + resends answered 409
+    int hedges_sent = 0;  // `hedges()`
     int retry_waits = 0;
     int poll_waits = 0;
     StopReason unsettled_reason = StopReason::kAnswerNotDefinite;

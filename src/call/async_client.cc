@@ -146,9 +146,12 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     CallStateMachine machine;
     // The sends in flight: one, but for hedges (inline: no allocation per call).
     absl::InlinedVector<Flight, 1> flights;
-    EventLoop::TimerId wait_timer = 0;
-    EventLoop::TimerId hedge_timer = 0;
-    int hedges = 0;
+    // The call's one timer (0: none): its wait's while it waits, when no send
+    // is in flight, else the next hedge's while a send of the request is.
+    // A wait begins only once every send is back, and a send only once the
+    // wait is over, so the two never overlap. The hedges sent are the
+    // machine's count (`hedges()`).
+    EventLoop::TimerId timer = 0;
   };
 
   Clock& clock() { return *options_.client.clock; }
@@ -245,7 +248,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
             continue;
           }
           const CallId id = call.id;
-          call.wait_timer = loop_->AddTimer(action.delay, [this, id] { OnWaitTimer(id); });
+          call.timer = loop_->AddTimer(action.delay, [this, id] { OnWaitTimer(id); });
           return;
         }
         case CallAction::Kind::kNone:
@@ -296,7 +299,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
 
   void ArmHedge(Call& call) {
     const HedgingOptions& h = call.session.retry_policy().hedging;
-    if (!call.session.policy().hedging || call.hedge_timer != 0 || call.hedges >= h.max_hedges) {
+    if (!call.session.policy().hedging || call.timer != 0 ||
+        call.machine.hedges() >= h.max_hedges) {
       return;
     }
     Duration delay = h.delay;
@@ -304,7 +308,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       if (std::optional<Duration> p95 = latencies_.P95(); p95.has_value()) delay = *p95;
     }
     const CallId id = call.id;
-    call.hedge_timer = loop_->AddTimer(delay, [this, id] { OnHedgeTimer(id); });
+    call.timer = loop_->AddTimer(delay, [this, id] { OnHedgeTimer(id); });
   }
 
   Call* Find(CallId id) {
@@ -335,16 +339,16 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
             ? call.session.AfterStatusQuery(machine, std::move(result), flight.start)
             : call.session.AfterAttempt(machine, flight.attempt_id, std::move(result),
                                         flight.start);
-    if (call.flights.empty() && call.hedge_timer != 0) {
-      loop_->CancelTimer(call.hedge_timer);
-      call.hedge_timer = 0;
+    if (call.flights.empty() && call.timer != 0) {  // the hedge's: none is due
+      loop_->CancelTimer(call.timer);
+      call.timer = 0;
     }
     return action;
   }
   void OnWaitTimer(CallId id) {
     Call* call = Find(id);
     if (call == nullptr) return;
-    call->wait_timer = 0;
+    call->timer = 0;
     SyncCancellation(*call);
     Drive(*call, call->machine.OnWaitOver(clock().Now()));
   }
@@ -352,12 +356,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   void OnHedgeTimer(CallId id) {
     Call* call = Find(id);
     if (call == nullptr) return;
-    call->hedge_timer = 0;
+    call->timer = 0;
     if (call->flights.empty() || call->flights.front().status_query) return;
     if (SyncCancellation(*call)) return;
     CallAction action = call->machine.StartHedge(clock().Now());
     if (action.kind != CallAction::Kind::kSendAttempt) return;  // refused: no more hedges
-    ++call->hedges;
     Drive(*call, action);
   }
 
@@ -365,15 +368,15 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Call* call = Find(id);
     if (call == nullptr) return;
     call->token.Cancel();
-    if (call->wait_timer != 0) {
-      loop_->CancelTimer(call->wait_timer);
-      call->wait_timer = 0;
+    if (call->timer != 0 && call->flights.empty()) {  // the wait's
+      loop_->CancelTimer(call->timer);
+      call->timer = 0;
       Drive(*call, call->machine.OnWaitOver(clock().Now()));
       return;
     }
-    if (call->hedge_timer != 0) {
-      loop_->CancelTimer(call->hedge_timer);
-      call->hedge_timer = 0;
+    if (call->timer != 0) {  // the next hedge's
+      loop_->CancelTimer(call->timer);
+      call->timer = 0;
     }
     // The first attempt aborted is reported (the history counts it); the
     // machine then finishes, and Finish cancels the others unreported.
@@ -389,8 +392,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   }
 
   void Finish(Call& call) {
-    if (call.hedge_timer != 0) loop_->CancelTimer(call.hedge_timer);
-    if (call.wait_timer != 0) loop_->CancelTimer(call.wait_timer);
+    if (call.timer != 0) loop_->CancelTimer(call.timer);
     // The losers: cancelled, their connections closed, never reported. When
     // another copy's answer decided the call, each loser's wait so far feeds
     // the latency window (a lower bound; internal::LatencyWindow::Add).

@@ -216,6 +216,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   }
   Later& later = MutableLater();
   later.last_retry_receipt = decision.receipt;
+  ++later.hedges_sent;
   CallAction action;
   action.kind = CallAction::Kind::kSendAttempt;
   action.attempt_id = ++next_id_;
