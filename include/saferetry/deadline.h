@@ -27,7 +27,8 @@ namespace saferetry {
 inline constexpr std::string_view kDefaultDeadlineHeader = "X-Request-Timeout-Ms";
 
 /// A point on the steady clock after which no attempt may run. Infinite by
-/// default.
+/// default. A deadline at `TimePoint::max()` (one that `After` saturated to
+/// it) is the infinite one: no clock reaches it.
 class Deadline {
  public:
   /// No deadline.
@@ -37,16 +38,17 @@ class Deadline {
   /// `now + timeout`, saturating.
   static Deadline After(TimePoint now, Duration timeout);
 
-  bool is_infinite() const { return !at_.has_value(); }
+  bool is_infinite() const { return at_ == TimePoint::max(); }
   /// The expiry; `TimePoint::max()` when infinite.
-  TimePoint at() const { return at_.value_or(TimePoint::max()); }
+  TimePoint at() const { return at_; }
   /// Time left at `now`, never negative; `Duration::max()` when infinite.
   Duration Remaining(TimePoint now) const;
-  bool Expired(TimePoint now) const { return at_.has_value() && now >= *at_; }
+  bool Expired(TimePoint now) const { return !is_infinite() && now >= at_; }
 
  private:
   explicit Deadline(TimePoint at) : at_(at) {}
-  std::optional<TimePoint> at_;
+  // One word, not an optional: the infinite deadline is the end of time.
+  TimePoint at_ = TimePoint::max();
 };
 
 /// How attempts are fitted under a deadline. Defaults: margin 10 ms, minimum

@@ -45,7 +45,7 @@ Deadline Deadline::After(TimePoint now, Duration timeout) {
 
 Duration Deadline::Remaining(TimePoint now) const {
   if (is_infinite()) return Duration::max();
-  return Duration(std::max<Rep>(0, SaturatingSub(Count(*at_), Count(now))));
+  return Duration(std::max<Rep>(0, SaturatingSub(Count(at_), Count(now))));
 }
 
 absl::Status ValidateDeadlineOptions(const DeadlineOptions& options) {

@@ -57,10 +57,14 @@ TEST(Deadline, Expired) {
 }
 
 TEST(Deadline, AfterSaturates) {
+  // Saturated at the end of time: the infinite deadline, which no clock
+  // reaches (nothing to propagate, no attempt cut short).
   auto const d = Deadline::After(kNow, Duration::max());
-  EXPECT_FALSE(d.is_infinite());
+  EXPECT_TRUE(d.is_infinite());
   EXPECT_EQ(d.at(), TimePoint::max());
-  EXPECT_EQ(d.Remaining(kNow), TimePoint::max() - kNow);
+  EXPECT_EQ(d.Remaining(kNow), Duration::max());
+  EXPECT_FALSE(d.Expired(TimePoint::max()));
+  EXPECT_FALSE(Deadline::After(kNow, Duration::max() - seconds(2000)).is_infinite());
   EXPECT_EQ(Deadline::After(TimePoint::max(), seconds(1)).at(), TimePoint::max());
   EXPECT_EQ(Deadline::After(TimePoint::min(), Duration::min()).at(), TimePoint::min());
   EXPECT_EQ(Deadline::After(kNow, -seconds(1)).at(), kNow - seconds(1));
@@ -151,8 +155,9 @@ TEST(AttemptTimeout, InfiniteDeadline) {
 }
 
 TEST(AttemptTimeout, SaturatedDeadline) {
-  auto const d = Deadline::After(kNow, Duration::max());
-  EXPECT_EQ(AttemptTimeout(d, kNow, DeadlineOptions{}), TimePoint::max() - kNow - milliseconds(10));
+  auto const d = Deadline::After(kNow, Duration::max() - seconds(2000));
+  EXPECT_EQ(AttemptTimeout(d, kNow, DeadlineOptions{}),
+            Duration::max() - seconds(2000) - milliseconds(10));
   DeadlineOptions options;
   options.margin = Duration::zero();
   EXPECT_EQ(AttemptTimeout(Deadline::At(TimePoint::max()), TimePoint::min(), options),
@@ -229,9 +234,10 @@ TEST(DeadlineHeader, Decode) {
 }
 
 TEST(DeadlineHeader, DecodeSaturates) {
+  // Past the end of the clock: the infinite deadline (nothing to pass on).
   auto d = DeadlineFromHeader("999999999999999999", kNow);
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_FALSE(d->is_infinite());
+  EXPECT_TRUE(d->is_infinite());
   EXPECT_EQ(d->at(), TimePoint::max());
   // The largest count of milliseconds that still fits in nanoseconds.
   d = DeadlineFromHeader("9223372036854", TimePoint(Duration::zero()));
