@@ -93,6 +93,7 @@ void ReserveScratch(PooledHandle& h, const HeaderListSize& size, std::size_t url
   const std::size_t units = nodes + (bytes + sizeof(curl_slist) - 1) / sizeof(curl_slist);
   if (size.lines <= h.node_capacity && units <= h.scratch_units) return;
   h.scratch.reset(new curl_slist[units]);
+  h.last.headers = -1;  // a list set before pointed into the old block
   h.scratch_units = units;
   h.node_capacity = static_cast<std::uint32_t>(nodes);
   h.url_size = PooledHandle::kNoUrl;
@@ -160,10 +161,10 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
     nodes[i].next = (i + 1 < count) ? &nodes[i + 1] : nullptr;
   }
   // libcurl reads the list at each transfer: set again only when it moved.
-  const curl_slist* const list = count > 0 ? nodes : nullptr;
-  if (!h.last.known || h.last.headers != list) {
-    curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, list);
-    h.last.headers = list;
+  const std::int8_t set = count > 0 ? 1 : 0;
+  if (!h.last.known || h.last.headers != set) {
+    curl_easy_setopt(h.curl, CURLOPT_HTTPHEADER, count > 0 ? nodes : nullptr);
+    h.last.headers = set;
   }
 }
 

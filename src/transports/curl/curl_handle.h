@@ -57,12 +57,15 @@ struct PooledHandle {
   struct LastSet {
     curl_off_t post_size = -1;
     const char* post_fields = nullptr;
-    const curl_slist* headers = nullptr;
     std::int32_t timeout_ms = -1;  // `TimeoutMillis`: at most INT32_MAX
     std::int8_t no_progress = -1;
     std::int8_t body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
-    bool known = false;          // false: nothing set yet, every option is set
-    bool custom_request = false;
+    // CURLOPT_HTTPHEADER: 0 none, 1 the nodes at the start of `scratch`;
+    // -1 not set since that block was (re)allocated.
+    std::int8_t headers = -1;
+    bool known : 1;  // false: nothing set yet, every option is set
+    bool custom_request : 1;
+    LastSet() : known(false), custom_request(false) {}
   };
   LastSet last;
   // The multi transport's attempt running on this handle (0: none); the
