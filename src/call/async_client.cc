@@ -136,9 +136,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Request request;
     // Of the caller's `CallOptions`, what a call reads once it has begun
     // (the rest is read by `Begin` and dropped with the queue's entry): the
-    // policy (kept alive; the session's prepared call points at it) and the
-    // caller's token. The session keeps the status URL.
-    std::shared_ptr<const RetryPolicy> policy;
+    // caller's token. The session keeps the policy and the status URL.
     const CancellationToken* cancellation = nullptr;
     Callback done;
     internal::CallSession session;
@@ -191,8 +189,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       return;
     }
     // The call outlives its options from here: it keeps what it reads.
-    call->policy = std::move(options.policy);  // the pointee stays where it is
-    call->session.KeepStatusUrl(options.status_url);
+    call->session.KeepCallOptions(options);
     SyncCancellation(*call);
     Call& c = *call;
     // A node of a finished call is reused when there is one.

@@ -135,7 +135,9 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   return std::nullopt;
 }
 
-void CallSession::KeepStatusUrl(std::string& url) {
+void CallSession::KeepCallOptions(CallOptions& options) {
+  if (options.policy != nullptr) call_.extra().policy = std::move(options.policy);
+  std::string& url = options.status_url;
   if (url.empty()) return;
   // The template is that URL whole, or the policy's (another string).
   const bool is_template = call_.status_url_template.data() == url.data();
@@ -151,18 +153,25 @@ void CallSession::SetUpTrace(AttemptTracer* tracer,
   std::size_t parents = 0;
   std::size_t states = 0;
   std::string_view parent;
-  for (const Header& h : request_->headers) {
+  std::size_t parent_index = 0;
+  for (std::size_t i = 0; i < request_->headers.size(); ++i) {
+    const Header& h = request_->headers[i];
     if (EqualsIgnoreCase(h.first, kTraceParentHeader)) {
       ++parents;
       parent = h.second;
+      parent_index = i;
     } else if (EqualsIgnoreCase(h.first, kTraceStateHeader)) {
       ++states;
     }
   }
   if (!active) {
     // The request goes as it is; the evidence records a valid context. Two
-    // traceparent headers are no valid context.
-    if (parents == 1) caller_trace_ = ParseTraceParent(parent);
+    // traceparent headers are no valid context. Its header's place is kept,
+    // not its parse: the request stays where it is, and the evidence reads
+    // the header again (`RecordTrace`).
+    if (parents == 1 && ParseTraceParent(parent).has_value()) {
+      caller_trace_header_ = static_cast<std::uint32_t>(parent_index + 1);
+    }
     return;
   }
 
@@ -185,8 +194,8 @@ void CallSession::SetUpTrace(AttemptTracer* tracer,
   // is told there is no caller context.
   active_ = std::make_unique<ActiveTrace>();
   active_->tracer = chosen;
-  caller_trace_ = ParseTraceParent(given);
-  if (caller_trace_.has_value()) {
+  active_->caller = ParseTraceParent(given);
+  if (active_->caller.has_value()) {
     const absl::string_view trimmed = absl::StripAsciiWhitespace(AsAbsl(given));
     active_->traceparent.assign(trimmed.data(), trimmed.size());
     if (std::optional<std::string> sanitised = SanitizeTraceState(state)) {
@@ -210,7 +219,7 @@ void CallSession::SetUpTrace(AttemptTracer* tracer,
 void CallSession::StampTrace(const AttemptSpanStart& start, std::size_t slot,
                              SendHeaders& headers) {
   std::optional<TraceParent>& sent = active_->sent[slot];
-  sent = caller_trace_;
+  sent = active_->caller;
   std::string_view parent_value = active_->traceparent;
   std::string_view state = active_->tracestate;
   if (AttemptTracer* const tracer = active_->tracer; tracer != nullptr) {
@@ -246,7 +255,11 @@ std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
 void CallSession::RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
   ev.resend_count = ResendCount(slot);
   ev.redirects = redirects;
-  const std::optional<TraceParent>& sent = active_ != nullptr ? active_->sent[slot] : caller_trace_;
+  const std::optional<TraceParent> sent =
+      active_ != nullptr ? active_->sent[slot]
+      : caller_trace_header_ > 0
+          ? ParseTraceParent(request_->headers[caller_trace_header_ - 1].second)
+          : std::nullopt;
   if (sent.has_value()) {
     ev.trace_id = sent->trace_id;
     ev.span_id = sent->parent_id;
@@ -267,7 +280,7 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
   trace.resend_count = request_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
-    start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
+    start.caller = active_->caller.has_value() ? &*active_->caller : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.resend_count = trace.resend_count;
@@ -337,7 +350,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
     // A callback answers synchronously, on the driver's thread.
     Clock& clock = *client_.clock;
     const TimePoint t0 = clock.Now();
-    StatusQueryReply reply = spec.callback(*call_.key, action.timeout);
+    StatusQueryReply reply = spec.callback(call_.key, action.timeout);
     const TimePoint t1 = clock.Now();
     AttemptEvidence& ev = machine.NewEvidence();
     FillEvidence(reply.result, t0, t1, clock, call_.retry->options(), ev);
@@ -356,7 +369,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   const int resend_count = query_sends_++;
   if (active_ != nullptr) {
     AttemptSpanStart start;
-    start.caller = caller_trace_.has_value() ? &*caller_trace_ : nullptr;
+    start.caller = active_->caller.has_value() ? &*active_->caller : nullptr;
     start.caller_tracestate = active_->tracestate;
     start.number = action.number;
     start.is_status_query = true;
@@ -402,13 +415,13 @@ void CallSession::FinishIn(CallResult& result) {
     return;
   }
   JournalFinish(call_, result);
-  result.idempotency_key = std::move(call_.key);
+  if (!call_.key.empty()) result.idempotency_key = std::move(call_.key);
   if (listener_ != nullptr) listener_->OnFinish(result);
 }
 
 CallResult CallSession::FinishResolve(CallResult result) {
   IntentJournal& journal = *call_.journal;
-  const std::string& key = *call_.key;
+  const std::string& key = call_.key;
   result.idempotency_key = key;
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
                             : result.outcome == Outcome::kFailed  ? IntentState::kFailed

@@ -49,10 +49,9 @@ class CallSession {
   /// into, which must then stay where it is: the pointee of
   /// `options.policy` (the call's policy) and the characters of
   /// `options.status_url` (the call's status-query template) unless
-  /// `KeepStatusUrl` took them. A driver whose call outlives its options
-  /// (the event loop's) keeps the policy, hands the URL to the session and
-  /// drops the rest. For a resolve, `request` is unused (the session
-  /// rebuilds it from the journal) and may be any request.
+  /// `KeepCallOptions` took them. A driver whose call outlives its options
+  /// (the event loop's) hands those two to the session and drops the rest. For a resolve, `request`
+  /// is unused (the session rebuilds it from the journal) and may be any request.
   CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
       : client_(client), request_(&request), listener_(options.listener) {}
   CallSession(const CallSession&) = delete;
@@ -99,7 +98,6 @@ class CallSession {
   /// sends (`ValidatedSend`) so the transport does not check it again. Not a
   /// resolve's request, rebuilt from the journal.
   bool request_validated() const { return request_validated_; }
-  const std::optional<std::string>& key() const { return call_.key; }
   /// The call's retry policy (valid after a Begin that returned nullopt).
   const RetryPolicyOptions& retry_policy() const { return call_.retry->options(); }
 
@@ -145,18 +143,19 @@ class CallSession {
 
   CallListener* listener() const { return listener_; }
 
-  /// Moves the call options' status URL into the session (a driver whose
-  /// call outlives its options, after `Begin`): the call's status-query
-  /// template, when it is that URL, then reads the session's copy. Empty:
-  /// nothing kept, nothing allocated.
-  void KeepStatusUrl(std::string& url);
+  /// Moves what the prepared call points into out of the call options and
+  /// into the session (a driver whose call outlives its options, after
+  /// `Begin`): the policy (its pointee stays where it is) and the status
+  /// URL (the call's status-query template, when it is that URL, then reads
+  /// the session's copy). Neither given: nothing kept, nothing allocated.
+  void KeepCallOptions(CallOptions& options);
 
  private:
   CallResult EndEarly(CallResult result) const;
   CallResult FinishResolve(CallResult result);
 
   // One send in flight: its resend count. The traceparent it carried is
-  // the caller's (`caller_trace_`), or with an active context
+  // the caller's (`caller_trace_header_`), or with an active context
   // `ActiveTrace::sent`'s entry of the same index.
   struct SentTrace {
     std::uint32_t attempt_id = 0;  // 0: a free slot
@@ -213,14 +212,16 @@ class CallSession {
   // Trace context (trace_context.h). Active when a context was given or a
   // tracer is set: saferetry then writes `traceparent` and `tracestate`
   // itself, from `active_`. Inactive (the default), the request's own
-  // headers go as they are, `caller_trace_` only feeds the evidence, and
-  // nothing is allocated.
+  // headers go as they are, the caller's traceparent header
+  // (`caller_trace_header_`) only feeds the evidence, and nothing is
+  // allocated.
   struct ActiveTrace {
-    std::string traceparent;          // the caller's, as given, without white space
-    std::string tracestate;           // the caller's, sanitised; empty: none
-    std::optional<Request> request;   // the request without its own trace headers
-    AttemptTracer* tracer = nullptr;  // null: a context without a tracer
-    std::string sent_traceparent;     // the tracer's, for the send being prepared
+    std::optional<TraceParent> caller;  // the caller's context, parsed; none: not valid
+    std::string traceparent;            // the caller's, as given, without white space
+    std::string tracestate;             // the caller's, sanitised; empty: none
+    std::optional<Request> request;     // the request without its own trace headers
+    AttemptTracer* tracer = nullptr;    // null: a context without a tracer
+    std::string sent_traceparent;       // the tracer's, for the send being prepared
     std::string sent_tracestate;
     // The traceparent each send in flight carried, by trace slot.
     std::array<std::optional<TraceParent>, kTraceSlots> sent;
@@ -229,8 +230,10 @@ class CallSession {
   // context: a tracer makes the context active.
   AttemptTracer* tracer() const { return active_ != nullptr ? active_->tracer : nullptr; }
   std::unique_ptr<ActiveTrace> active_;
-  std::optional<TraceParent> caller_trace_;
-  // Beside the 27-byte context rather than alone: no padding for them.
+  // Inactive: 1 + the index of the request's one traceparent header when
+  // it is valid, else 0. Read again for each send's evidence rather than
+  // kept parsed (27 bytes of every call for the few that carry one).
+  std::uint32_t caller_trace_header_ = 0;
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
   bool start_unused_ = false;       // no send has used the call's start yet (`SendStart`)

@@ -119,7 +119,7 @@ bool UnsentRecords::Take(std::string_view key) {
 std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
                                        const Request& request, TimePoint start,
                                        UnsentRecords* unsent) {
-  if (client.journal == nullptr || !call.key.has_value()) return std::nullopt;
+  if (client.journal == nullptr || call.key.empty()) return std::nullopt;
   IntentJournal& journal = *client.journal;
   const WallTime now = client.clock->WallNow();
   const Duration remaining =
@@ -127,7 +127,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
   const WallTime deadline = now + remaining;
   const std::string query_template =
       call.use_callback ? std::string() : std::string(call.status_url_template);
-  Intent intent = MakeIntent(request, *call.key, query_template, now, deadline);
+  Intent intent = MakeIntent(request, call.key, query_template, now, deadline);
   // Recorded with its first attempt marked, in one commit: one commit before
   // the first byte instead of two. A call that then sends nothing writes
   // FAILED at its end; a crash before the send leaves SENT(1), which the
@@ -143,10 +143,10 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
     if (s.code() == absl::StatusCode::kInvalidArgument) return InvalidCall(s);
     CallResult r =
         JournalFailure(Outcome::kFailed, StopReason::kJournalUnavailable, JournalError(s));
-    r.idempotency_key = *call.key;  // nothing was sent with it
+    r.idempotency_key = call.key;  // nothing was sent with it
     // The row may exist (a commit whose answer was lost): this process knows
     // it sent nothing, so its next call of the key may take the row as its own.
-    if (unsent != nullptr) unsent->Add(*call.key);
+    if (unsent != nullptr) unsent->Add(call.key);
     return r;
   }
   const Intent& stored = recorded->intent;
@@ -220,7 +220,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
 std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
   if (call.journal == nullptr) return std::nullopt;
   if (number == 1 && call.first_attempt_marked) return std::nullopt;  // marked by the record
-  absl::Status s = call.journal->MarkSent(*call.key, call.attempt_offset + number);
+  absl::Status s = call.journal->MarkSent(call.key, call.attempt_offset + number);
   if (!s.ok()) {
     // Not marked, not sent: PENDING must keep proving that nothing left.
     TransportResult tr;
@@ -238,8 +238,8 @@ void JournalFinish(PreparedCall& call, const CallResult& result) {
                                                                   : IntentState::kUnknown;
   // Either may fail (storage gone): the intent then stays unresolved and the
   // reconciler settles it; the caller's result stands.
-  (void)call.journal->Finish(*call.key, state, SummaryOf(result));
-  (void)call.journal->Release(*call.key, call.journal_owner());
+  (void)call.journal->Finish(call.key, state, SummaryOf(result));
+  (void)call.journal->Release(call.key, call.journal_owner());
   call.journal = nullptr;
 }
 
@@ -302,10 +302,10 @@ void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, Pr
   // attempt number. Status queries carry the key and the deadline only.
   call.send_key_header = false;
   if (call.extras != nullptr) call.extras->quoted_key.clear();
-  if (call.key.has_value() && !key_in_request) {
+  if (!call.key.empty() && !key_in_request) {
     call.send_key_header = true;
     if (policy.key_form != KeyForm::kBare) {
-      call.extra().quoted_key = FormatIdempotencyKey(*call.key, policy.key_form);
+      call.extra().quoted_key = FormatIdempotencyKey(call.key, policy.key_form);
     }
   }
   call.send_deadline_header =
@@ -334,7 +334,7 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   // the request's headers, or minted here.
   const bool idempotent = IsIdempotent(request);
   call.retry = &retry;
-  std::optional<std::string>& key = call.key;
+  std::string& key = call.key;  // empty: none
   bool key_in_request = false;
   bool key_minted = false;
   if (p.key_mode != KeyMode::kNever) {
@@ -369,8 +369,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   }
   // A freshly minted key cannot have been used before; only a caller's key
   // can be reused for another request by mistake.
-  if (key.has_value() && !key_minted) {
-    s = fingerprints.CheckAndRemember(*key, request.method, request.url, request.body);
+  if (!key.empty() && !key_minted) {
+    s = fingerprints.CheckAndRemember(key, request.method, request.url, request.body);
     if (!s.ok()) return s;
   }
 
@@ -392,8 +392,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
       options.deadline.value_or(Deadline::After(start, options.timeout.value_or(p.timeout)));
   policy.traits.idempotent = idempotent;
   policy.traits.safe = IsSafeMethod(request.method);
-  policy.traits.keyed = key.has_value();
-  policy.has_status_query = key.has_value() && has_query;
+  policy.traits.keyed = !key.empty();
+  policy.has_status_query = !key.empty() && has_query;
   // A call's own status URL wins over the policy's callback.
   call.use_callback = callback && options.status_url.empty();
   policy.fence_when_giving_up = p.status_query.fence_when_giving_up && !call.use_callback;
@@ -416,7 +416,7 @@ void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
   if (call.send_key_header) {
     const std::string_view quoted = call.quoted_key();
     out.refs[n++] = {names.idempotency_header,
-                     quoted.empty() ? std::string_view(*call.key) : quoted};
+                     quoted.empty() ? std::string_view(call.key) : quoted};
   }
   if (call.send_deadline_header) {
     char* const begin = out.deadline_value.data();
@@ -456,7 +456,7 @@ void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action,
 Request StatusQueryRequest(const PreparedCall& call, const Request& original) {
   StatusQuery query;
   query.url_template = std::string(call.status_url_template);
-  return BuildStatusQueryRequest(query, original, *call.key);
+  return BuildStatusQueryRequest(query, original, call.key);
 }
 
 }  // namespace internal

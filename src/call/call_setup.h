@@ -56,7 +56,8 @@ struct PreparedCall {
   /// The status-query template of this call (the call's `status_url`, else
   /// the policy's); points into the call options or the policy.
   std::string_view status_url_template;
-  std::optional<std::string> key;
+  /// The idempotency key; empty: the call has none (a key is never empty).
+  std::string key;
   /// The journal the intent is recorded in (`JournalBegin`); null when the
   /// call is not journaled (no journal, or no key).
   IntentJournal* journal = nullptr;
@@ -78,15 +79,16 @@ struct PreparedCall {
   bool send_deadline_header = false;
   bool send_attempt_header = false;
   /// What few calls need, allocated when first set (a call with none of it
-  /// keeps a null pointer, not three strings): the key as sent in the quoted
-  /// form (`KeyForm::kQuotedString`; empty for the bare form, which sends
-  /// `*key` itself), the journal claim's owner, released at the end, and
-  /// the call's own status URL when a driver keeps it past the call options
-  /// (`CallSession::KeepStatusUrl`).
+  /// keeps a null pointer, not three strings and a policy): the key as sent
+  /// in the quoted form (`KeyForm::kQuotedString`; empty for the bare form,
+  /// which sends `*key` itself), the journal claim's owner, released at the
+  /// end, and the call's own status URL and policy when a driver keeps them
+  /// past the call options (`CallSession::KeepCallOptions`).
   struct Extras {
     std::string quoted_key;
     std::string journal_owner;
     std::string status_url;
+    std::shared_ptr<const RetryPolicy> policy;  // `retry`'s owner, when the call's
   };
   std::unique_ptr<Extras> extras;
   Extras& extra() {
