@@ -108,9 +108,6 @@ struct CallPolicy {
   /// policy's, filled in by `Start`.
   const DeadlineOptions* deadline_options = nullptr;
   Deadline deadline;
-  /// Set by `Start` from the traits and the deadline (`ChooseTimePlanKind`,
-  /// `MakeTimePlan`); read it from `plan()`.
-  TimePlan plan;
   RequestTraits traits;
   /// A status query can be sent (the call is keyed and has one).
   bool has_status_query = false;
@@ -229,7 +226,7 @@ class CallStateMachine {
                    RetryBudget* query_budget = nullptr);
   /// Runs the call on `*policy` itself with the client's `*services`,
   /// neither copied nor allocated: the machine completes the policy in
-  /// place (the time plan at `Start`, the derived poll cap at the first
+  /// place (the defaults at `Start`, the derived poll cap at the first
   /// poll) and reads both until it is destroyed, so they must outlive the
   /// machine and the policy must not change meanwhile. What a driver uses:
   /// the call's policy is built once, in storage the call owns, and the
@@ -242,9 +239,9 @@ class CallStateMachine {
   CallStateMachine& operator=(const CallStateMachine&) = delete;
   ~CallStateMachine();
 
-  /// Starts the call in both budgets and returns the first send. Completes
-  /// the policy: the time plan, and the default policy's poll pacing and
-  /// time-plan options where they are null.
+  /// Starts the call in both budgets and returns the first send. Chooses the
+  /// time plan (`plan()`) and completes the policy with the default
+  /// policy's poll pacing and time-plan options where they are null.
   CallAction Start(TimePoint now);
   /// The attempt announced by the last kSendAttempt finished. `evidence`
   /// carries start/end, delivery, transport status, HTTP status and hints;
@@ -295,8 +292,17 @@ class CallStateMachine {
   bool finished() const { return finished_; }
   /// The call's start: the time `Start` was given.
   TimePoint start() const { return start_; }
-  /// The policy as completed by `Start` (the time plan) and by the first
-  /// poll (the derived poll cap).
+  /// The call's time plan, chosen by `Start` from the traits and the
+  /// deadline as it stood then (`ChooseTimePlanKind`, `MakeTimePlan`).
+  /// Valid after `Start`. Derived when read, not kept: its kind is a byte of
+  /// the machine, its durations follow from the deadline's remaining time
+  /// at `Start` and the policy's time-plan options.
+  TimePlan plan() const {
+    return MakeTimePlan(static_cast<TimePlanKind>(plan_kind_), total_, *policy_->deadline_options);
+  }
+  /// The policy as completed by `Start` (the default policy's poll pacing
+  /// and time-plan options where they were null) and by the first poll (the
+  /// derived poll cap).
   const CallPolicy& policy() const { return *policy_; }
   /// The result; valid once an action of kind kFinish was returned.
   CallResult TakeResult() { return std::move(Synced()); }
@@ -393,7 +399,8 @@ class CallStateMachine {
   bool finished_ = false;
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
   Next pending_ = Next::kAttempt;
-  int attempts_counted_ = 0;  // sends that count against max_attempts
+  std::uint8_t plan_kind_ = 0;  // `plan()`'s `TimePlanKind`, chosen by `Start`
+  int attempts_counted_ = 0;    // sends that count against max_attempts
 
   // What a call needs only once it waits, polls, hedges or meets a final
   // answer it cannot trust, allocated then (`MutableLater`): a call whose

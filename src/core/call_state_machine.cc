@@ -98,7 +98,7 @@ CallAction CallStateMachine::Start(TimePoint now) {
   // The poll cap is derived only when a poll is first scheduled: most calls
   // never poll, and the derivation walks the pacing.
   total_ = policy_->deadline.Remaining(now);
-  policy_->plan = MakeTimePlan(ChooseTimePlanKind(*policy_), total_, *policy_->deadline_options);
+  plan_kind_ = static_cast<std::uint8_t>(ChooseTimePlanKind(*policy_));
   services_->budget->OnCallStart(now);
   if (services_->query_budget != nullptr) services_->query_budget->OnCallStart(now);
   // A continued intent starts with its predecessor's doubt.
@@ -126,7 +126,7 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   }
   const Duration timeout =
       pending_ == Next::kAttempt
-          ? PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, *policy_->deadline_options)
+          ? PlannedAttemptTimeout(plan(), policy_->deadline, now, *policy_->deadline_options)
           : StatusQueryTimeout(policy_->deadline, now, *policy_->deadline_options);
   // No send starts that could not do useful work before the deadline (a
   // wait that overslept, or a deadline that was already too close at start).
@@ -195,7 +195,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
     return none;
   }
   const Duration timeout =
-      PlannedAttemptTimeout(policy_->plan, policy_->deadline, now, *policy_->deadline_options);
+      PlannedAttemptTimeout(plan(), policy_->deadline, now, *policy_->deadline_options);
   if (!policy_->deadline.is_infinite() && timeout < policy_->deadline_options->min_useful_attempt) {
     return none;
   }

@@ -308,9 +308,9 @@ TEST_F(CallStateMachineTest, ResolvableWriteFirstAttemptEndsBeforeTheResolutionW
     // The formula of the header comment, on the same grid.
     const Duration window = std::max<Duration>(g.total / 10 * 3, milliseconds(60));
     EXPECT_EQ(a.timeout, g.total - window - milliseconds(10));
-    EXPECT_EQ(m.policy().plan.kind, TimePlanKind::kResolve);
-    EXPECT_EQ(m.policy().plan.reserve, window);
-    EXPECT_EQ(m.policy().plan.attempt_cap, Duration::max());
+    EXPECT_EQ(m.plan().kind, TimePlanKind::kResolve);
+    EXPECT_EQ(m.plan().reserve, window);
+    EXPECT_EQ(m.plan().attempt_cap, Duration::max());
   }
 }
 
@@ -318,15 +318,15 @@ TEST_F(CallStateMachineTest, ResolvableWriteBelowTheFloorReservesNothing) {
   // Floor: 2 * (min useful attempt 50 ms + margin 10 ms) = 120 ms.
   CallStateMachine& below = Make(KeyedPost(milliseconds(119)));
   EXPECT_TRUE(IsSend(below.Start(kT0), 1, milliseconds(109)));
-  EXPECT_EQ(below.policy().plan.reserve, Duration::zero());
+  EXPECT_EQ(below.plan().reserve, Duration::zero());
 
   CallStateMachine& tiny = Make(KeyedPost(milliseconds(100)));
   EXPECT_TRUE(IsSend(tiny.Start(kT0), 1, milliseconds(90)));
-  EXPECT_EQ(tiny.policy().plan.reserve, Duration::zero());
+  EXPECT_EQ(tiny.plan().reserve, Duration::zero());
 
   CallStateMachine& at = Make(KeyedPost(milliseconds(120)));
   EXPECT_TRUE(IsSend(at.Start(kT0), 1, milliseconds(50)));
-  EXPECT_EQ(at.policy().plan.reserve, milliseconds(60));
+  EXPECT_EQ(at.plan().reserve, milliseconds(60));
 }
 
 TEST_F(CallStateMachineTest, RetryableRequestAttemptGetsHalfOfTheCall) {
@@ -334,9 +334,9 @@ TEST_F(CallStateMachineTest, RetryableRequestAttemptGetsHalfOfTheCall) {
     SCOPED_TRACE(g.total.count());
     CallStateMachine& m = Make(Get(g.total));
     EXPECT_TRUE(IsSend(m.Start(kT0), 1, g.retry_attempt));
-    EXPECT_EQ(m.policy().plan.kind, TimePlanKind::kRetry);
-    EXPECT_EQ(m.policy().plan.attempt_cap, (g.total - milliseconds(10)) / 2);
-    EXPECT_EQ(m.policy().plan.reserve, Duration::zero());
+    EXPECT_EQ(m.plan().kind, TimePlanKind::kRetry);
+    EXPECT_EQ(m.plan().attempt_cap, (g.total - milliseconds(10)) / 2);
+    EXPECT_EQ(m.plan().reserve, Duration::zero());
   }
 }
 
@@ -345,22 +345,22 @@ TEST_F(CallStateMachineTest, SingleAttemptOrUnresolvableWriteGetsTheWholeCall) {
   one_get.max_attempts = 1;
   CallStateMachine& g = Make(one_get);
   EXPECT_TRUE(IsSend(g.Start(kT0), 1, milliseconds(990)));
-  EXPECT_EQ(g.policy().plan.kind, TimePlanKind::kSingle);
+  EXPECT_EQ(g.plan().kind, TimePlanKind::kSingle);
 
   CallStateMachine& p = Make(UnkeyedPost(seconds(1)));
   EXPECT_TRUE(IsSend(p.Start(kT0), 1, milliseconds(990)));
-  EXPECT_EQ(p.policy().plan.kind, TimePlanKind::kSingle);
+  EXPECT_EQ(p.plan().kind, TimePlanKind::kSingle);
 
   CallStateMachine& k = Make(KeyedPostWithoutQuery(seconds(1)));
   EXPECT_TRUE(IsSend(k.Start(kT0), 1, milliseconds(990)));
-  EXPECT_EQ(k.policy().plan.kind, TimePlanKind::kSingle);
+  EXPECT_EQ(k.plan().kind, TimePlanKind::kSingle);
 
   // A deduplicating server makes the keyed write resolvable.
   CallPolicy dedup = KeyedPostWithoutQuery(seconds(1));
   dedup.server_deduplicates = true;
   CallStateMachine& d = Make(dedup);
   EXPECT_TRUE(IsSend(d.Start(kT0), 1, milliseconds(690)));
-  EXPECT_EQ(d.policy().plan.kind, TimePlanKind::kResolve);
+  EXPECT_EQ(d.plan().kind, TimePlanKind::kResolve);
 }
 
 // The rule: how many polls fit at the pacing's shortest waits (equal jitter
@@ -401,8 +401,8 @@ TEST_F(CallStateMachineTest, APolicyGivenByPointerIsCompletedInPlace) {
   CallStateMachine m(&policy, &services, &token_);
   EXPECT_EQ(&m.policy(), &policy);
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(3490)));
-  EXPECT_EQ(policy.plan.kind, TimePlanKind::kResolve);
-  EXPECT_EQ(policy.plan.reserve, milliseconds(1500));
+  EXPECT_EQ(m.plan().kind, TimePlanKind::kResolve);
+  EXPECT_EQ(m.plan().reserve, milliseconds(1500));
   EXPECT_EQ(policy.max_status_queries, 0);  // not yet needed
   const CallAction next = m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)));
   EXPECT_EQ(next.kind, CallAction::Kind::kWait);
