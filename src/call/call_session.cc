@@ -121,8 +121,8 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   // response predicate, the answers.
   call_.retry = client_.policy.get();
   AssignResponsePredicate(*client_.policy, policy);
-  call_.status_url_template = query.url_template;
-  AssignCircuitBreakers(client_, *request_, call_.status_url_template, policy);
+  call_.status_url = &query.url_template;
+  AssignCircuitBreakers(client_, *request_, query.url_template, policy);
 
   call_.key = std::string(key);
   const RetryPolicyOptions& names = client_.policy->options();
@@ -140,10 +140,10 @@ void CallSession::KeepCallOptions(CallOptions& options) {
   std::string& url = options.status_url;
   if (url.empty()) return;
   // The template is that URL whole, or the policy's (another string).
-  const bool is_template = call_.status_url_template.data() == url.data();
+  const bool is_template = call_.status_url == &url;
   std::string& kept = call_.extra().status_url;
   kept = std::move(url);
-  if (is_template) call_.status_url_template = kept;
+  if (is_template) call_.status_url = &kept;
 }
 
 void CallSession::SetUpTrace(AttemptTracer* tracer,

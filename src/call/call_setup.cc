@@ -126,7 +126,7 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       std::min<Duration>(call.policy.deadline.Remaining(start), kMaxJournalDeadline);
   const WallTime deadline = now + remaining;
   const std::string query_template =
-      call.use_callback ? std::string() : std::string(call.status_url_template);
+      call.use_callback ? std::string() : std::string(call.status_url_template());
   Intent intent = MakeIntent(request, call.key, query_template, now, deadline);
   // Recorded with its first attempt marked, in one commit: one commit before
   // the first byte instead of two. A call that then sends nothing writes
@@ -376,11 +376,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
 
   // The call's status URL (its endpoint's) replaces the policy's template.
   const bool callback = static_cast<bool>(p.status_query.callback);
-  call.status_url_template = options.status_url.empty()
-                                 ? std::string_view(p.status_query.url_template)
-                                 : std::string_view(options.status_url);
-  const bool has_query = callback || !call.status_url_template.empty();
-  if (callback && !options.status_url.empty()) call.status_url_template = options.status_url;
+  call.status_url = options.status_url.empty() ? &p.status_query.url_template : &options.status_url;
+  const bool has_query = callback || !call.status_url_template().empty();
 
   CallPolicy& policy = call.policy;
   policy.max_attempts = p.max_attempts;
@@ -401,8 +398,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
   AssignResponsePredicate(retry, policy);
-  AssignCircuitBreakers(client, request,
-                        call.use_callback ? std::string_view() : call.status_url_template, policy);
+  AssignCircuitBreakers(
+      client, request, call.use_callback ? std::string_view() : call.status_url_template(), policy);
   BuildExtraHeaders(p, key_in_request, call);
   return absl::OkStatus();
 }
@@ -455,7 +452,7 @@ void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action,
 
 Request StatusQueryRequest(const PreparedCall& call, const Request& original) {
   StatusQuery query;
-  query.url_template = std::string(call.status_url_template);
+  query.url_template = std::string(call.status_url_template());
   return BuildStatusQueryRequest(query, original, call.key);
 }
 

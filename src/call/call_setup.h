@@ -53,9 +53,14 @@ struct PreparedCall {
   /// The call's retry policy (the call's, or the client's); never null.
   const RetryPolicy* retry = nullptr;
   CallPolicy policy;
-  /// The status-query template of this call (the call's `status_url`, else
-  /// the policy's); points into the call options or the policy.
-  std::string_view status_url_template;
+  /// The status-query template of this call: the call's `status_url`,
+  /// else the policy's; null: none. Points at that string (the call
+  /// options', the policy's, the resolve's or `Extras::status_url`): one
+  /// word, not a view.
+  const std::string* status_url = nullptr;
+  std::string_view status_url_template() const {
+    return status_url != nullptr ? std::string_view(*status_url) : std::string_view();
+  }
   /// The idempotency key; empty: the call has none (a key is never empty).
   std::string key;
   /// The journal the intent is recorded in (`JournalBegin`); null when the
