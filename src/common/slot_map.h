@@ -54,6 +54,12 @@ class SlotMap {
     return s.live && s.generation == static_cast<std::uint32_t>(id >> 32) ? index : kNoIndex;
   }
 
+  /// The id of the live value at `index`; 0 when the slot holds none.
+  Id IdAt(std::uint32_t index) const {
+    if (index >= slots_.size() || !slots_[index].live) return 0;
+    return (static_cast<Id>(slots_[index].generation) << 32) | index;
+  }
+
   /// The live value at `index`.
   T& at(std::uint32_t index) { return slots_[index].value; }
 

@@ -41,6 +41,12 @@ TEST(SlotMapTest, AnIdFindsItsOwnValueUntilRemovedAndNeverAgain) {
   EXPECT_EQ(*map.at(map.IndexOf(c)), "c");
   EXPECT_EQ(map.IndexOf(0), Map::kNoIndex);
   EXPECT_EQ(map.IndexOf((Map::Id{5} << 32) | 999), Map::kNoIndex);  // never issued
+  // A slot names the id of its live value, and none once it is removed.
+  EXPECT_EQ(map.IdAt(Map::SlotOf(c)), c);
+  EXPECT_EQ(map.IdAt(Map::SlotOf(b)), b);
+  map.Take(map.IndexOf(b));
+  EXPECT_EQ(map.IdAt(Map::SlotOf(b)), 0u);
+  EXPECT_EQ(map.IdAt(999), 0u);  // never made
 }
 
 TEST(SlotMapTest, IdsStayStaleAfterTheStorageIsGivenBack) {

@@ -194,8 +194,12 @@ void CurlMultiTransport::CollectDone() {
     if (msg->msg != CURLMSG_DONE) continue;
     void* handle = nullptr;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &handle);
-    if (handle != nullptr) {
-      done.emplace_back(static_cast<PooledHandle*>(handle)->attempt, msg->data.result);
+    if (handle == nullptr) continue;
+    // The transfer's slot holds this handle (a handle runs one transfer).
+    const std::uint32_t slot = static_cast<PooledHandle*>(handle)->transfer_slot;
+    if (const AttemptId id = active_.IdAt(slot);
+        id != 0 && active_.at(slot).handle.get() == handle) {
+      done.emplace_back(id, msg->data.result);
     }
   }
   for (const auto& [id, code] : done) {
@@ -203,7 +207,6 @@ void CurlMultiTransport::CollectDone() {
     if (index == Transfers::kNoIndex) continue;  // cancelled by an earlier callback
     Transfer t = active_.Take(index);
     curl_multi_remove_handle(multi_, t.handle->curl);
-    t.handle->attempt = 0;
     TransportResult result = Decide(*t.handle, code);
     // A finished transfer leaves its connection in the multi's cache in a
     // clean state; the handle is pooled.
@@ -265,7 +268,7 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   }
   PooledHandle& h = *handle;
   const AttemptId id = active_.Insert(Transfer{std::move(handle), std::move(done)});
-  h.attempt = id;
+  h.transfer_slot = Transfers::SlotOf(id);
   return id;
 }
 

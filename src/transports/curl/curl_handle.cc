@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -85,22 +86,46 @@ HeaderListSize SizeHeaderList(const Request& request, HeaderRefs extra, bool use
   return size;
 }
 
-// Room in the handle's block for `size`'s nodes, then `url_bytes` and its
-// text. A new block forgets the URL's copy (the URL is set again).
-void ReserveScratch(PooledHandle& h, const HeaderListSize& size, std::size_t url_bytes) {
-  const std::size_t nodes = std::max<std::size_t>(size.lines, h.node_capacity);
-  const std::size_t bytes = url_bytes + size.text;
-  const std::size_t units = nodes + (bytes + sizeof(curl_slist) - 1) / sizeof(curl_slist);
-  if (size.lines <= h.node_capacity && units <= h.scratch_units) return;
-  h.scratch.reset(new curl_slist[units]);
-  h.last.headers = -1;  // a list set before pointed into the old block
-  h.scratch_units = units;
+static_assert(CURL_ERROR_SIZE % sizeof(std::uint64_t) == 0, "the nodes follow it aligned");
+static_assert(alignof(curl_slist) <= alignof(std::uint64_t), "nodes live in the words");
+
+std::size_t ErrorBytes(const PooledHandle& h) { return h.last.error_buffer ? CURL_ERROR_SIZE : 0; }
+
+curl_slist* ScratchNodes(PooledHandle& h) {
+  return reinterpret_cast<curl_slist*>(reinterpret_cast<char*>(h.scratch.get()) + ErrorBytes(h));
+}
+
+// A new block of `words` for `nodes` nodes; it forgets the URL's copy (the
+// URL is set again) and the header list set (set again), and points
+// libcurl's error buffer at its start when the handle has one.
+void NewScratch(PooledHandle& h, std::size_t words, std::size_t nodes) {
+  h.scratch.reset(new std::uint64_t[words]);
+  // A size past 32 bits is not kept: the next request allocates again.
+  h.scratch_words = words <= UINT32_MAX ? static_cast<std::uint32_t>(words) : 0;
   h.node_capacity = static_cast<std::uint32_t>(nodes);
   h.url_size = PooledHandle::kNoUrl;
+  h.last.headers = -1;  // a list set before pointed into the old block
+  curl_slist* const first = ScratchNodes(h);
+  for (std::size_t i = 0; i < nodes; ++i) new (first + i) curl_slist{nullptr, nullptr};
+  if (h.last.error_buffer) {
+    char* const error = reinterpret_cast<char*>(h.scratch.get());
+    error[0] = '\0';
+    curl_easy_setopt(h.curl, CURLOPT_ERRORBUFFER, error);
+  }
+}
+
+// Room in the handle's block for `size`'s nodes, then `url_bytes` and its
+// text.
+void ReserveScratch(PooledHandle& h, const HeaderListSize& size, std::size_t url_bytes) {
+  const std::size_t nodes = std::max<std::size_t>(size.lines, h.node_capacity);
+  const std::size_t bytes = ErrorBytes(h) + nodes * sizeof(curl_slist) + url_bytes + size.text;
+  const std::size_t words = (bytes + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+  if (size.lines <= h.node_capacity && words <= h.scratch_words) return;
+  NewScratch(h, words, nodes);
 }
 
 char* ScratchUrl(PooledHandle& h) {
-  return reinterpret_cast<char*>(h.scratch.get() + h.node_capacity);
+  return reinterpret_cast<char*>(ScratchNodes(h) + h.node_capacity);
 }
 
 // Sets CURLOPT_URL unless the handle's last URL is the same, and keeps its
@@ -128,7 +153,7 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
 
   // Written with plain copies at a cursor: no append's checks per piece.
   char* p = ScratchUrl(h) + hop.url->size() + 1;
-  curl_slist* const nodes = h.scratch.get();
+  curl_slist* const nodes = ScratchNodes(h);
   std::size_t count = 0;
   auto add_line = [&](std::string_view name, std::string_view value, bool remove_default) {
     nodes[count++].data = p;
@@ -216,9 +241,8 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   curl_easy_setopt(c, CURLOPT_PRIVATE, static_cast<void*>(h.get()));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   if (options.libcurl_error_text) {
-    h->error = std::make_unique<char[]>(CURL_ERROR_SIZE);
-    h->error[0] = '\0';
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->error.get());
+    h->last.error_buffer = true;
+    NewScratch(*h, CURL_ERROR_SIZE / sizeof(std::uint64_t), 0);
   }
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, ex);
@@ -258,7 +282,7 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
                 const Hop& hop, Duration timeout, std::size_t max_response_body) {
   CURL* c = h.curl;
   h.exchange.Reset(hop.body, hop.unsafe, options.cancellation, max_response_body);
-  if (h.error != nullptr) h.error[0] = '\0';
+  if (h.last.error_buffer) reinterpret_cast<char*>(h.scratch.get())[0] = '\0';
   PooledHandle::LastSet& last = h.last;
   const bool known = last.known;
 
@@ -431,8 +455,10 @@ std::string TransferDetail(CURL* c) {
 absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const PooledHandle& h,
                          std::string_view note) {
   std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
-  if (h.error != nullptr && h.error[0] != '\0') {
-    absl::StrAppend(&msg, " (", h.error.get(), ")");
+  const char* const error =
+      h.last.error_buffer ? reinterpret_cast<const char*>(h.scratch.get()) : nullptr;
+  if (error != nullptr && error[0] != '\0') {
+    absl::StrAppend(&msg, " (", error, ")");
   } else {
     absl::StrAppend(&msg, " (", TransferDetail(h.curl), ")");
   }

@@ -31,24 +31,27 @@ struct PooledHandle {
   CURL* curl = nullptr;
   Exchange exchange;
   // One block for what the handle keeps between requests, which only grows
-  // (no allocation in steady state): the request header list's nodes, then
-  // a copy of the URL last set, then the header lines the nodes point at.
-  // libcurl reads CURLOPT_HTTPHEADER in place during a transfer (it does not
-  // copy the list) and copies CURLOPT_URL: the URL's copy here only tells
-  // whether the next request's differs, and an unchanged one is not set
-  // again. One block, not a string, a vector and a string: a transfer in
-  // flight holds its handle, so these bytes count for every call in flight.
-  std::unique_ptr<curl_slist[]> scratch;
-  std::size_t scratch_units = 0;    // the block's size, in nodes
-  std::uint32_t node_capacity = 0;  // the nodes at its start (one per header); the URL follows
+  // (no allocation in steady state), sized to the word: libcurl's error
+  // buffer when asked for (`last.error_buffer`), then the request header
+  // list's nodes, then a copy of the URL last set, then the header lines
+  // the nodes point at. libcurl reads CURLOPT_HTTPHEADER in place during a
+  // transfer (it does not copy the list) and copies CURLOPT_URL: the URL's
+  // copy here only tells whether the next request's differs, and an
+  // unchanged one is not set again. One block, not a string, a vector and a
+  // string: a transfer in flight holds its handle, so these bytes count for
+  // every call in flight. The error buffer (CURLOPT_ERRORBUFFER, 256
+  // bytes, with `CurlTransportOptions::libcurl_error_text`) is in it for
+  // the same reason: by default a failure is described from what libcurl
+  // reports after the transfer (`CurlFailure`), and no handle carries one.
+  std::unique_ptr<std::uint64_t[]> scratch;
+  std::uint32_t scratch_words =
+      0;  // the block's size in 8-byte words (0: none, or too large to say)
+  std::uint32_t node_capacity = 0;  // the nodes (one per header); the URL follows
   static constexpr std::uint32_t kNoUrl = UINT32_MAX;
   std::uint32_t url_size = kNoUrl;  // the URL's copy; kNoUrl: none (set it)
-  // libcurl's own sentence for a failure (CURLOPT_ERRORBUFFER, 256 bytes),
-  // only with `CurlTransportOptions::libcurl_error_text`: null by default,
-  // and a failure is described from what libcurl reports after the transfer
-  // (`CurlFailure`). Not inline: a handle in flight is held by every call in
-  // flight, and the buffer would be a quarter of such a call's bytes.
-  std::unique_ptr<char[]> error;
+  // The multi transport's slot of the transfer running on this handle
+  // (`SlotMap` index; the handle's CURLOPT_PRIVATE points at this struct).
+  std::uint32_t transfer_slot = 0;
   // The per-request options as `PrepareHop` last set them on this handle
   // (the URL: `url_size` above): an option already at its value is not set
   // again (each `curl_easy_setopt` is a call through libcurl's option
@@ -65,12 +68,12 @@ struct PooledHandle {
     std::int8_t headers = -1;
     bool known : 1;  // false: nothing set yet, every option is set
     bool custom_request : 1;
-    LastSet() : known(false), custom_request(false) {}
+    // Set once, by `NewPooledHandle`: CURLOPT_ERRORBUFFER is the start of
+    // `scratch` (set again whenever the block moves).
+    bool error_buffer : 1;
+    LastSet() : known(false), custom_request(false), error_buffer(false) {}
   };
   LastSet last;
-  // The multi transport's attempt running on this handle (0: none); the
-  // handle's CURLOPT_PRIVATE points at this struct.
-  std::uint64_t attempt = 0;
 
   PooledHandle() = default;
   PooledHandle(const PooledHandle&) = delete;
