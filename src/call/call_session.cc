@@ -128,8 +128,8 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   const RetryPolicyOptions& names = client_.policy->options();
   const bool key_in_request = FindHeader(request_->headers, names.idempotency_header).has_value();
   BuildExtraHeaders(names, key_in_request, call_);
-  call_.journal = &journal;
-  call_.attempt_offset = intent->attempt;
+  call_.extra().journal = &journal;
+  call_.extra().attempt_offset = intent->attempt;
   call_.extra().journal_owner = owner;
   SetUpTrace(nullptr, options.trace_context);
   return std::nullopt;
@@ -311,7 +311,7 @@ TimePoint CallSession::SendStart(const CallStateMachine& machine) {
   // Only in-memory work ran since `start_` was read unless the journal, a
   // listener or a tracer did (each may take time).
   const bool fresh =
-      start_unused_ && call_.journal == nullptr && listener_ == nullptr && tracer() == nullptr;
+      start_unused_ && call_.journal() == nullptr && listener_ == nullptr && tracer() == nullptr;
   start_unused_ = false;
   return fresh ? machine.start() : client_.clock->Now();
 }
@@ -420,7 +420,7 @@ void CallSession::FinishIn(CallResult& result) {
 }
 
 CallResult CallSession::FinishResolve(CallResult result) {
-  IntentJournal& journal = *call_.journal;
+  IntentJournal& journal = *call_.journal();
   const std::string& key = call_.key;
   result.idempotency_key = key;
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded

@@ -173,8 +173,8 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
       return r;
     }
     call.extra().journal_owner = owner;
-    call.first_attempt_marked = true;
-    call.attempt_offset = 0;
+    call.extra().first_attempt_marked = true;
+    call.extra().attempt_offset = 0;
   } else if (!recorded->created) {
     // An intent an earlier call (perhaps in a process since killed) left
     // unresolved. If an attempt may have left, only a status query or a
@@ -205,22 +205,24 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
     // The earlier call's attempt may have taken effect: this one starts
     // with that doubt, so it can end FAILED only on a definite answer.
     call.policy.earlier_attempt_may_have_taken_effect = stored.attempt > 0;
-    call.attempt_offset = stored.attempt;
+    call.extra().attempt_offset = stored.attempt;
   } else {
     call.extra().journal_owner = stored.claim_owner;
     // A journal that predates the one-commit record returns PENDING: attempt
     // 1 is then marked before its send, as every later one is.
-    call.first_attempt_marked = stored.state == IntentState::kSent && stored.attempt == 1;
-    call.attempt_offset = 0;
+    call.extra().first_attempt_marked = stored.state == IntentState::kSent && stored.attempt == 1;
+    call.extra().attempt_offset = 0;
   }
-  call.journal = &journal;
+  call.extra().journal = &journal;
   return std::nullopt;
 }
 
 std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
-  if (call.journal == nullptr) return std::nullopt;
-  if (number == 1 && call.first_attempt_marked) return std::nullopt;  // marked by the record
-  absl::Status s = call.journal->MarkSent(call.key, call.attempt_offset + number);
+  IntentJournal* const journal = call.journal();
+  if (journal == nullptr) return std::nullopt;
+  const PreparedCall::Extras& extras = *call.extras;
+  if (number == 1 && extras.first_attempt_marked) return std::nullopt;  // marked by the record
+  absl::Status s = journal->MarkSent(call.key, extras.attempt_offset + number);
   if (!s.ok()) {
     // Not marked, not sent: PENDING must keep proving that nothing left.
     TransportResult tr;
@@ -232,15 +234,16 @@ std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number)
 }
 
 void JournalFinish(PreparedCall& call, const CallResult& result) {
-  if (call.journal == nullptr) return;
+  IntentJournal* const journal = call.journal();
+  if (journal == nullptr) return;
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
                             : result.outcome == Outcome::kFailed  ? IntentState::kFailed
                                                                   : IntentState::kUnknown;
   // Either may fail (storage gone): the intent then stays unresolved and the
   // reconciler settles it; the caller's result stands.
-  (void)call.journal->Finish(call.key, state, SummaryOf(result));
-  (void)call.journal->Release(call.key, call.journal_owner());
-  call.journal = nullptr;
+  (void)journal->Finish(call.key, state, SummaryOf(result));
+  (void)journal->Release(call.key, call.journal_owner());
+  call.extras->journal = nullptr;
 }
 
 CallResult InvalidCall(absl::Status status) {

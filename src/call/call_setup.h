@@ -63,15 +63,6 @@ struct PreparedCall {
   }
   /// The idempotency key; empty: the call has none (a key is never empty).
   std::string key;
-  /// The journal the intent is recorded in (`JournalBegin`); null when the
-  /// call is not journaled (no journal, or no key).
-  IntentJournal* journal = nullptr;
-  /// Attempts already marked sent for this intent by an earlier process:
-  /// this call's attempt n is marked as `attempt_offset + n`.
-  int attempt_offset = 0;
-  /// The intent was recorded with attempt 1 marked (`IntentJournal::Record`
-  /// with `Intent::attempt` 1): the first send needs no mark of its own.
-  bool first_attempt_marked = false;
   /// Status queries go to the policy's callback.
   bool use_callback = false;
   /// The headers saferetry adds (`StampAttemptHeaders` writes them for a
@@ -84,16 +75,27 @@ struct PreparedCall {
   bool send_deadline_header = false;
   bool send_attempt_header = false;
   /// What few calls need, allocated when first set (a call with none of it
-  /// keeps a null pointer, not three strings and a policy): the key as sent
-  /// in the quoted form (`KeyForm::kQuotedString`; empty for the bare form,
-  /// which sends `*key` itself), the journal claim's owner, released at the
-  /// end, and the call's own status URL and policy when a driver keeps them
-  /// past the call options (`CallSession::KeepCallOptions`).
+  /// keeps a null pointer, not three strings, a policy and its journal): the
+  /// key as sent in the quoted form (`KeyForm::kQuotedString`; empty for the
+  /// bare form, which sends `key` itself), a journaled call's journal, its
+  /// claim's owner (released at the end) and its attempts' numbering, and
+  /// the call's own status URL and policy when a driver keeps them past the
+  /// call options (`CallSession::KeepCallOptions`).
   struct Extras {
     std::string quoted_key;
     std::string journal_owner;
     std::string status_url;
     std::shared_ptr<const RetryPolicy> policy;  // `retry`'s owner, when the call's
+    /// The journal the intent is recorded in (`JournalBegin`, which also
+    /// sets `journal_owner`: a journaled call has extras); null when the
+    /// call is not journaled (no journal, or no key).
+    IntentJournal* journal = nullptr;
+    /// Attempts already marked sent for this intent by an earlier process:
+    /// this call's attempt n is marked as `attempt_offset + n`.
+    int attempt_offset = 0;
+    /// The intent was recorded with attempt 1 marked (`IntentJournal::Record`
+    /// with `Intent::attempt` 1): the first send needs no mark of its own.
+    bool first_attempt_marked = false;
   };
   std::unique_ptr<Extras> extras;
   Extras& extra() {
@@ -103,6 +105,8 @@ struct PreparedCall {
   std::string_view quoted_key() const {
     return extras != nullptr ? std::string_view(extras->quoted_key) : std::string_view();
   }
+  /// `Extras::journal`: null when the call is not journaled.
+  IntentJournal* journal() const { return extras != nullptr ? extras->journal : nullptr; }
   std::string_view journal_owner() const {
     return extras != nullptr ? std::string_view(extras->journal_owner) : std::string_view();
   }
