@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "saferetry/backoff.h"
+#include "saferetry/cancellation.h"
 #include "saferetry/circuit_breaker.h"
 #include "saferetry/classifier.h"
 #include "saferetry/deadline.h"
@@ -82,8 +83,6 @@
 #include "saferetry/status_query.h"
 
 namespace saferetry {
-
-class CancellationToken;
 
 /// Everything the machine needs to know about one call. Validated by the
 /// client; the machine trusts it.
@@ -288,6 +287,17 @@ class CallStateMachine {
   CallAction OnStatusAnswerInPlace(StatusAnswer answer, std::optional<Response>&& response,
                                    TimePoint now);
   CallAction OnCancelled(TimePoint now);
+  /// Cancels the call as its token would (for a driver that cancels calls
+  /// itself, e.g. `AsyncClient::Cancel`, with no token of its own): from
+  /// now on `cancelled()` is true and every decision that checks the token
+  /// ends the call kCancelled. Reports nothing; a driver with nothing in
+  /// flight calls `OnCancelled` (or ends its wait) to finish.
+  void Cancel() { cancelled_ = true; }
+  /// Whether the call is cancelled: `Cancel()`, or the token given to the
+  /// constructor.
+  bool cancelled() const {
+    return cancelled_ || (cancellation_ != nullptr && cancellation_->IsCancelled());
+  }
 
   bool finished() const { return finished_; }
   /// The call's start: the time `Start` was given.
@@ -340,7 +350,6 @@ class CallStateMachine {
   // Completes the stored evidence of the answer being handled (deadline
   // left, budget balance) and the result's last transport status.
   void CompleteEvidence(AttemptEvidence& evidence, TimePoint now);
-  bool Cancelled() const;
 
   CallPolicy* policy_;            // `owned_->policy`, or the caller's
   const CallServices* services_;  // `owned_->services`, or the caller's
@@ -394,12 +403,13 @@ class CallStateMachine {
                        AttemptClass cls, const absl::Status& transport_status, TimePoint now);
   // The first send in flight; hedges beside it are in `Later::hedges`.
   InFlight in_flight0_{};
-  int in_flight_count_ = 0;
   std::uint32_t next_id_ = 0;
+  std::uint8_t in_flight_count_ = 0;  // at most kMaxInFlight
   bool finished_ = false;
   bool maybe_effect_ = false;  // some attempt may have taken effect, unresolved
   Next pending_ = Next::kAttempt;
   std::uint8_t plan_kind_ = 0;  // `plan()`'s `TimePlanKind`, chosen by `Start`
+  bool cancelled_ = false;      // `Cancel()`
   int attempts_counted_ = 0;    // sends that count against max_attempts
 
   // What a call needs only once it waits, polls, hedges or meets a final

@@ -131,16 +131,11 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
          const CallOptions& options)
         : request(std::move(r)),
           session(client, request, options),
-          machine(session.machine_policy(), &services, &token) {}
+          machine(session.machine_policy(), &services, options.cancellation) {}
     CallId id = 0;
     Request request;
-    // Of the caller's `CallOptions`, what a call reads once it has begun
-    // (the rest is read by `Begin` and dropped with the queue's entry): the
-    // caller's token. The session keeps the policy and the status URL.
-    const CancellationToken* cancellation = nullptr;
     Callback done;
     internal::CallSession session;
-    CancellationToken token;  // the machine's: Cancel() and the caller's token
     CallStateMachine machine;
     // The sends in flight: one, but for hedges (inline: no allocation per call).
     absl::InlinedVector<Flight, 1> flights;
@@ -168,19 +163,13 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (begin_batch_.capacity() > kKeptQueue) std::vector<Pending>().swap(begin_batch_);
   }
 
-  // Mirrors the caller's token into the call's own; true when cancelled.
-  static bool SyncCancellation(Call& call) {
-    if (call.cancellation != nullptr && call.cancellation->IsCancelled() &&
-        !call.token.IsCancelled()) {
-      call.token.Cancel();
-    }
-    return call.token.IsCancelled();
-  }
+  // Whether the call is cancelled: by `Cancel`, at shutdown, or by the
+  // caller's token, which its machine reads (it must outlive the call).
+  static bool Cancelled(const Call& call) { return call.machine.cancelled(); }
 
   void Begin(std::unique_ptr<Call> call, CallOptions& options) {
-    if (shutting_down_) call->token.Cancel();
+    if (shutting_down_) call->machine.Cancel();
     const TimePoint start = clock().Now();
-    call->cancellation = options.cancellation;
     std::optional<CallResult> early =
         call->session.holds_resolve() ? call->session.BeginHeldResolve(start)
                                       : call->session.Begin(fingerprints_, unsent_, options, start);
@@ -190,7 +179,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     }
     // The call outlives its options from here: it keeps what it reads.
     call->session.KeepCallOptions(options);
-    SyncCancellation(*call);
     Call& c = *call;
     // A node of a finished call is reused when there is one.
     if (!spare_nodes_.empty()) {
@@ -240,7 +228,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
           session.OnWait(action);
           // A cancelled wait ends at once, as the blocking driver's
           // cancellable sleep does.
-          if (SyncCancellation(call)) {
+          if (Cancelled(call)) {
             action = machine.OnWaitOver(clock().Now());
             continue;
           }
@@ -330,7 +318,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   // Hands one finished attempt or query to the machine through the session.
   CallAction Feed(Call& call, const Flight& flight, TransportResult&& result) {
     CallStateMachine& machine = call.machine;
-    SyncCancellation(call);
     CallAction action =
         flight.status_query
             ? call.session.AfterStatusQuery(machine, std::move(result), flight.start)
@@ -346,7 +333,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     Call* call = Find(id);
     if (call == nullptr) return;
     call->timer = 0;
-    SyncCancellation(*call);
     Drive(*call, call->machine.OnWaitOver(clock().Now()));
   }
 
@@ -355,7 +341,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (call == nullptr) return;
     call->timer = 0;
     if (call->flights.empty() || call->flights.front().status_query) return;
-    if (SyncCancellation(*call)) return;
+    if (Cancelled(*call)) return;
     CallAction action = call->machine.StartHedge(clock().Now());
     if (action.kind != CallAction::Kind::kSendAttempt) return;  // refused: no more hedges
     Drive(*call, action);
@@ -364,7 +350,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   void CancelCall(CallId id) {
     Call* call = Find(id);
     if (call == nullptr) return;
-    call->token.Cancel();
+    call->machine.Cancel();
     if (call->timer != 0 && call->flights.empty()) {  // the wait's
       loop_->CancelTimer(call->timer);
       call->timer = 0;

@@ -81,10 +81,6 @@ CallResult& CallStateMachine::NewResult() const {
   return *result_;
 }
 
-bool CallStateMachine::Cancelled() const {
-  return cancellation_ != nullptr && cancellation_->IsCancelled();
-}
-
 CallAction CallStateMachine::Start(TimePoint now) {
   if (policy_->poll_backoff == nullptr) {
     policy_->poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
@@ -120,7 +116,7 @@ CallAction CallStateMachine::OutOfTime(TimePoint now) {
 }
 
 CallAction CallStateMachine::SendNow(TimePoint now) {
-  if (Cancelled()) {
+  if (cancelled()) {
     RefundPendingCharge(now);
     return FinishFailure(StopReason::kCancelled, now);
   }
@@ -191,7 +187,7 @@ CallAction CallStateMachine::StartHedge(TimePoint now) {
   CallAction none;
   none.kind = CallAction::Kind::kNone;
   if (!policy_->hedging || finished_ || in_flight_count_ == 0 || in_flight_count_ >= kMaxInFlight ||
-      Cancelled() || attempts_counted_ >= policy_->max_attempts) {
+      cancelled() || attempts_counted_ >= policy_->max_attempts) {
     return none;
   }
   const Duration timeout =
@@ -339,12 +335,12 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
       later.no_resend = true;
       if (!maybe_effect_) later.held_final = reason;  // only the copies in flight left doubt
       if (expired) later.unsettled_reason = StopReason::kKeyExpired;
-      if (in_flight_count_ > 0 && !Cancelled()) {
+      if (in_flight_count_ > 0 && !cancelled()) {
         CallAction none;
         none.kind = CallAction::Kind::kNone;
         return none;
       }
-      if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
+      if (cancelled()) return FinishFailure(StopReason::kCancelled, now);
       if (policy_->traits.keyed && policy_->has_status_query) {
         return ScheduleNext(Next::kStatusQuery, true, c.cls, hints, now);
       }
@@ -355,14 +351,14 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   }
   // Another attempt is still in flight (a hedge): its answer may still
   // settle the call, so wait for it rather than retrying now.
-  if (in_flight_count_ > 0 && !Cancelled()) {
+  if (in_flight_count_ > 0 && !cancelled()) {
     CallAction none;
     none.kind = CallAction::Kind::kNone;
     return none;
   }
   // Cancelled while this attempt ran: stop before deciding how to go on. The
   // history (this attempt included) decides between FAILED and UNKNOWN.
-  if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
+  if (cancelled()) return FinishFailure(StopReason::kCancelled, now);
   if (hints.do_not_retry) return FinishFailure(StopReason::kServerDoNotRetry, now);
 
   switch (c.cls) {
@@ -501,7 +497,7 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
 
 CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls,
                                           const ServerHints& hints, TimePoint now) {
-  if (Cancelled()) return FinishFailure(StopReason::kCancelled, now);
+  if (cancelled()) return FinishFailure(StopReason::kCancelled, now);
   // 0. After a final answer that was not definite only status queries may
   //    follow: a resend would repeat that answer, or execute an expired key.
   if (next == Next::kAttempt && later().no_resend) {

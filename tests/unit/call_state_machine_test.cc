@@ -939,6 +939,42 @@ TEST_F(CallStateMachineTest, CancelledWhileAnAttemptRanStopsCancelledUncharged) 
   EXPECT_EQ(allowance_.charges(), 0);
 }
 
+// A driver's own cancellation (`Cancel()`, no token) decides as the token
+// does: during an attempt, UNKNOWN uncharged; during a wait, no send and the
+// charge refunded.
+TEST_F(CallStateMachineTest, CancelWithoutATokenDecidesAsTheTokenDoes) {
+  CallPolicy keyed = KeyedPost(seconds(1));
+  const CallServices services{&budget_, &classifier_, nullptr, &allowance_};
+  CallStateMachine during(&keyed, &services, nullptr);
+  during.Start(kT0);
+  EXPECT_FALSE(during.cancelled());
+  during.Cancel();
+  EXPECT_TRUE(during.cancelled());
+  EXPECT_FALSE(token_.IsCancelled());
+  EXPECT_TRUE(IsFinish(during.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
+  CallResult r = during.TakeResult();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(budget_.charges(), 0);
+  EXPECT_EQ(allowance_.charges(), 0);
+
+  CallPolicy get = Get(seconds(1));
+  ScriptedRandom random({0.5});
+  const CallServices with_random{&budget_, &classifier_, &random, &allowance_};
+  CallStateMachine waiting(&get, &with_random, nullptr);
+  waiting.Start(kT0);
+  EXPECT_TRUE(IsWait(waiting.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                     milliseconds(50)));
+  EXPECT_EQ(budget_.charges(), 1);
+  waiting.Cancel();
+  EXPECT_TRUE(IsFinish(waiting.OnWaitOver(At(milliseconds(60)))));
+  r = waiting.TakeResult();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_THAT(budget_.refunds(), ElementsAre(1));
+}
+
 // kServerDoNotRetry: rule 4, the server asked not to be retried: no charge,
 // no delay drawn.
 TEST_F(CallStateMachineTest, ServerDoNotRetryHintStopsServerDoNotRetryUncharged) {
