@@ -333,7 +333,7 @@ class CallStateMachine {
   /// Without it the machine allocates its result when the first answer
   /// comes (or the call ends), so a call waiting for its first answer holds
   /// no result.
-  void BuildResultIn(CallResult* out) { result_ = out; }
+  void BuildResultIn(CallResult* out) { result_.Borrow(out); }
 
  private:
   enum class Next : std::uint8_t { kAttempt, kStatusQuery };
@@ -361,9 +361,48 @@ class CallStateMachine {
   };
   std::unique_ptr<Owned> owned_;
 
-  // The result being built: `BuildResultIn`'s, else allocated on first use
-  // (`NewResult`). Inline: a call reads it a dozen times.
-  CallResult& out() const { return result_ != nullptr ? *result_ : NewResult(); }
+  // The result being built, in one word: `BuildResultIn`'s (borrowed), else
+  // allocated on first use (`NewResult`) and owned, told apart by the
+  // pointer's low bit (a `CallResult` is aligned to 8).
+  class ResultPtr {
+   public:
+    ResultPtr() = default;
+    ResultPtr(ResultPtr&& other) noexcept : bits_(other.bits_) { other.bits_ = 0; }
+    ResultPtr& operator=(ResultPtr&& other) noexcept {
+      if (this != &other) {
+        Reset();
+        bits_ = other.bits_;
+        other.bits_ = 0;
+      }
+      return *this;
+    }
+    ResultPtr(const ResultPtr&) = delete;
+    ResultPtr& operator=(const ResultPtr&) = delete;
+    ~ResultPtr() { Reset(); }
+    CallResult* get() const { return reinterpret_cast<CallResult*>(bits_ & ~kOwned); }
+    void Borrow(CallResult* result) {
+      Reset();
+      bits_ = reinterpret_cast<std::uintptr_t>(result);
+    }
+    void Own(std::unique_ptr<CallResult> result) {
+      Reset();
+      bits_ = reinterpret_cast<std::uintptr_t>(result.release()) | kOwned;
+    }
+
+   private:
+    static constexpr std::uintptr_t kOwned = 1;
+    static_assert(alignof(CallResult) > 1, "the low bit is free");
+    void Reset() {
+      if ((bits_ & kOwned) != 0) delete get();
+      bits_ = 0;
+    }
+    std::uintptr_t bits_ = 0;
+  };
+  // Inline: a call reads it a dozen times.
+  CallResult& out() const {
+    CallResult* const r = result_.get();
+    return r != nullptr ? *r : NewResult();
+  }
   CallResult& NewResult() const;
   // `out()` with the counts the machine keeps until then written in.
   CallResult& Synced() const {
@@ -372,8 +411,7 @@ class CallStateMachine {
     r.status_queries = status_queries_;
     return r;
   }
-  mutable CallResult* result_ = nullptr;
-  mutable std::unique_ptr<CallResult> own_result_;
+  mutable ResultPtr result_;
   int attempts_ = 0;        // `CallResult::attempts`
   int status_queries_ = 0;  // `CallResult::status_queries`
   TimePoint start_{};

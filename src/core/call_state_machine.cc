@@ -76,9 +76,8 @@ CallStateMachine::Later& CallStateMachine::MutableLater() {
 }
 
 CallResult& CallStateMachine::NewResult() const {
-  own_result_ = std::make_unique<CallResult>();
-  result_ = own_result_.get();
-  return *result_;
+  result_.Own(std::make_unique<CallResult>());
+  return *result_.get();
 }
 
 CallAction CallStateMachine::Start(TimePoint now) {
