@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/slot_map.h"
+#include "common/table_growth.h"
 
 namespace saferetry {
 namespace {
@@ -107,7 +108,10 @@ class EpollEventLoop final : public RunnableEventLoop {
       return absl::OkStatus();
     }
     const auto index = static_cast<std::size_t>(fd);
-    if (index >= watches_.size()) watches_.resize(index + kWatchSlack);
+    if (index >= watches_.size()) {
+      internal::ReserveGrowingByAQuarter(watches_, index + kWatchSlack);
+      watches_.resize(index + kWatchSlack);
+    }
     Watch& w = watches_[index];
     w.generation = generation;
     w.callback = std::move(callback);

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/table_growth.h"
+
 namespace saferetry {
 namespace internal {
 
@@ -33,6 +35,7 @@ class SlotMap {
       free_.pop_back();
     } else {
       index = static_cast<std::uint32_t>(slots_.size());
+      ReserveGrowingByAQuarter(slots_, slots_.size() + 1);
       slots_.emplace_back().generation = first_generation_;
     }
     Slot& s = slots_[index];

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/table_growth.h"
+
 namespace saferetry {
 namespace internal {
 namespace {
@@ -61,6 +63,22 @@ TEST(SlotMapTest, IdsStayStaleAfterTheStorageIsGivenBack) {
   for (int i = 0; i < 100; ++i) fresh.push_back(map.Insert(std::make_unique<std::string>("new")));
   for (Map::Id id : old) EXPECT_EQ(map.IndexOf(id), Map::kNoIndex) << id;
   for (Map::Id id : fresh) EXPECT_EQ(*map.at(map.IndexOf(id)), "new");
+}
+
+// A table in flight grows by a quarter, not double: its slack stays under a
+// quarter of what it holds.
+TEST(TableGrowthTest, GrowsByAQuarterOrToWhatIsNeeded) {
+  std::vector<int> v;
+  v.reserve(100);
+  ReserveGrowingByAQuarter(v, 100);  // room already: nothing moves
+  EXPECT_EQ(v.capacity(), 100u);
+  ReserveGrowingByAQuarter(v, 101);
+  EXPECT_EQ(v.capacity(), 125u);
+  ReserveGrowingByAQuarter(v, 1000);  // more than a quarter: what is needed
+  EXPECT_EQ(v.capacity(), 1000u);
+  Map map;
+  for (int i = 0; i < 1000; ++i) map.Insert(std::make_unique<std::string>("x"));
+  EXPECT_EQ(map.size(), 1000u);
 }
 
 TEST(SlotMapTest, SeededRunsAgreeWithAModel) {
