@@ -107,8 +107,9 @@ absl::Status GlobalInit();
 absl::Status ValidateSharedOptions(const CurlTransportOptions& options);
 
 /// "curl: <curl's message> (<detail>); <note>" with `code`. The detail is
-/// libcurl's own sentence when the handle keeps one (`PooledHandle::error`),
-/// else `TransferDetail` of the handle's last transfer.
+/// libcurl's own sentence when the handle keeps one (`LastSet::error_buffer`,
+/// the start of its block), else `TransferDetail` of the handle's last
+/// transfer.
 absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const PooledHandle& h,
                          std::string_view note);
 
