@@ -940,39 +940,60 @@ TEST_F(CallStateMachineTest, CancelledWhileAnAttemptRanStopsCancelledUncharged) 
 }
 
 // A driver's own cancellation (`Cancel()`, no token) decides as the token
-// does: during an attempt, UNKNOWN uncharged; during a wait, no send and the
-// charge refunded.
+// does, step for step: during an attempt of a keyed write, UNKNOWN and
+// uncharged; during a GET's wait, no send and the charge refunded.
 TEST_F(CallStateMachineTest, CancelWithoutATokenDecidesAsTheTokenDoes) {
-  CallPolicy keyed = KeyedPost(seconds(1));
-  const CallServices services{&budget_, &classifier_, nullptr, &allowance_};
-  CallStateMachine during(&keyed, &services, nullptr);
-  during.Start(kT0);
-  EXPECT_FALSE(during.cancelled());
-  during.Cancel();
-  EXPECT_TRUE(during.cancelled());
-  EXPECT_FALSE(token_.IsCancelled());
-  EXPECT_TRUE(IsFinish(during.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
-  CallResult r = during.TakeResult();
-  EXPECT_EQ(r.outcome, Outcome::kUnknown);
-  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
-  EXPECT_EQ(budget_.charges(), 0);
-  EXPECT_EQ(allowance_.charges(), 0);
-
-  CallPolicy get = Get(seconds(1));
-  ScriptedRandom random({0.5});
-  const CallServices with_random{&budget_, &classifier_, &random, &allowance_};
-  CallStateMachine waiting(&get, &with_random, nullptr);
-  waiting.Start(kT0);
-  EXPECT_TRUE(IsWait(waiting.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
-                     milliseconds(50)));
-  EXPECT_EQ(budget_.charges(), 1);
-  waiting.Cancel();
-  EXPECT_TRUE(IsFinish(waiting.OnWaitOver(At(milliseconds(60)))));
-  r = waiting.TakeResult();
-  EXPECT_EQ(r.outcome, Outcome::kFailed);
-  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
-  EXPECT_EQ(r.attempts, 1);
-  EXPECT_THAT(budget_.refunds(), ElementsAre(1));
+  struct Ended {
+    Outcome outcome;
+    StopReason reason;
+    int attempts;
+    int charges;
+    std::vector<std::int64_t> refunds;
+  };
+  // `during_wait`: cancelled once the first attempt's 503 scheduled a wait
+  // (a GET), else while the first attempt of a keyed POST is in flight.
+  auto run = [this](bool by_token, bool during_wait) {
+    CountingBudget budget;
+    CountingBudget allowance;
+    ScriptedRandom random({0.5});
+    CancellationToken token;
+    const CallServices services{&budget, &classifier_, &random, &allowance};
+    CallPolicy policy = during_wait ? Get(seconds(1)) : KeyedPost(seconds(1));
+    CallStateMachine m(&policy, &services, by_token ? &token : nullptr);
+    m.Start(kT0);
+    if (during_wait) {
+      EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))),
+                         milliseconds(50)));
+    }
+    EXPECT_FALSE(m.cancelled());
+    if (by_token) {
+      token.Cancel();
+    } else {
+      m.Cancel();
+    }
+    EXPECT_TRUE(m.cancelled());
+    EXPECT_TRUE(IsFinish(during_wait
+                             ? m.OnWaitOver(At(milliseconds(60)))
+                             : m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(10)))));
+    const CallResult r = m.TakeResult();
+    return Ended{r.outcome, r.stop_reason, r.attempts, budget.charges() + allowance.charges(),
+                 budget.refunds()};
+  };
+  for (const bool during_wait : {false, true}) {
+    const Ended by_token = run(true, during_wait);
+    const Ended by_driver = run(false, during_wait);
+    EXPECT_EQ(by_driver.outcome, during_wait ? Outcome::kFailed : Outcome::kUnknown);
+    EXPECT_EQ(by_driver.reason, StopReason::kCancelled);
+    EXPECT_EQ(by_driver.attempts, 1);
+    EXPECT_EQ(by_driver.charges, during_wait ? 1 : 0);
+    EXPECT_EQ(by_driver.refunds,
+              during_wait ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{});
+    EXPECT_EQ(by_token.outcome, by_driver.outcome);
+    EXPECT_EQ(by_token.reason, by_driver.reason);
+    EXPECT_EQ(by_token.attempts, by_driver.attempts);
+    EXPECT_EQ(by_token.charges, by_driver.charges);
+    EXPECT_EQ(by_token.refunds, by_driver.refunds);
+  }
 }
 
 // kServerDoNotRetry: rule 4, the server asked not to be retried: no charge,
