@@ -262,9 +262,9 @@ class CallStateMachine {
   CallAction StartHedge(TimePoint now);
   /// Ids of the attempts in flight.
   int in_flight_count() const { return in_flight_count_; }
+  std::uint32_t in_flight(int i) const { return Slot(i).id; }
   /// The hedges sent so far (`StartHedge`'s kSendAttempt actions).
   int hedges() const { return later().hedges_sent; }
-  std::uint32_t in_flight(int i) const { return Slot(i).id; }
   /// The most attempts in flight at once.
   static constexpr int kMaxInFlight = 4;
   CallAction OnWaitOver(TimePoint now);

@@ -163,10 +163,6 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (begin_batch_.capacity() > kKeptQueue) std::vector<Pending>().swap(begin_batch_);
   }
 
-  // Whether the call is cancelled: by `Cancel`, at shutdown, or by the
-  // caller's token, which its machine reads (it must outlive the call).
-  static bool Cancelled(const Call& call) { return call.machine.cancelled(); }
-
   void Begin(std::unique_ptr<Call> call, CallOptions& options) {
     if (shutting_down_) call->machine.Cancel();
     const TimePoint start = clock().Now();
@@ -226,9 +222,10 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
         }
         case CallAction::Kind::kWait: {
           session.OnWait(action);
-          // A cancelled wait ends at once, as the blocking driver's
-          // cancellable sleep does.
-          if (Cancelled(call)) {
+          // A cancelled wait (by `Cancel`, at shutdown, or by the caller's
+          // token, which the machine reads) ends at once, as the blocking
+          // driver's cancellable sleep does.
+          if (machine.cancelled()) {
             action = machine.OnWaitOver(clock().Now());
             continue;
           }
@@ -341,7 +338,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     if (call == nullptr) return;
     call->timer = 0;
     if (call->flights.empty() || call->flights.front().status_query) return;
-    if (Cancelled(*call)) return;
+    if (call->machine.cancelled()) return;
     CallAction action = call->machine.StartHedge(clock().Now());
     if (action.kind != CallAction::Kind::kSendAttempt) return;  // refused: no more hedges
     Drive(*call, action);

@@ -42,7 +42,7 @@ class SlotMap {
     s.value = std::move(value);
     s.live = true;
     ++live_;
-    return (static_cast<Id>(s.generation) << 32) | index;
+    return IdOf(s.generation, index);
   }
 
   /// The slot an id was issued for, live or not (`IndexOf` checks).
@@ -60,7 +60,7 @@ class SlotMap {
   /// The id of the live value at `index`; 0 when the slot holds none.
   Id IdAt(std::uint32_t index) const {
     if (index >= slots_.size() || !slots_[index].live) return 0;
-    return (static_cast<Id>(slots_[index].generation) << 32) | index;
+    return IdOf(slots_[index].generation, index);
   }
 
   /// The live value at `index`.
@@ -100,6 +100,9 @@ class SlotMap {
   }
 
  private:
+  static Id IdOf(std::uint32_t generation, std::uint32_t index) {
+    return (static_cast<Id>(generation) << 32) | index;
+  }
   struct Slot {
     T value{};
     std::uint32_t generation = 1;  // never 0: an id is never 0
