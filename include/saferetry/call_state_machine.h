@@ -94,9 +94,9 @@ struct CallPolicy {
   /// 1..kMaxStatusQueriesHardCap; 0 = `DefaultMaxStatusQueries` of the
   /// deadline at `Start`, derived when the first poll is scheduled.
   int max_status_queries = 0;
-  /// Waits before a retry of the request (non-owning, never null; must
-  /// outlive the call). Default: the default policy's.
-  const BackoffPolicy* backoff = &RetryPolicy::Default()->backoff();
+  /// Waits before a retry of the request (non-owning; must outlive the
+  /// call). Null (the default): the default policy's, filled in by `Start`.
+  const BackoffPolicy* backoff = nullptr;
   /// Waits before a poll (status query, or resend while in progress)
   /// (non-owning; must outlive the call). Null (the default): the default
   /// policy's, filled in by `Start`. Like `deadline_options`, the same for
@@ -231,12 +231,13 @@ class CallStateMachine {
   /// the call's policy is built once, in storage the call owns, and the
   /// services once per client. `cancellation` may be null.
   CallStateMachine(CallPolicy* policy, const CallServices* services,
-                   const CancellationToken* cancellation = nullptr);
+                   const CancellationToken* cancellation = nullptr)
+      : policy_(policy), services_(services), cancellation_(cancellation) {}
   CallStateMachine(CallStateMachine&&) noexcept = default;
   CallStateMachine& operator=(CallStateMachine&&) noexcept = default;
   CallStateMachine(const CallStateMachine&) = delete;
   CallStateMachine& operator=(const CallStateMachine&) = delete;
-  ~CallStateMachine();
+  ~CallStateMachine() = default;
 
   /// Starts the call in both budgets and returns the first send. Chooses the
   /// time plan (`plan()`) and completes the policy with the default

@@ -14,6 +14,7 @@
 #define SAFERETRY_DEADLINE_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,7 +43,15 @@ class Deadline {
   /// The expiry; `TimePoint::max()` when infinite.
   TimePoint at() const { return at_; }
   /// Time left at `now`, never negative; `Duration::max()` when infinite.
-  Duration Remaining(TimePoint now) const;
+  Duration Remaining(TimePoint now) const {
+    if (is_infinite()) return Duration::max();
+    const Duration::rep at = at_.time_since_epoch().count();
+    const Duration::rep n = now.time_since_epoch().count();
+    if (n >= at) return Duration::zero();
+    // Saturating: from a reading far before it, a deadline is all of time away.
+    if (n < 0 && at > std::numeric_limits<Duration::rep>::max() + n) return Duration::max();
+    return Duration(at - n);
+  }
   bool Expired(TimePoint now) const { return !is_infinite() && now >= at_; }
 
  private:

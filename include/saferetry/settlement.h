@@ -60,11 +60,15 @@ Proof ProofOfStatusAnswer(StatusAnswer answer);
 /// A 410 that is not fenced (`expired`, or no key state): the server's record
 /// of the key is gone, so the key was used before and the effect may exist.
 /// Never a reason to resend: the server will not execute the key again.
-bool IsExpiredKeyAnswer(const AttemptEvidence& evidence);
+inline bool IsExpiredKeyAnswer(const AttemptEvidence& evidence) {
+  return evidence.http_status == 410 && evidence.hints.key_state != KeyState::kFenced;
+}
 
 /// A 410 with `Idempotency-Key-State: fenced`: no request with the key was or
 /// will be executed.
-bool IsFencedAnswer(const AttemptEvidence& evidence);
+inline bool IsFencedAnswer(const AttemptEvidence& evidence) {
+  return evidence.http_status == 410 && evidence.hints.key_state == KeyState::kFenced;
+}
 
 }  // namespace saferetry
 

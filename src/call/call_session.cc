@@ -146,8 +146,8 @@ void CallSession::KeepCallOptions(CallOptions& options) {
   if (is_template) call_.status_url = &kept;
 }
 
-void CallSession::SetUpTrace(AttemptTracer* tracer,
-                             const std::optional<TraceContext>& given_context) {
+void CallSession::ReadTraceContext(AttemptTracer* tracer,
+                                   const std::optional<TraceContext>& given_context) {
   AttemptTracer* const chosen = tracer != nullptr ? tracer : client_.tracer.get();
   const bool active = chosen != nullptr || given_context.has_value();
   std::size_t parents = 0;
@@ -252,9 +252,7 @@ std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
   return kTraceSlots;
 }
 
-void CallSession::RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
-  ev.resend_count = ResendCount(slot);
-  ev.redirects = redirects;
+void CallSession::RecordTraceContext(std::size_t slot, AttemptEvidence& ev) const {
   const std::optional<TraceParent> sent =
       active_ != nullptr ? active_->sent[slot]
       : caller_trace_header_ > 0
@@ -305,15 +303,6 @@ void CallSession::HoldResolve(std::string key, ResolveOptions options) {
 CallSession::Rare& CallSession::rare() {
   if (rare_ == nullptr) rare_ = std::make_unique<Rare>();
   return *rare_;
-}
-
-TimePoint CallSession::SendStart(const CallStateMachine& machine) {
-  // Only in-memory work ran since `start_` was read unless the journal, a
-  // listener or a tracer did (each may take time).
-  const bool fresh =
-      start_unused_ && call_.journal() == nullptr && listener_ == nullptr && tracer() == nullptr;
-  start_unused_ = false;
-  return fresh ? machine.start() : client_.clock->Now();
 }
 
 CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id,

@@ -114,7 +114,14 @@ class CallSession {
   /// reading. A call that succeeds at once reads the clock twice: its start and the end of the
   /// attempt (the wall clock too only for a `Retry-After` date that comes
   /// with no `Date`).
-  TimePoint SendStart(const CallStateMachine& machine);
+  TimePoint SendStart(const CallStateMachine& machine) {
+    // Only in-memory work ran since the start was read unless the journal, a
+    // listener or a tracer did (each may take time).
+    const bool fresh =
+        start_unused_ && call_.journal() == nullptr && listener_ == nullptr && tracer() == nullptr;
+    start_unused_ = false;
+    return fresh ? machine.start() : client_.clock->Now();
+  }
 
   /// After a send of the request: its evidence to the machine, the listener.
   CallAction AfterAttempt(CallStateMachine& machine, std::uint32_t attempt_id, TransportResult&& tr,
@@ -168,7 +175,14 @@ class CallSession {
   // Reads the caller's context (`given`: the call's or the resolve's, else
   // the request's headers) and, when saferetry writes the headers, takes
   // them out of the request. `tracer`: the call's, else null.
-  void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context);
+  void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context) {
+    // Without a tracer, a context or a header, there is nothing to read.
+    if (tracer != nullptr || client_.tracer != nullptr || given_context.has_value() ||
+        !request_->headers.empty()) {
+      ReadTraceContext(tracer, given_context);
+    }
+  }
+  void ReadTraceContext(AttemptTracer* tracer, const std::optional<TraceContext>& given_context);
   // Asks the tracer, appends this send's headers to `headers`; records the
   // traceparent sent in slot `slot`.
   void StampTrace(const AttemptSpanStart& start, std::size_t slot, SendHeaders& headers);
@@ -186,7 +200,13 @@ class CallSession {
                               : rare_->hedge_traces[slot - 1].resend_count;
   }
   // Writes slot `slot`'s trace context into `ev`.
-  void RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const;
+  void RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
+    ev.resend_count = ResendCount(slot);
+    ev.redirects = redirects;
+    if (active_ != nullptr || caller_trace_header_ > 0) RecordTraceContext(slot, ev);
+  }
+  // The trace context part of `RecordTrace`, when the call has one.
+  void RecordTraceContext(std::size_t slot, AttemptEvidence& ev) const;
 
   const ClientOptions& client_;
   const Request* request_;

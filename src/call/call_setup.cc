@@ -116,10 +116,9 @@ bool UnsentRecords::Take(std::string_view key) {
   return false;
 }
 
-std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
+std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall& call,
                                        const Request& request, TimePoint start,
                                        UnsentRecords* unsent) {
-  if (client.journal == nullptr || call.key.empty()) return std::nullopt;
   IntentJournal& journal = *client.journal;
   const WallTime now = client.clock->WallNow();
   const Duration remaining =
@@ -217,9 +216,8 @@ std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall
   return std::nullopt;
 }
 
-std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
+std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number) {
   IntentJournal* const journal = call.journal();
-  if (journal == nullptr) return std::nullopt;
   const PreparedCall::Extras& extras = *call.extras;
   if (number == 1 && extras.first_attempt_marked) return std::nullopt;  // marked by the record
   absl::Status s = journal->MarkSent(call.key, extras.attempt_offset + number);
@@ -233,9 +231,8 @@ std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number)
   return std::nullopt;
 }
 
-void JournalFinish(PreparedCall& call, const CallResult& result) {
+void WriteOutcome(PreparedCall& call, const CallResult& result) {
   IntentJournal* const journal = call.journal();
-  if (journal == nullptr) return;
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
                             : result.outcome == Outcome::kFailed  ? IntentState::kFailed
                                                                   : IntentState::kUnknown;
@@ -300,22 +297,6 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
   }
 }
 
-void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call) {
-  // Headers saferetry adds to every attempt: the key, the deadline, the
-  // attempt number. Status queries carry the key and the deadline only.
-  call.send_key_header = false;
-  if (call.extras != nullptr) call.extras->quoted_key.clear();
-  if (!call.key.empty() && !key_in_request) {
-    call.send_key_header = true;
-    if (policy.key_form != KeyForm::kBare) {
-      call.extra().quoted_key = FormatIdempotencyKey(call.key, policy.key_form);
-    }
-  }
-  call.send_deadline_header =
-      !policy.deadline_header.empty() && !call.policy.deadline.is_infinite();
-  call.send_attempt_header = !policy.attempt_header.empty();
-}
-
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                          const Request& request, const CallOptions& options, TimePoint start,
                          PreparedCall& call) {
@@ -341,7 +322,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   bool key_in_request = false;
   bool key_minted = false;
   if (p.key_mode != KeyMode::kNever) {
-    std::optional<std::string_view> header_key = FindHeader(request.headers, p.idempotency_header);
+    std::optional<std::string_view> header_key =
+        request.headers.empty() ? std::nullopt : FindHeader(request.headers, p.idempotency_header);
     if (header_key.has_value()) {
       std::string_view v = *header_key;
       if (p.key_form == KeyForm::kQuotedString && v.size() >= 2 && v.front() == '"' &&
@@ -401,8 +383,11 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
   AssignResponsePredicate(retry, policy);
-  AssignCircuitBreakers(
-      client, request, call.use_callback ? std::string_view() : call.status_url_template(), policy);
+  if (client.circuit_breakers != nullptr) {
+    AssignCircuitBreakers(client, request,
+                          call.use_callback ? std::string_view() : call.status_url_template(),
+                          policy);
+  }
   BuildExtraHeaders(p, key_in_request, call);
   return absl::OkStatus();
 }

@@ -140,7 +140,22 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
 /// Sets the header fields of `call` for `call.key` and `call.policy`: the
 /// key header unless `key_in_request`, the deadline header, the attempt
 /// header.
-void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request, PreparedCall& call);
+inline void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_request,
+                              PreparedCall& call) {
+  // Headers saferetry adds to every attempt: the key, the deadline, the
+  // attempt number. Status queries carry the key and the deadline only.
+  call.send_key_header = false;
+  if (call.extras != nullptr) call.extras->quoted_key.clear();
+  if (!call.key.empty() && !key_in_request) {
+    call.send_key_header = true;
+    if (policy.key_form != KeyForm::kBare) {
+      call.extra().quoted_key = FormatIdempotencyKey(call.key, policy.key_form);
+    }
+  }
+  call.send_deadline_header =
+      !policy.deadline_header.empty() && !call.policy.deadline.is_infinite();
+  call.send_attempt_header = !policy.attempt_header.empty();
+}
 
 /// Whether a call may be hedged: hedging is on with at least one hedge, and
 /// the request is safe to send twice (a safe or idempotent request, or a
@@ -160,7 +175,14 @@ inline constexpr std::size_t kMaxSendHeaders = kMaxExtraHeaders + 2;
 /// a call in flight keeps none of it. Not initialised: the stamps write what
 /// they list.
 struct SendHeaders {
-  std::array<HeaderRef, kMaxSendHeaders> refs;
+  // Left unwritten until a stamp writes them: `HeaderRef`'s default
+  // constructor would zero all of them (160 bytes) for every send.
+  union Refs {
+    Refs() {}
+    HeaderRef& operator[](std::size_t i) { return at[i]; }
+    const HeaderRef* data() const { return at; }
+    HeaderRef at[kMaxSendHeaders];
+  } refs;
   std::size_t count = 0;
   std::array<char, 24> deadline_value;  // milliseconds
   std::array<char, 48> attempt_value;   // "attempt=n; max=m"
@@ -210,18 +232,35 @@ CallResult InvalidCall(absl::Status status);
 /// the key was recorded for another request, the stored outcome when the
 /// intent is already resolved, UNKNOWN / kAmbiguousUnresolved when another
 /// process holds a live claim on it. nullopt: go on.
-std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
+/// `RecordIntent` is its work when there is an intent to record (a journal
+/// and a key); the checks are inline, where every call passes.
+std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall& call,
                                        const Request& request, TimePoint start,
                                        UnsentRecords* unsent);
+inline std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
+                                              const Request& request, TimePoint start,
+                                              UnsentRecords* unsent) {
+  if (client.journal == nullptr || call.key.empty()) return std::nullopt;
+  return RecordIntent(client, call, request, start, unsent);
+}
 
 /// Marks attempt `number` sent. When the journal cannot, the attempt must
 /// not be sent: returns the transport result to feed the machine instead
-/// (not sent, kUnavailable "journal: ...").
-std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number);
+/// (not sent, kUnavailable "journal: ..."). `MarkAttemptSent`: the same, for
+/// a journaled call.
+std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number);
+inline std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
+  if (call.journal() == nullptr) return std::nullopt;
+  return MarkAttemptSent(call, number);
+}
 
 /// Writes the outcome of `result` and releases the claim. A failed write
 /// leaves the intent unresolved for the reconciler; `result` is unchanged.
-void JournalFinish(PreparedCall& call, const CallResult& result);
+/// `WriteOutcome`: the same, for a journaled call.
+void WriteOutcome(PreparedCall& call, const CallResult& result);
+inline void JournalFinish(PreparedCall& call, const CallResult& result) {
+  if (call.journal() != nullptr) WriteOutcome(call, result);
+}
 
 /// The stored outcome of a resolved intent, as a call result (no response).
 CallResult StoredOutcome(const Intent& intent);

@@ -6,30 +6,8 @@
 
 namespace saferetry {
 namespace internal {
-namespace {
 
-struct Mark {
-  const Request* request = nullptr;
-  const HeaderRef* extra = nullptr;
-  std::size_t count = 0;
-};
-thread_local Mark t_mark;
-
-}  // namespace
-
-ValidatedSend::ValidatedSend(const Request& request, HeaderRefs extra)
-    : previous_request_(t_mark.request),
-      previous_extra_(t_mark.extra),
-      previous_count_(t_mark.count) {
-  t_mark = {&request, extra.data(), extra.size()};
-}
-
-ValidatedSend::~ValidatedSend() { t_mark = {previous_request_, previous_extra_, previous_count_}; }
-
-bool ValidatedSend::Covers(const Request& request, HeaderRefs extra) {
-  const Mark& m = t_mark;
-  return m.request == &request && m.extra == extra.data() && m.count == extra.size();
-}
+thread_local SendMark t_send_mark;
 
 absl::Status CheckSend(const Request& request, HeaderRefs extra) {
   if (ValidatedSend::Covers(request, extra)) return absl::OkStatus();

@@ -21,26 +21,36 @@ namespace internal {
 
 /// Marks `request` and `extra` as validated by the call for this thread,
 /// until destroyed. Nests (restores the previous mark).
+// The sending thread's mark: the request and headers of the send it is in.
+// No member initialisers: a thread's mark starts zeroed, so the compiler
+// knows it needs no initialisation and reads it without a call.
+struct SendMark {
+  const Request* request;
+  const HeaderRef* extra;
+  std::size_t count;
+};
+extern thread_local SendMark t_send_mark;
+
 class ValidatedSend {
  public:
-  ValidatedSend(const Request& request, HeaderRefs extra);
-  ~ValidatedSend();
+  ValidatedSend(const Request& request, HeaderRefs extra) : previous_(t_send_mark) {
+    t_send_mark = {&request, extra.data(), extra.size()};
+  }
+  ~ValidatedSend() { t_send_mark = previous_; }
   ValidatedSend(const ValidatedSend&) = delete;
   ValidatedSend& operator=(const ValidatedSend&) = delete;
 
   /// Whether this thread is inside a `ValidatedSend` of exactly these
   /// objects: the same request object, the same header array and count.
-  static bool Covers(const Request& request, HeaderRefs extra);
+  static bool Covers(const Request& request, HeaderRefs extra) {
+    const SendMark& m = t_send_mark;
+    return m.request == &request && m.extra == extra.data() && m.count == extra.size();
+  }
 
  private:
-  const Request* previous_request_;
-  const HeaderRef* previous_extra_;
-  std::size_t previous_count_;
+  SendMark previous_;  // restored when the send is over (sends may nest)
 };
 
-/// A transport's check of what it was asked to send: nothing when the call
-/// validated it (`ValidatedSend::Covers`), else `ValidateRequest(request)`
-/// and each added header (errors name `extra_headers[i]`).
 absl::Status CheckSend(const Request& request, HeaderRefs extra);
 
 }  // namespace internal

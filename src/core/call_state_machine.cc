@@ -62,12 +62,6 @@ CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget
   services_ = &owned_->services;
 }
 
-CallStateMachine::CallStateMachine(CallPolicy* policy, const CallServices* services,
-                                   const CancellationToken* cancellation)
-    : policy_(policy), services_(services), cancellation_(cancellation) {}
-
-CallStateMachine::~CallStateMachine() = default;
-
 const CallStateMachine::Later CallStateMachine::kNoLater{};
 
 CallStateMachine::Later& CallStateMachine::MutableLater() {
@@ -81,6 +75,7 @@ CallResult& CallStateMachine::NewResult() const {
 }
 
 CallAction CallStateMachine::Start(TimePoint now) {
+  if (policy_->backoff == nullptr) policy_->backoff = &RetryPolicy::Default()->backoff();
   if (policy_->poll_backoff == nullptr) {
     policy_->poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
   }
@@ -292,14 +287,11 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
     maybe_effect_ = true;
   }
 
-  const Proof proof = ProofOfAnswer(evidence);
-  const bool fenced = IsFencedAnswer(evidence);
   // A 410 for a key someone used before this call: its effect may exist.
-  if (IsExpiredKeyAnswer(evidence) && policy_->traits.keyed && !policy_->key_minted &&
-      !policy_->traits.safe) {
+  const bool expired_key = IsExpiredKeyAnswer(evidence);
+  if (expired_key && policy_->traits.keyed && !policy_->key_minted && !policy_->traits.safe) {
     maybe_effect_ = true;
   }
-  const bool expired = IsExpiredKeyAnswer(evidence) && maybe_effect_;
   if (response.has_value()) out().last_response = std::move(response);
   // The stored evidence's: nothing is recorded after it until the next answer.
   CompleteEvidence(evidence, now);
@@ -313,7 +305,11 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed: {
-      const StopReason reason = fenced ? StopReason::kFenced : StopReason::kPermanentError;
+      // What the answer proves, read where a definite failure is settled.
+      const Proof proof = ProofOfAnswer(evidence);
+      const bool expired = expired_key && maybe_effect_;
+      const StopReason reason =
+          IsFencedAnswer(evidence) ? StopReason::kFenced : StopReason::kPermanentError;
       // Other copies in flight (hedges) were handed to the transport: they
       // may have taken effect, so this answer is final only once they are
       // back without doubt.

@@ -43,11 +43,6 @@ Deadline Deadline::After(TimePoint now, Duration timeout) {
   return Deadline(TimePoint(Duration(SaturatingAdd(Count(now), timeout.count()))));
 }
 
-Duration Deadline::Remaining(TimePoint now) const {
-  if (is_infinite()) return Duration::max();
-  return Duration(std::max<Rep>(0, SaturatingSub(Count(at_), Count(now))));
-}
-
 absl::Status ValidateDeadlineOptions(const DeadlineOptions& options) {
   if (options.margin < Duration::zero()) {
     return absl::InvalidArgumentError(

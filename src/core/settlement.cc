@@ -13,14 +13,6 @@ bool SpeaksOfTheKeyOrTheLoad(int code) {
 
 }  // namespace
 
-bool IsFencedAnswer(const AttemptEvidence& evidence) {
-  return evidence.http_status == 410 && evidence.hints.key_state == KeyState::kFenced;
-}
-
-bool IsExpiredKeyAnswer(const AttemptEvidence& evidence) {
-  return evidence.http_status == 410 && evidence.hints.key_state != KeyState::kFenced;
-}
-
 Proof ProofOfAnswer(const AttemptEvidence& evidence) {
   if (!evidence.http_status.has_value()) return Proof::kNothing;
   const int code = *evidence.http_status;

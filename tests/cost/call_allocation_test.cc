@@ -152,6 +152,9 @@ TEST(MachineAllocationTest, OnlyACallThatWaitsAllocatesItsWaitBlockOnce) {
   DefaultClassifier classifier;
   std::shared_ptr<Random> random = DefaultRandom();
   const TimePoint t0 = TimePoint(std::chrono::seconds(100));
+  // The default policy, whose pacing a bare `CallPolicy` falls back on, is
+  // built once per process (on its first use), not per call.
+  (void)RetryPolicy::Default();
   auto answered = [](int status) {
     AttemptEvidence ev;
     ev.delivery = Delivery::kResponseReceived;
