@@ -38,7 +38,8 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
                                              const CallOptions& options, TimePoint start) {
   start_unused_ = true;
   // Bad input never reaches the listener: nothing started.
-  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_);
+  RequestScan scan;
+  if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_, &scan);
       !s.ok()) {
     return InvalidCall(std::move(s));
   }
@@ -46,7 +47,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   if (std::optional<CallResult> early = JournalBegin(client_, call_, *request_, start, &unsent)) {
     return EndEarly(*std::move(early));
   }
-  SetUpTrace(options.tracer, options.trace_context);
+  SetUpTrace(options.tracer, options.trace_context, scan);
   return std::nullopt;
 }
 
@@ -126,12 +127,12 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
 
   call_.key = std::string(key);
   const RetryPolicyOptions& names = client_.policy->options();
-  const bool key_in_request = FindHeader(request_->headers, names.idempotency_header).has_value();
-  BuildExtraHeaders(names, key_in_request, call_);
+  const RequestScan scan = ScanRequestHeaders(request_->headers, names.idempotency_header);
+  BuildExtraHeaders(names, scan.key_header > 0, call_);
   call_.extra().journal = &journal;
   call_.extra().attempt_offset = intent->attempt;
   call_.extra().journal_owner = owner;
-  SetUpTrace(nullptr, options.trace_context);
+  SetUpTrace(nullptr, options.trace_context, scan);
   return std::nullopt;
 }
 
@@ -147,23 +148,16 @@ void CallSession::KeepCallOptions(CallOptions& options) {
 }
 
 void CallSession::ReadTraceContext(AttemptTracer* tracer,
-                                   const std::optional<TraceContext>& given_context) {
+                                   const std::optional<TraceContext>& given_context,
+                                   const RequestScan& scan) {
   AttemptTracer* const chosen = tracer != nullptr ? tracer : client_.tracer.get();
   const bool active = chosen != nullptr || given_context.has_value();
-  std::size_t parents = 0;
-  std::size_t states = 0;
-  std::string_view parent;
-  std::size_t parent_index = 0;
-  for (std::size_t i = 0; i < request_->headers.size(); ++i) {
-    const Header& h = request_->headers[i];
-    if (EqualsIgnoreCase(h.first, kTraceParentHeader)) {
-      ++parents;
-      parent = h.second;
-      parent_index = i;
-    } else if (EqualsIgnoreCase(h.first, kTraceStateHeader)) {
-      ++states;
-    }
-  }
+  const std::size_t parents = scan.traceparents;
+  const std::size_t states = scan.tracestates;
+  const std::size_t parent_index = scan.traceparent > 0 ? scan.traceparent - 1 : 0;
+  const std::string_view parent = scan.traceparent > 0
+                                      ? std::string_view(request_->headers[parent_index].second)
+                                      : std::string_view();
   if (!active) {
     // The request goes as it is; the evidence records a valid context. Two
     // traceparent headers are no valid context. Its header's place is kept,

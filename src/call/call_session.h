@@ -175,14 +175,17 @@ class CallSession {
   // Reads the caller's context (`given`: the call's or the resolve's, else
   // the request's headers) and, when saferetry writes the headers, takes
   // them out of the request. `tracer`: the call's, else null.
-  void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context) {
-    // Without a tracer, a context or a header, there is nothing to read.
+  // `scan`: where the request's trace headers are.
+  void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context,
+                  const RequestScan& scan) {
+    // Without a tracer, a context or a trace header, there is nothing to read.
     if (tracer != nullptr || client_.tracer != nullptr || given_context.has_value() ||
-        !request_->headers.empty()) {
-      ReadTraceContext(tracer, given_context);
+        scan.traceparents > 0 || scan.tracestates > 0) {
+      ReadTraceContext(tracer, given_context, scan);
     }
   }
-  void ReadTraceContext(AttemptTracer* tracer, const std::optional<TraceContext>& given_context);
+  void ReadTraceContext(AttemptTracer* tracer, const std::optional<TraceContext>& given_context,
+                        const RequestScan& scan);
   // Asks the tracer, appends this send's headers to `headers`; records the
   // traceparent sent in slot `slot`.
   void StampTrace(const AttemptSpanStart& start, std::size_t slot, SendHeaders& headers);

@@ -299,16 +299,16 @@ void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
 
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                          const Request& request, const CallOptions& options, TimePoint start,
-                         PreparedCall& call) {
-  absl::Status s = ValidateRequest(request);
-  if (!s.ok()) return s;
-  s = ValidateCallOptions(options);
-  if (!s.ok()) return s;
-
+                         PreparedCall& call, RequestScan* scan) {
   // The policy was validated when it was built: nothing of it is checked
   // or copied here.
   const RetryPolicy& retry = options.policy != nullptr ? *options.policy : *client.policy;
   const RetryPolicyOptions& p = retry.options();
+  absl::Status s = ValidateRequest(request);
+  if (!s.ok()) return s;
+  s = ValidateCallOptions(options);
+  if (!s.ok()) return s;
+  if (!request.headers.empty()) *scan = ScanRequestHeaders(request.headers, p.idempotency_header);
   if (!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever) {
     return absl::InvalidArgumentError(
         "call.idempotency_key: set while the policy's key_mode is kNever");
@@ -322,10 +322,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   bool key_in_request = false;
   bool key_minted = false;
   if (p.key_mode != KeyMode::kNever) {
-    std::optional<std::string_view> header_key =
-        request.headers.empty() ? std::nullopt : FindHeader(request.headers, p.idempotency_header);
-    if (header_key.has_value()) {
-      std::string_view v = *header_key;
+    if (scan->key_header > 0) {
+      std::string_view v = request.headers[scan->key_header - 1].second;
       if (p.key_form == KeyForm::kQuotedString && v.size() >= 2 && v.front() == '"' &&
           v.back() == '"') {
         v = v.substr(1, v.size() - 2);

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/request_scan.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
 #include "saferetry/idempotency.h"
@@ -124,9 +125,11 @@ inline CallServices MachineServices(const ClientOptions& client) {
 /// from `client.circuit_breakers`, if any) and the headers, into `call` (a
 /// fresh `PreparedCall`: the session's own, filled in place rather than
 /// built and moved). An error (naming the field) means nothing may be sent.
+/// `*scan`: what the validating pass found in the request's headers (the
+/// session's trace context reads it).
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                          const Request& request, const CallOptions& options, TimePoint start,
-                         PreparedCall& call);
+                         PreparedCall& call, RequestScan* scan);
 
 /// Sets the policy's response predicate and the body bytes it sees from
 /// `retry`: a call's and a resolve's policy, set in this one place.

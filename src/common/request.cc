@@ -15,7 +15,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/request_scan.h"
 #include "common/strings_internal.h"
+#include "saferetry/trace_context.h"
 
 namespace saferetry {
 namespace {
@@ -348,5 +350,25 @@ absl::Status ValidateRequest(const Request& request) {
   }
   return absl::OkStatus();
 }
+
+namespace internal {
+
+RequestScan ScanRequestHeaders(const Headers& headers, std::string_view key_header) {
+  RequestScan scan;
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    // Lengths first (`EqualsIgnoreCase`): most names differ in theirs.
+    const std::string_view name = headers[i].first;
+    if (scan.key_header == 0 && EqualsIgnoreCase(name, key_header)) scan.key_header = i + 1;
+    if (EqualsIgnoreCase(name, kTraceParentHeader)) {
+      ++scan.traceparents;
+      scan.traceparent = i + 1;
+    } else if (EqualsIgnoreCase(name, kTraceStateHeader)) {
+      ++scan.tracestates;
+    }
+  }
+  return scan;
+}
+
+}  // namespace internal
 
 }  // namespace saferetry

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/request_scan.h"
 
 namespace saferetry {
 namespace {
@@ -314,6 +315,30 @@ TEST(ValidateRequestTest, CrLfAndNulAreFoundAtEveryPositionOfAHeaderValue) {
       EXPECT_TRUE(ValidateRequest(r).ok()) << "byte " << static_cast<int>(near) << " x " << n;
     }
   }
+}
+
+TEST(RequestScanTest, FindsTheKeyAndTheTraceHeadersByPosition) {
+  const Headers headers = {
+      {"Content-Type", "application/json"},
+      {"TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+      {"idempotency-key", "k-1"},
+      {"tracestate", "a=1"},
+      {"Idempotency-Key", "k-2"},
+      {"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203332-01"},
+      {"TraceState", "b=2"}};
+  const internal::RequestScan scan = internal::ScanRequestHeaders(headers, "Idempotency-Key");
+  EXPECT_EQ(scan.key_header, 3u);   // the first, in any case
+  EXPECT_EQ(scan.traceparent, 6u);  // the last
+  EXPECT_EQ(scan.traceparents, 2u);
+  EXPECT_EQ(scan.tracestates, 2u);
+
+  const internal::RequestScan none =
+      internal::ScanRequestHeaders({{"Content-Type", "text/plain"}}, "Idempotency-Key");
+  EXPECT_EQ(none.key_header, 0u);
+  EXPECT_EQ(none.traceparent, 0u);
+  EXPECT_EQ(none.traceparents + none.tracestates, 0u);
+  // A policy that names another header finds that one only.
+  EXPECT_EQ(internal::ScanRequestHeaders(headers, "X-Key").key_header, 0u);
 }
 
 }  // namespace
