@@ -266,7 +266,9 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
                                policy_->traits, c);
   }
   evidence.classification = c.cls;
-  evidence.reason = c.reason;
+  // Field by field: the classifier has just stored them so, and one wide
+  // load of both would wait for those stores to reach the cache.
+  evidence.reason = std::string_view(c.reason.data(), c.reason.size());
   ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
