@@ -158,6 +158,11 @@ struct ServerHints {
 
 /// The evidence of one attempt or one status query.
 struct AttemptEvidence {
+  /// Every field starts at the default written beside it. Provided, so that a
+  /// value-initialised record (`Evidence::emplace_back()`, once per attempt)
+  /// is not zero-filled before those defaults are written.
+  AttemptEvidence() noexcept {}
+
   /// 1-based; requests and status queries are numbered separately.
   int number = 0;
   /// True for a status query, false for a send of the request.
