@@ -224,7 +224,13 @@ class Floor {
     query_budget_->OnCallStart(start);
     const bool safe = saferetry::IsSafeMethod(request.method);
     const bool idempotent = saferetry::IsIdempotent(request);
-    std::array<saferetry::HeaderRef, 3> headers;
+    // Written before they are read, so not zeroed first (as the call's own).
+    union Refs {
+      Refs() {}
+      saferetry::HeaderRef& operator[](std::size_t i) { return at[i]; }
+      const saferetry::HeaderRef* data() const { return at; }
+      saferetry::HeaderRef at[3];
+    } headers;
     std::size_t n = 0;
     if (!safe) {
       if (call.idempotency_key.empty()) {
@@ -248,7 +254,7 @@ class Floor {
         saferetry::MakeTimePlan(kind, deadline.Remaining(start), policy.deadline_options);
     const saferetry::Duration timeout =
         saferetry::PlannedAttemptTimeout(plan, deadline, start, policy.deadline_options);
-    std::array<char, 24> deadline_value{};
+    std::array<char, 24> deadline_value;
     const char* end_of_deadline =
         std::to_chars(deadline_value.data(), deadline_value.data() + deadline_value.size(),
                       saferetry::DeadlineHeaderMillis(timeout))
@@ -256,7 +262,7 @@ class Floor {
     headers[n++] = {
         policy.deadline_header,
         {deadline_value.data(), static_cast<std::size_t>(end_of_deadline - deadline_value.data())}};
-    std::array<char, 48> attempt_value{};
+    std::array<char, 48> attempt_value;
     char* p = attempt_value.data();
     std::memcpy(p, "attempt=1; max=", 15);
     p = std::to_chars(p + 15, attempt_value.data() + attempt_value.size(), policy.max_attempts).ptr;
