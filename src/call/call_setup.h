@@ -125,8 +125,8 @@ inline CallServices MachineServices(const ClientOptions& client) {
 /// from `client.circuit_breakers`, if any) and the headers, into `call` (a
 /// fresh `PreparedCall`: the session's own, filled in place rather than
 /// built and moved). An error (naming the field) means nothing may be sent.
-/// `*scan`: what the validating pass found in the request's headers (the
-/// session's trace context reads it).
+/// `*scan`: where the request's idempotency and trace headers are, found in
+/// one pass after validation (the session's trace context reads it).
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                          const Request& request, const CallOptions& options, TimePoint start,
                          PreparedCall& call, RequestScan* scan);

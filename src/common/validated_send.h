@@ -51,6 +51,9 @@ class ValidatedSend {
   SendMark previous_;  // restored when the send is over (sends may nest)
 };
 
+/// A transport's check of what it was asked to send: nothing when the call
+/// validated it (`ValidatedSend::Covers`), else `ValidateRequest(request)`
+/// and each added header (errors name `extra_headers[i]`).
 absl::Status CheckSend(const Request& request, HeaderRefs extra);
 
 }  // namespace internal
