@@ -312,13 +312,12 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   }
   request_sends_ += tr.redirects;
   CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
-  if (!machine.result().evidence.empty()) {
-    if (listener_ != nullptr) {
-      listener_->OnAttemptEnd(machine.result().evidence.back());
-    }
-    if (AttemptTracer* const t = tracer(); t != nullptr) {
-      t->OnAttemptEnd(machine.result().evidence.back());
-    }
+  // Who is told first: most calls have neither a listener nor a tracer.
+  AttemptTracer* const t = tracer();
+  if ((listener_ != nullptr || t != nullptr) && !machine.result().evidence.empty()) {
+    const AttemptEvidence& recorded = machine.result().evidence.back();
+    if (listener_ != nullptr) listener_->OnAttemptEnd(recorded);
+    if (t != nullptr) t->OnAttemptEnd(recorded);
   }
   return next;
 }
