@@ -91,6 +91,12 @@ static_assert(alignof(curl_slist) <= alignof(std::uint64_t), "nodes live in the 
 
 std::size_t ErrorBytes(const PooledHandle& h) { return h.last.error_buffer ? CURL_ERROR_SIZE : 0; }
 
+// libcurl's error buffer: the start of the block when the handle has one,
+// else null.
+char* ErrorBuffer(const PooledHandle& h) {
+  return h.last.error_buffer ? reinterpret_cast<char*>(h.scratch.get()) : nullptr;
+}
+
 curl_slist* ScratchNodes(PooledHandle& h) {
   return reinterpret_cast<curl_slist*>(reinterpret_cast<char*>(h.scratch.get()) + ErrorBytes(h));
 }
@@ -107,8 +113,7 @@ void NewScratch(PooledHandle& h, std::size_t words, std::size_t nodes) {
   h.last.headers = -1;  // a list set before pointed into the old block
   curl_slist* const first = ScratchNodes(h);
   for (std::size_t i = 0; i < nodes; ++i) new (first + i) curl_slist{nullptr, nullptr};
-  if (h.last.error_buffer) {
-    char* const error = reinterpret_cast<char*>(h.scratch.get());
+  if (char* const error = ErrorBuffer(h); error != nullptr) {
     error[0] = '\0';
     curl_easy_setopt(h.curl, CURLOPT_ERRORBUFFER, error);
   }
@@ -282,7 +287,7 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
                 const Hop& hop, Duration timeout, std::size_t max_response_body) {
   CURL* c = h.curl;
   h.exchange.Reset(hop.body, hop.unsafe, options.cancellation, max_response_body);
-  if (h.last.error_buffer) reinterpret_cast<char*>(h.scratch.get())[0] = '\0';
+  if (char* const error = ErrorBuffer(h); error != nullptr) error[0] = '\0';
   PooledHandle::LastSet& last = h.last;
   const bool known = last.known;
 
@@ -455,8 +460,7 @@ std::string TransferDetail(CURL* c) {
 absl::Status CurlFailure(absl::StatusCode code, CURLcode curl_code, const PooledHandle& h,
                          std::string_view note) {
   std::string msg = absl::StrCat("curl: ", curl_easy_strerror(curl_code));
-  const char* const error =
-      h.last.error_buffer ? reinterpret_cast<const char*>(h.scratch.get()) : nullptr;
+  const char* const error = ErrorBuffer(h);
   if (error != nullptr && error[0] != '\0') {
     absl::StrAppend(&msg, " (", error, ")");
   } else {
