@@ -7,7 +7,7 @@
 // evidence, the finish) are inlined into the step that calls them. The
 // four files stay the places to read and edit; they are built only through
 // this one. See docs/adr/0029-the-call-path-as-one-unit.md.
-#include "call/call_session.cc"         // NOLINT(bugprone-suspicious-include)
-#include "call/call_setup.cc"           // NOLINT(bugprone-suspicious-include)
-#include "call/client.cc"               // NOLINT(bugprone-suspicious-include)
-#include "core/call_state_machine.cc"   // NOLINT(bugprone-suspicious-include)
+#include "call/call_session.cc"        // NOLINT(bugprone-suspicious-include)
+#include "call/call_setup.cc"          // NOLINT(bugprone-suspicious-include)
+#include "call/client.cc"              // NOLINT(bugprone-suspicious-include)
+#include "core/call_state_machine.cc"  // NOLINT(bugprone-suspicious-include)
