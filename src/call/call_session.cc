@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_internal.h"
@@ -29,7 +30,7 @@ CallResult Unresolved(std::string_view key, StopReason reason, absl::Status stat
 
 }  // namespace
 
-CallResult CallSession::EndEarly(CallResult result) const {
+ABSL_ATTRIBUTE_NOINLINE CallResult CallSession::EndEarly(CallResult result) const {
   if (listener_ != nullptr) listener_->OnFinish(result);
   return result;
 }
@@ -147,9 +148,9 @@ void CallSession::KeepCallOptions(CallOptions& options) {
   if (is_template) call_.status_url = &kept;
 }
 
-void CallSession::ReadTraceContext(AttemptTracer* tracer,
-                                   const std::optional<TraceContext>& given_context,
-                                   const RequestScan& scan) {
+ABSL_ATTRIBUTE_NOINLINE void CallSession::ReadTraceContext(
+    AttemptTracer* tracer, const std::optional<TraceContext>& given_context,
+    const RequestScan& scan) {
   AttemptTracer* const chosen = tracer != nullptr ? tracer : client_.tracer.get();
   const bool active = chosen != nullptr || given_context.has_value();
   const std::size_t parents = scan.traceparents;
@@ -210,8 +211,8 @@ void CallSession::ReadTraceContext(AttemptTracer* tracer,
   }
 }
 
-void CallSession::StampTrace(const AttemptSpanStart& start, std::size_t slot,
-                             SendHeaders& headers) {
+ABSL_ATTRIBUTE_NOINLINE void CallSession::StampTrace(const AttemptSpanStart& start,
+                                                     std::size_t slot, SendHeaders& headers) {
   std::optional<TraceParent>& sent = active_->sent[slot];
   sent = active_->caller;
   std::string_view parent_value = active_->traceparent;
@@ -246,7 +247,8 @@ std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
   return kTraceSlots;
 }
 
-void CallSession::RecordTraceContext(std::size_t slot, AttemptEvidence& ev) const {
+ABSL_ATTRIBUTE_NOINLINE void CallSession::RecordTraceContext(std::size_t slot,
+                                                             AttemptEvidence& ev) const {
   const std::optional<TraceParent> sent =
       active_ != nullptr ? active_->sent[slot]
       : caller_trace_header_ > 0
@@ -294,7 +296,7 @@ void CallSession::HoldResolve(std::string key, ResolveOptions options) {
   rare().held_resolve.emplace(std::move(key), std::move(options));
 }
 
-CallSession::Rare& CallSession::rare() {
+ABSL_ATTRIBUTE_NOINLINE CallSession::Rare& CallSession::rare() {
   if (rare_ == nullptr) rare_ = std::make_unique<Rare>();
   return *rare_;
 }
@@ -322,10 +324,9 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   return next;
 }
 
-std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machine,
-                                                         const CallAction& action,
-                                                         const Request** query,
-                                                         SendHeaders& headers, AttemptOptions& ao) {
+ABSL_ATTRIBUTE_NOINLINE std::optional<CallAction> CallSession::BeforeStatusQuery(
+    CallStateMachine& machine, const CallAction& action, const Request** query,
+    SendHeaders& headers, AttemptOptions& ao) {
   if (listener_ != nullptr) listener_->OnAttemptStart(action.number, true);
   if (call_.use_callback) {
     const StatusQuery& spec = call_.retry->options().status_query;
@@ -366,8 +367,9 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   return std::nullopt;
 }
 
-CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportResult&& tr,
-                                         TimePoint t0) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallSession::AfterStatusQuery(CallStateMachine& machine,
+                                                                 TransportResult&& tr,
+                                                                 TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
   AttemptEvidence& ev = machine.NewEvidence();
@@ -384,7 +386,7 @@ CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportRes
   return next;
 }
 
-void CallSession::OnWait(const CallAction& action) const {
+ABSL_ATTRIBUTE_NOINLINE void CallSession::OnWait(const CallAction& action) const {
   if (listener_ != nullptr) {
     listener_->OnWaitScheduled(action.delay, action.delay_from_server_hint);
   }
@@ -401,7 +403,7 @@ void CallSession::FinishIn(CallResult& result) {
   if (listener_ != nullptr) listener_->OnFinish(result);
 }
 
-CallResult CallSession::FinishResolve(CallResult result) {
+ABSL_ATTRIBUTE_NOINLINE CallResult CallSession::FinishResolve(CallResult result) {
   IntentJournal& journal = *call_.journal();
   const std::string& key = call_.key;
   result.idempotency_key = key;

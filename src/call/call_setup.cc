@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_internal.h"
@@ -61,7 +62,7 @@ absl::Status JournalError(const absl::Status& s) {
 
 }  // namespace
 
-CallResult StoredOutcome(const Intent& intent) {
+ABSL_ATTRIBUTE_NOINLINE CallResult StoredOutcome(const Intent& intent) {
   CallResult r;
   r.outcome = intent.state == IntentState::kSucceeded ? Outcome::kSucceeded : Outcome::kFailed;
   r.stop_reason =
@@ -99,13 +100,13 @@ IntentSummary SummaryOf(const CallResult& result) {
   return summary;
 }
 
-void UnsentRecords::Add(std::string_view key) {
+ABSL_ATTRIBUTE_NOINLINE void UnsentRecords::Add(std::string_view key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (keys_.size() >= capacity_) keys_.pop_front();
   keys_.emplace_back(key);
 }
 
-bool UnsentRecords::Take(std::string_view key) {
+ABSL_ATTRIBUTE_NOINLINE bool UnsentRecords::Take(std::string_view key) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = keys_.begin(); it != keys_.end(); ++it) {
     if (*it == key) {
@@ -116,9 +117,11 @@ bool UnsentRecords::Take(std::string_view key) {
   return false;
 }
 
-std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall& call,
-                                       const Request& request, TimePoint start,
-                                       UnsentRecords* unsent) {
+ABSL_ATTRIBUTE_NOINLINE std::optional<CallResult> RecordIntent(const ClientOptions& client,
+                                                               PreparedCall& call,
+                                                               const Request& request,
+                                                               TimePoint start,
+                                                               UnsentRecords* unsent) {
   IntentJournal& journal = *client.journal;
   const WallTime now = client.clock->WallNow();
   const Duration remaining =
@@ -216,7 +219,8 @@ std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall
   return std::nullopt;
 }
 
-std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number) {
+ABSL_ATTRIBUTE_NOINLINE std::optional<TransportResult> MarkAttemptSent(PreparedCall& call,
+                                                                       int number) {
   IntentJournal* const journal = call.journal();
   const PreparedCall::Extras& extras = *call.extras;
   if (number == 1 && extras.first_attempt_marked) return std::nullopt;  // marked by the record
@@ -231,7 +235,7 @@ std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number) {
   return std::nullopt;
 }
 
-void WriteOutcome(PreparedCall& call, const CallResult& result) {
+ABSL_ATTRIBUTE_NOINLINE void WriteOutcome(PreparedCall& call, const CallResult& result) {
   IntentJournal* const journal = call.journal();
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
                             : result.outcome == Outcome::kFailed  ? IntentState::kFailed
@@ -243,7 +247,7 @@ void WriteOutcome(PreparedCall& call, const CallResult& result) {
   call.extras->journal = nullptr;
 }
 
-CallResult InvalidCall(absl::Status status) {
+ABSL_ATTRIBUTE_NOINLINE CallResult InvalidCall(absl::Status status) {
   CallResult r;
   r.outcome = Outcome::kFailed;
   r.stop_reason = StopReason::kInvalidArgument;
@@ -431,12 +435,14 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
   }
 }
 
-void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out) {
+ABSL_ATTRIBUTE_NOINLINE void StampStatusQueryHeaders(const PreparedCall& call,
+                                                     const CallAction& action, SendHeaders& out) {
   StampCommon(call, action.timeout, out);
   if (action.fence) out.refs[out.count++] = {kFenceHeader, "true"};
 }
 
-Request StatusQueryRequest(const PreparedCall& call, const Request& original) {
+ABSL_ATTRIBUTE_NOINLINE Request StatusQueryRequest(const PreparedCall& call,
+                                                   const Request& original) {
   StatusQuery query;
   query.url_template = std::string(call.status_url_template());
   return BuildStatusQueryRequest(query, original, call.key);

@@ -35,6 +35,18 @@ void Replace(CallAction& action, Next&& next) {
   ::new (&action) CallAction(std::forward<Next>(next)());
 }
 
+// Under optimisation, every call `Execute` makes within this unit
+// (call_path.cc) is inlined into it, recursively, except what is marked
+// ABSL_ATTRIBUTE_NOINLINE: the paths a call takes only when it retries,
+// queries, journals, traces or ends early. A successful call then runs as one
+// function, as the benchmark's floor does
+// (docs/adr/0030-one-function-for-the-call-that-succeeds.md).
+#if defined(__OPTIMIZE__) && (defined(__GNUC__) || defined(__clang__))
+#define SAFERETRY_INTERNAL_FLATTEN __attribute__((flatten))
+#else
+#define SAFERETRY_INTERNAL_FLATTEN
+#endif
+
 }  // namespace
 
 namespace internal {
@@ -73,7 +85,8 @@ Client::Client(ClientOptions options)
       fingerprints_(options_.fingerprint_capacity),
       unsent_(std::make_shared<internal::UnsentRecords>()) {}
 
-CallResult Client::Execute(const Request& request, const CallOptions& options) {
+SAFERETRY_INTERNAL_FLATTEN CallResult Client::Execute(const Request& request,
+                                                      const CallOptions& options) {
   internal::CallSession session(options_, request, options);
   const TimePoint start = options_.clock->Now();
   if (std::optional<CallResult> early = session.Begin(fingerprints_, *unsent_, options, start)) {

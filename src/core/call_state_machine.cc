@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
@@ -69,7 +70,7 @@ CallStateMachine::Later& CallStateMachine::MutableLater() {
   return *later_;
 }
 
-CallResult& CallStateMachine::NewResult() const {
+ABSL_ATTRIBUTE_NOINLINE CallResult& CallStateMachine::NewResult() const {
   result_.Own(std::make_unique<CallResult>());
   return *result_.get();
 }
@@ -99,7 +100,7 @@ CallAction CallStateMachine::Start(TimePoint now) {
   return SendNow(now);
 }
 
-CallAction CallStateMachine::OutOfTime(TimePoint now) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OutOfTime(TimePoint now) {
   // Reached the deadline (or its margin) during an attempt, a query or a
   // wait, versus time left that is too short to be useful.
   if (!policy_->deadline.is_infinite() &&
@@ -177,7 +178,7 @@ void CallStateMachine::CompleteEvidence(AttemptEvidence& evidence, TimePoint now
   evidence.budget_balance = services_->budget->Balance(now);
 }
 
-CallAction CallStateMachine::StartHedge(TimePoint now) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::StartHedge(TimePoint now) {
   CallAction none;
   none.kind = CallAction::Kind::kNone;
   if (!policy_->hedging || finished_ || in_flight_count_ == 0 || in_flight_count_ >= kMaxInFlight ||
@@ -387,9 +388,8 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
   return OnStatusAnswerInPlace(answer, std::move(response), now);
 }
 
-CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
-                                                   std::optional<Response>&& response,
-                                                   TimePoint now) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnStatusAnswerInPlace(
+    StatusAnswer answer, std::optional<Response>&& response, TimePoint now) {
   AttemptEvidence& evidence = out().evidence.back();
   evidence.number = status_queries_;
   evidence.is_status_query = true;
@@ -492,8 +492,10 @@ CallAction CallStateMachine::OnStatusAnswerInPlace(StatusAnswer answer,
   return FinishFailure(StopReason::kAmbiguousUnresolved, now);
 }
 
-CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls,
-                                          const ServerHints& hints, TimePoint now) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::ScheduleNext(Next next, bool poll,
+                                                                  AttemptClass cls,
+                                                                  const ServerHints& hints,
+                                                                  TimePoint now) {
   if (cancelled()) return FinishFailure(StopReason::kCancelled, now);
   // 0. After a final answer that was not definite only status queries may
   //    follow: a resend would repeat that answer, or execute an expired key.
@@ -597,20 +599,23 @@ CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls
   return action;
 }
 
-CallAction CallStateMachine::OnWaitOver(TimePoint now) { return SendNow(now); }
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnWaitOver(TimePoint now) {
+  return SendNow(now);
+}
 
 void CallStateMachine::RefundPendingCharge(TimePoint now) {
   if (later_ == nullptr || later_->pending_charge_budget == nullptr) return;
   std::exchange(later_->pending_charge_budget, nullptr)->Refund(later_->pending_charge, now);
 }
 
-CallAction CallStateMachine::OnCancelled(TimePoint now) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnCancelled(TimePoint now) {
   if (finished_) return CallAction{};
   RefundPendingCharge(now);
   return FinishFailure(StopReason::kCancelled, now);
 }
 
-CallAction CallStateMachine::FinishFailure(StopReason reason, TimePoint now) {
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::FinishFailure(StopReason reason,
+                                                                   TimePoint now) {
   // Copies still in flight (hedges the driver will cancel) were handed to the
   // transport: they may have taken effect.
   const bool doubt = maybe_effect_ || (in_flight_count_ > 0 && !policy_->traits.safe);
