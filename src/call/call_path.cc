@@ -1,14 +1,12 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
 // The blocking call's path as one translation unit: the call session, the
-// call setup, the blocking driver and the state machine. Compiled together
-// (with GCC's inliner allowed larger functions: src/CMakeLists.txt), the
-// steps each call takes once (the machine's start, the header stamps, the
-// evidence, the finish) are inlined into the step that calls them. The
-// four files stay the places to read and edit; they are built only through
-// this one. See docs/adr/0029-the-call-path-as-one-unit.md.
+// call setup, the blocking driver and the state machine, compiled together
+// so that the compiler sees every step a call takes. The four files stay
+// the places to read and edit; they are built only through this one. See
+// docs/adr/0029-the-call-path-as-one-unit.md.
 //
-// `Client::Execute` is flattened: everything it calls here is inlined into
+// Under optimisation `Client::Execute` is flattened: everything it calls here is inlined into
 // it, except the functions marked ABSL_ATTRIBUTE_NOINLINE, the paths a call
 // takes only when it retries, queries, journals, traces or ends early. A new
 // function on such a path is marked too, or it grows every call's code
