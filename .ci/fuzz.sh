@@ -33,19 +33,37 @@ done
 cmake --build "$build" -j2 --target "${targets[@]}"
 
 mkdir -p "$build/artifacts" "$build/logs"
-for t in "${targets[@]}"; do
-  echo "--- $t (${seconds}s)"
+# Targets run two at a time (SAFERETRY_FUZZ_JOBS), one per core; each is then checked in turn.
+jobs="${SAFERETRY_FUZZ_JOBS:-2}"
+fuzz_one() {  # run in the background: the subshell becomes the fuzzer
+  local t="$1" bin log
   mkdir -p "$build/corpus/$t"
   bin="$(find "$build" -maxdepth 3 -type f -name "$t" -perm -u+x | head -1)"
   log="$build/logs/$t.log"
-  status=0
-  "$bin" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
-    "$build/corpus/$t" "tests/fuzz/corpus/$t" > "$log" 2>&1 || status=$?
-  grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" || true
-  if [ "$status" -ne 0 ] || ls "$build/artifacts/$t-"* > /dev/null 2>&1; then
-    tail -40 "$log" >&2
-    echo "fuzz.sh: $t failed (exit $status); inputs:" "$build/artifacts/$t-"* >&2
-    exit 1
-  fi
+  exec "$bin" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" \
+    "$build/corpus/$t" "tests/fuzz/corpus/$t" > "$log" 2>&1
+}
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  pids=()
+  for t in "${batch[@]}"; do
+    echo "--- $t (${seconds}s)"
+    fuzz_one "$t" &
+    pids+=($!)
+  done
+  for k in "${!batch[@]}"; do
+    t="${batch[$k]}"
+    log="$build/logs/$t.log"
+    status=0
+    wait "${pids[$k]}" || status=$?
+    echo "$t:"
+    grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" || true
+    if [ "$status" -ne 0 ] || ls "$build/artifacts/$t-"* > /dev/null 2>&1; then
+      tail -40 "$log" >&2
+      echo "fuzz.sh: $t failed (exit $status); inputs:" "$build/artifacts/$t-"* >&2
+      kill "${pids[@]}" 2> /dev/null || true  # the rest of the batch
+      exit 1
+    fi
+  done
 done
-echo "fuzz.sh: ${#targets[@]} targets, ${seconds}s each, no failures"
+echo "fuzz.sh: ${#targets[@]} targets, ${seconds}s each, ${jobs} at a time, no failures"
