@@ -19,6 +19,14 @@
 #include "common/validated_send.h"
 #include "saferetry/settlement.h"
 
+// `Execute` is flattened under optimisation (call_path.cc says how, and what
+// stays out of line).
+#if defined(__OPTIMIZE__) && (defined(__GNUC__) || defined(__clang__))
+#define SAFERETRY_INTERNAL_FLATTEN __attribute__((flatten))
+#else
+#define SAFERETRY_INTERNAL_FLATTEN
+#endif
+
 namespace saferetry {
 
 using internal::Prefixed;
@@ -34,18 +42,6 @@ void Replace(CallAction& action, Next&& next) {
   static_assert(std::is_trivially_destructible_v<CallAction>);
   ::new (&action) CallAction(std::forward<Next>(next)());
 }
-
-// Under optimisation, every call `Execute` makes within this unit
-// (call_path.cc) is inlined into it, recursively, except what is marked
-// ABSL_ATTRIBUTE_NOINLINE: the paths a call takes only when it retries,
-// queries, journals, traces or ends early. A successful call then runs as one
-// function, as the benchmark's floor does
-// (docs/adr/0030-one-function-for-the-call-that-succeeds.md).
-#if defined(__OPTIMIZE__) && (defined(__GNUC__) || defined(__clang__))
-#define SAFERETRY_INTERNAL_FLATTEN __attribute__((flatten))
-#else
-#define SAFERETRY_INTERNAL_FLATTEN
-#endif
 
 }  // namespace
 
