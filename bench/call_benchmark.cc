@@ -283,13 +283,15 @@ class Floor {
     if (sent.response.has_value()) {
       ev.http_status = sent.response->status_code;
       std::optional<std::string_view> id;
-      ev.hints = saferetry::internal::ExtractServerHintsAnd(
-          sent.response->headers, *clock_, policy.hints, policy.request_id_header, id);
+      saferetry::internal::ExtractServerHintsInto(sent.response->headers, *clock_, policy.hints,
+                                                  ev.hints, policy.request_id_header, id);
       if (id.has_value()) ev.downstream_request_id.assign(id->data(), id->size());
     }
     const saferetry::Classification c = classifier_->Classify(ev, {idempotent, safe, !safe});
     ev.classification = c.cls;
-    ev.reason = c.reason;
+    // Field by field, as the call does: one wide load of the view the
+    // classifier has just stored would stall on those narrower stores.
+    ev.reason = std::string_view(c.reason.data(), c.reason.size());
     ev.deadline_remaining = deadline.Remaining(end);
     ev.budget_balance = budget_->Balance(end);
     r.outcome = c.cls == saferetry::AttemptClass::kSuccess ? saferetry::Outcome::kSucceeded

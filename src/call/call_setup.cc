@@ -265,8 +265,8 @@ void FillEvidence(const TransportResult& tr, TimePoint start, TimePoint end, Clo
   if (tr.response.has_value()) {
     ev.http_status = tr.response->status_code;
     std::optional<std::string_view> id;
-    ev.hints = ExtractServerHintsAnd(tr.response->headers, clock, options.hints,
-                                     options.request_id_header, id);
+    ExtractServerHintsInto(tr.response->headers, clock, options.hints, ev.hints,
+                           options.request_id_header, id);
     if (id.has_value()) ev.downstream_request_id.assign(id->data(), id->size());
   }
 }

@@ -16,12 +16,13 @@
 namespace saferetry {
 namespace internal {
 
-/// `ExtractServerHints(headers, clock, options)`, and in the same pass the
-/// value of the first header named `also` (any case; none when `also` is
-/// empty) into `*also_value`.
-ServerHints ExtractServerHintsAnd(const Headers& headers, Clock& clock, const HintOptions& options,
-                                  std::string_view also,
-                                  std::optional<std::string_view>& also_value);
+/// `ExtractServerHints(headers, clock, options)`, written into `hints` (every
+/// field) rather than returned: the call's evidence is filled where it is, and
+/// read back field by field. In the same pass, the value of the first header
+/// named `also` (any case; none when `also` is empty) into `also_value`.
+void ExtractServerHintsInto(const Headers& headers, Clock& clock, const HintOptions& options,
+                            ServerHints& hints, std::string_view also,
+                            std::optional<std::string_view>& also_value);
 
 }  // namespace internal
 }  // namespace saferetry
