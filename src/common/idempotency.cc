@@ -21,25 +21,36 @@
 namespace saferetry {
 namespace {
 
-std::string UuidV4Text(std::uint64_t hi, std::uint64_t lo) {
-  hi = (hi & ~0x000000000000f000ULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & ~0xc000000000000000ULL) | 0x8000000000000000ULL;  // variant 10
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(36, '-');
-  std::size_t pos = 0;
-  auto put = [&](std::uint64_t bits, int nibbles) {
-    for (int i = nibbles - 1; i >= 0; --i) out[pos++] = kHex[(bits >> (4 * i)) & 0xf];
-  };
-  put(hi >> 32, 8);
-  ++pos;
-  put(hi >> 16, 4);
-  ++pos;
-  put(hi, 4);
-  ++pos;
-  put(lo >> 48, 4);
-  ++pos;
-  put(lo, 12);
-  return out;
+// "00" to "ff": the two hex digits of each byte value.
+struct HexPairs {
+  char text[512];
+};
+constexpr HexPairs MakeHexPairs() {
+  constexpr char kHex[] = "0123456789abcdef";
+  HexPairs pairs{};
+  for (int i = 0; i < 256; ++i) {
+    pairs.text[2 * i] = kHex[i >> 4];
+    pairs.text[2 * i + 1] = kHex[i & 0xf];
+  }
+  return pairs;
+}
+constexpr HexPairs kHexPairs = MakeHexPairs();
+
+// The text of the UUID whose 16 bytes (big-endian) are `bytes`, with the
+// version (4) and variant (10) bits set: two digits per byte from a table,
+// written into a buffer and copied into the string once.
+std::string UuidV4Text(const unsigned char (&bytes)[16]) {
+  char text[36];
+  char* p = text;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
+    unsigned char b = bytes[i];
+    if (i == 6) b = static_cast<unsigned char>((b & 0x0f) | 0x40);  // version 4
+    if (i == 8) b = static_cast<unsigned char>((b & 0x3f) | 0x80);  // variant 10
+    std::memcpy(p, &kHexPairs.text[2 * b], 2);
+    p += 2;
+  }
+  return std::string(text, sizeof(text));
 }
 
 long SystemGetRandom(void* buffer, std::size_t length, unsigned int flags) {
@@ -162,13 +173,7 @@ absl::Status FillFromOsRandom(unsigned char* buffer, std::size_t length, GetRand
   return absl::OkStatus();
 }
 
-std::string UuidV4FromBytes(const unsigned char (&bytes)[16]) {
-  std::uint64_t hi = 0;
-  std::uint64_t lo = 0;
-  for (int i = 0; i < 8; ++i) hi = (hi << 8) | bytes[i];
-  for (int i = 8; i < 16; ++i) lo = (lo << 8) | bytes[i];
-  return UuidV4Text(hi, lo);
-}
+std::string UuidV4FromBytes(const unsigned char (&bytes)[16]) { return UuidV4Text(bytes); }
 
 }  // namespace internal
 
@@ -199,7 +204,12 @@ absl::Status ValidateIdempotencyKey(std::string_view key) {
 std::string GenerateUuidV4(Random& random) {
   const std::uint64_t hi = random.Bits64();
   const std::uint64_t lo = random.Bits64();
-  return UuidV4Text(hi, lo);
+  unsigned char bytes[16];
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<unsigned char>(hi >> (56 - 8 * i));
+    bytes[8 + i] = static_cast<unsigned char>(lo >> (56 - 8 * i));
+  }
+  return UuidV4Text(bytes);
 }
 
 std::string FormatIdempotencyKey(std::string_view key, KeyForm form) {
