@@ -263,6 +263,9 @@ class Client {
   CallServices services_;
   KeyFingerprints fingerprints_;
   std::shared_ptr<internal::UnsentRecords> unsent_;
+  // The transport reads the marks of sends the call validated (saferetry's
+  // own do): the call marks its sends only then.
+  bool marks_sends_ = false;
 };
 
 }  // namespace saferetry

@@ -47,6 +47,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
         services_(internal::MachineServices(options_.client)),
         loop_(options_.loop),
         transport_(options_.transport),
+        marks_sends_(internal::ReadsSendMarks(options_.transport.get())),
         fingerprints_(options_.client.fingerprint_capacity) {}
 
   const AsyncClientOptions& options() const { return options_; }
@@ -250,7 +251,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     const CallId id = call.id;
     // Validated when the call began: the transport need not check again.
     std::optional<internal::ValidatedSend> validated;
-    if (!status_query && call.session.request_validated())
+    if (marks_sends_ && !status_query && call.session.request_validated())
       validated.emplace(request, ao.extra_headers);
     f.transport_id = transport_->Start(request, ao, TransportCallback(id, attempt_id));
     validated.reset();
@@ -407,6 +408,8 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   const CallServices services_;
   const std::shared_ptr<EventLoop> loop_;
   const std::shared_ptr<AsyncTransport> transport_;
+  // The transport reads the send marks (`ValidatedSend`): sends are marked.
+  const bool marks_sends_;
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<CallId> next_id_{0};
   // Calls accepted, not begun yet; a task to begin them is posted.

@@ -79,7 +79,8 @@ Client::Client(ClientOptions options)
     : options_(std::move(options)),
       services_(internal::MachineServices(options_)),
       fingerprints_(options_.fingerprint_capacity),
-      unsent_(std::make_shared<internal::UnsentRecords>()) {}
+      unsent_(std::make_shared<internal::UnsentRecords>()),
+      marks_sends_(internal::ReadsSendMarks(options_.transport.get())) {}
 
 SAFERETRY_INTERNAL_FLATTEN CallResult Client::Execute(const Request& request,
                                                       const CallOptions& options) {
@@ -111,9 +112,12 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           break;
         }
         const TimePoint t0 = session.SendStart(machine);
-        // Validated when the call began: the transport need not check again.
+        // Validated when the call began: a transport that reads the mark
+        // need not check again.
         std::optional<internal::ValidatedSend> validated;
-        if (session.request_validated()) validated.emplace(session.request(), ao.extra_headers);
+        if (marks_sends_ && session.request_validated()) {
+          validated.emplace(session.request(), ao.extra_headers);
+        }
         TransportResult tr = transport.Send(session.request(), ao);
         validated.reset();
         const std::uint32_t id = action.attempt_id;

@@ -51,6 +51,28 @@ class ValidatedSend {
   SendMark previous_;  // restored when the send is over (sends may nest)
 };
 
+/// Derived from by saferetry's own transports, the only ones that read the
+/// mark (`CheckSend`). A driver finds out once, when it is made, whether its
+/// transport is one (`ReadsSendMarks`), and marks sends only then: for any
+/// other transport the mark would be a few stores and loads per send for
+/// nothing.
+class SendMarkReader {
+ public:
+  SendMarkReader() = default;
+  SendMarkReader(const SendMarkReader&) = default;
+  SendMarkReader& operator=(const SendMarkReader&) = default;
+
+ protected:
+  virtual ~SendMarkReader() = default;
+};
+
+/// Whether `transport` (a `Transport` or an `AsyncTransport`; may be null)
+/// reads the mark: whether it is a `SendMarkReader`.
+template <typename T>
+bool ReadsSendMarks(const T* transport) {
+  return dynamic_cast<const SendMarkReader*>(transport) != nullptr;
+}
+
 /// A transport's check of what it was asked to send: nothing when the call
 /// validated it (`ValidatedSend::Covers`), else `ValidateRequest(request)`
 /// and each added header (errors name `extra_headers[i]`).

@@ -9,7 +9,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <thread>
+
+#include "saferetry/async_transport.h"
+#include "saferetry/curl_async_transport.h"
+#include "saferetry/curl_transport.h"
+#include "saferetry/testing/fake_transport.h"
 
 namespace saferetry {
 namespace internal {
@@ -61,6 +67,20 @@ TEST(ValidatedSendTest, TheMarkCoversExactlyItsObjectsWhileItLives) {
     EXPECT_FALSE(other_ok);
   }
   EXPECT_FALSE(CheckSend(bad, extra).ok());
+}
+
+// The drivers mark sends only for a transport that reads the mark: saferetry's
+// own. Any other (the testing kit's, a user's) is not marked, and a marked
+// send is never required for correctness: an unmarked one is checked.
+TEST(ValidatedSendTest, OnlySaferetrysOwnTransportsReadTheMark) {
+  const std::shared_ptr<Transport> curl = MakeCurlTransport({}).value();
+  EXPECT_TRUE(ReadsSendMarks(curl.get()));
+  const std::shared_ptr<EventLoop> loop = MakeEpollEventLoop().value();
+  const std::shared_ptr<AsyncTransport> multi = MakeCurlMultiTransport(loop).value();
+  EXPECT_TRUE(ReadsSendMarks(multi.get()));
+  const testkit::FakeTransport fake;
+  EXPECT_FALSE(ReadsSendMarks(static_cast<const Transport*>(&fake)));
+  EXPECT_FALSE(ReadsSendMarks(static_cast<const Transport*>(nullptr)));
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   return result;
 }
 
-class CurlMultiTransport final : public AsyncTransport {
+class CurlMultiTransport final : public AsyncTransport, public SendMarkReader {
  public:
   CurlMultiTransport(std::shared_ptr<EventLoop> loop, CurlMultiTransportOptions options,
                      CURLM* multi)

@@ -36,7 +36,7 @@ namespace saferetry {
 namespace internal {
 namespace {
 
-class CurlTransport final : public Transport {
+class CurlTransport final : public Transport, public SendMarkReader {
  public:
   explicit CurlTransport(CurlTransportOptions options) : options_(std::move(options)) {
     if (options_.user_agent.empty()) options_.user_agent = kDefaultUserAgent;
