@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "canned_call.h"
+#include "common/request_scan.h"
 #include "core/server_hints_internal.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/classifier.h"
@@ -185,9 +186,9 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
 
 // The floor: a stripped-down call that does only the work no safe call can
 // skip under 0.3.0's defaults, written straight against the public pieces
-// (and the one-pass header scan the call uses), with no session, no state
+// (and the one-pass header scans the call uses), with no session, no state
 // machine and no policy object: validate the request and the call's
-// options; read the clock; deposit in the retry budget and the status-query
+// options; look for a key the request carries itself; read the clock; deposit in the retry budget and the status-query
 // allowance; mint or check the key; bound the attempt under the call's
 // deadline (the time plan); stamp the key, deadline and attempt headers into
 // a buffer of its own; send; read the clock; extract the server's hints and
@@ -218,6 +219,14 @@ class Floor {
       return r;
     }
     const saferetry::RetryPolicyOptions& policy = policy_->options();
+    // A key the request carries itself is the call's key, sent as it is: a
+    // safe call must look for one, or it would send a second. Found by the
+    // one pass over the request's headers the call makes (none of the
+    // benchmark's requests carries one).
+    saferetry::internal::RequestScan scan;
+    if (!request.headers.empty()) {
+      scan = saferetry::internal::ScanRequestHeaders(request.headers, policy.idempotency_header);
+    }
     const saferetry::TimePoint start = clock_->Now();
     const saferetry::Deadline deadline = saferetry::Deadline::After(start, policy.timeout);
     budget_->OnCallStart(start);
@@ -232,7 +241,14 @@ class Floor {
       saferetry::HeaderRef at[3];
     } headers;
     std::size_t n = 0;
-    if (!safe) {
+    if (!safe && scan.key_header > 0) {
+      const std::string_view key = request.headers[scan.key_header - 1].second;
+      if (!saferetry::ValidateIdempotencyKey(key).ok() ||
+          !fingerprints_.CheckAndRemember(key, request.method, request.url, request.body).ok()) {
+        return r;
+      }
+      r.idempotency_key = std::string(key);
+    } else if (!safe) {
       if (call.idempotency_key.empty()) {
         r.idempotency_key = saferetry::MintIdempotencyKey().value();
       } else {
