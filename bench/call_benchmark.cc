@@ -188,8 +188,8 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
 // skip under 0.3.0's defaults, written straight against the public pieces
 // (and the one-pass header scans the call uses), with no session, no state
 // machine and no policy object: validate the request and the call's
-// options; look for a key the request carries itself; read the clock; deposit in the retry budget and the status-query
-// allowance; mint or check the key; bound the attempt under the call's
+// options; look for a key the request carries itself; read the clock; deposit in the retry budget
+// and the status-query allowance; mint or check the key; bound the attempt under the call's
 // deadline (the time plan); stamp the key, deadline and attempt headers into
 // a buffer of its own; send; read the clock; extract the server's hints and
 // the request id in one pass; classify; fill the `CallResult` the caller gets
