@@ -188,9 +188,10 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
 // skip under 0.3.0's defaults, written straight against the public pieces
 // (and the one-pass header scans the call uses), with no session, no state
 // machine and no policy object: validate the request and the call's
-// options; look for a key the request carries itself; read the clock; deposit in the retry budget
-// and the status-query allowance; mint or check the key; bound the attempt under the call's
-// deadline (the time plan); stamp the key, deadline and attempt headers into
+// options; look for a key the request carries itself; read the clock;
+// deposit in the retry budget and the status-query allowance; mint or check
+// the key; bound the attempt under the call's deadline (the time plan);
+// stamp the key, deadline and attempt headers into
 // a buffer of its own; send; read the clock; extract the server's hints and
 // the request id in one pass; classify; fill the `CallResult` the caller gets
 // (outcome, the response, one attempt's evidence with the deadline left and
@@ -241,25 +242,24 @@ class Floor {
       saferetry::HeaderRef at[3];
     } headers;
     std::size_t n = 0;
-    if (!safe && scan.key_header > 0) {
-      const std::string_view key = request.headers[scan.key_header - 1].second;
-      if (!saferetry::ValidateIdempotencyKey(key).ok() ||
-          !fingerprints_.CheckAndRemember(key, request.method, request.url, request.body).ok()) {
-        return r;
-      }
-      r.idempotency_key = std::string(key);
-    } else if (!safe) {
-      if (call.idempotency_key.empty()) {
+    if (!safe) {
+      // The request's own key, else the caller's, else one minted here.
+      const std::string_view given =
+          scan.key_header > 0 ? std::string_view(request.headers[scan.key_header - 1].second)
+                              : std::string_view(call.idempotency_key);
+      if (given.empty()) {
         r.idempotency_key = saferetry::MintIdempotencyKey().value();
       } else {
-        if (!fingerprints_
-                 .CheckAndRemember(call.idempotency_key, request.method, request.url, request.body)
+        // The caller's key was validated with the call's options.
+        if ((scan.key_header > 0 && !saferetry::ValidateIdempotencyKey(given).ok()) ||
+            !fingerprints_.CheckAndRemember(given, request.method, request.url, request.body)
                  .ok()) {
           return r;
         }
-        r.idempotency_key = call.idempotency_key;
+        r.idempotency_key.emplace(given);
       }
-      headers[n++] = {policy.idempotency_header, *r.idempotency_key};
+      // A key the request carries goes as it is, in its own header.
+      if (scan.key_header == 0) headers[n++] = {policy.idempotency_header, *r.idempotency_key};
     }
     // The time plan of the defaults: a retryable request's attempt gets at
     // most half of the call; a keyed write nothing resolves gets all of it.

@@ -36,23 +36,6 @@ constexpr HexPairs MakeHexPairs() {
 }
 constexpr HexPairs kHexPairs = MakeHexPairs();
 
-// The text of the UUID whose 16 bytes (big-endian) are `bytes`, with the
-// version (4) and variant (10) bits set: two digits per byte from a table,
-// written into a buffer and copied into the string once.
-std::string UuidV4Text(const unsigned char (&bytes)[16]) {
-  char text[36];
-  char* p = text;
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
-    unsigned char b = bytes[i];
-    if (i == 6) b = static_cast<unsigned char>((b & 0x0f) | 0x40);  // version 4
-    if (i == 8) b = static_cast<unsigned char>((b & 0x3f) | 0x80);  // variant 10
-    std::memcpy(p, &kHexPairs.text[2 * b], 2);
-    p += 2;
-  }
-  return std::string(text, sizeof(text));
-}
-
 long SystemGetRandom(void* buffer, std::size_t length, unsigned int flags) {
 #if defined(__linux__)
   return static_cast<long>(getrandom(buffer, length, flags));
@@ -173,7 +156,21 @@ absl::Status FillFromOsRandom(unsigned char* buffer, std::size_t length, GetRand
   return absl::OkStatus();
 }
 
-std::string UuidV4FromBytes(const unsigned char (&bytes)[16]) { return UuidV4Text(bytes); }
+// Two digits per byte from a table, written into a buffer and copied into
+// the string once.
+std::string UuidV4FromBytes(const unsigned char (&bytes)[16]) {
+  char text[36];
+  char* p = text;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
+    unsigned char b = bytes[i];
+    if (i == 6) b = static_cast<unsigned char>((b & 0x0f) | 0x40);  // version 4
+    if (i == 8) b = static_cast<unsigned char>((b & 0x3f) | 0x80);  // variant 10
+    std::memcpy(p, &kHexPairs.text[2 * b], 2);
+    p += 2;
+  }
+  return std::string(text, sizeof(text));
+}
 
 }  // namespace internal
 
@@ -209,7 +206,7 @@ std::string GenerateUuidV4(Random& random) {
     bytes[i] = static_cast<unsigned char>(hi >> (56 - 8 * i));
     bytes[8 + i] = static_cast<unsigned char>(lo >> (56 - 8 * i));
   }
-  return UuidV4Text(bytes);
+  return internal::UuidV4FromBytes(bytes);
 }
 
 std::string FormatIdempotencyKey(std::string_view key, KeyForm form) {

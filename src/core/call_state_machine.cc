@@ -245,20 +245,15 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   AttemptEvidence& evidence = out().evidence.back();
   // Which attempt this was; it is no longer in flight.
   InFlight done;
-  if (in_flight_count_ == 1 && in_flight0_.id == attempt_id) {
-    // The one send in flight (every call that is not hedging).
-    done = in_flight0_;
-    in_flight_count_ = 0;
+  int i = 0;
+  while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
+  if (i < in_flight_count_) {
+    done = Slot(i);
+    // The last slot fills the freed one; the last one itself is just dropped.
+    if (i != in_flight_count_ - 1) Slot(i) = Slot(in_flight_count_ - 1);
+    --in_flight_count_;
   } else {
-    int i = 0;
-    while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
-    if (i < in_flight_count_) {
-      done = Slot(i);
-      if (i != in_flight_count_ - 1) Slot(i) = Slot(in_flight_count_ - 1);
-      --in_flight_count_;
-    } else {
-      done = InFlight{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
-    }
+    done = InFlight{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
   }
   const bool was_poll = done.poll;
   evidence.number = done.number;
