@@ -69,6 +69,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "saferetry/backoff.h"
 #include "saferetry/cancellation.h"
 #include "saferetry/circuit_breaker.h"
@@ -237,7 +238,11 @@ class CallStateMachine {
   CallStateMachine& operator=(CallStateMachine&&) noexcept = default;
   CallStateMachine(const CallStateMachine&) = delete;
   CallStateMachine& operator=(const CallStateMachine&) = delete;
-  ~CallStateMachine() = default;
+  ~CallStateMachine() {
+    // Most calls allocate neither: the checks are laid out for that.
+    if (ABSL_PREDICT_FALSE(later_ != nullptr)) later_.reset();
+    if (ABSL_PREDICT_FALSE(owned_ != nullptr)) owned_.reset();
+  }
 
   /// Starts the call in both budgets and returns the first send. Chooses the
   /// time plan (`plan()`) and completes the policy with the default
@@ -297,7 +302,8 @@ class CallStateMachine {
   /// Whether the call is cancelled: `Cancel()`, or the token given to the
   /// constructor.
   bool cancelled() const {
-    return cancelled_ || (cancellation_ != nullptr && cancellation_->IsCancelled());
+    return cancelled_ ||
+           (ABSL_PREDICT_FALSE(cancellation_ != nullptr) && cancellation_->IsCancelled());
   }
 
   bool finished() const { return finished_; }
@@ -394,7 +400,7 @@ class CallStateMachine {
     static constexpr std::uintptr_t kOwned = 1;
     static_assert(alignof(CallResult) > 1, "the low bit is free");
     void Reset() {
-      if ((bits_ & kOwned) != 0) delete get();
+      if (ABSL_PREDICT_FALSE((bits_ & kOwned) != 0)) delete get();
       bits_ = 0;
     }
     std::uintptr_t bits_ = 0;
@@ -402,7 +408,7 @@ class CallStateMachine {
   // Inline: a call reads it a dozen times.
   CallResult& out() const {
     CallResult* const r = result_.get();
-    return r != nullptr ? *r : NewResult();
+    return ABSL_PREDICT_TRUE(r != nullptr) ? *r : NewResult();
   }
   CallResult& NewResult() const;
   // `out()` with the counts the machine keeps until then written in.
@@ -487,13 +493,15 @@ class CallStateMachine {
     bool seen_in_progress = false;
   };
   static const Later kNoLater;
-  const Later& later() const { return later_ != nullptr ? *later_ : kNoLater; }
+  const Later& later() const { return ABSL_PREDICT_FALSE(later_ != nullptr) ? *later_ : kNoLater; }
   Later& MutableLater();
   InFlight& Slot(int i) {
-    return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
+    return ABSL_PREDICT_TRUE(i == 0) ? in_flight0_
+                                     : later_->hedges[static_cast<std::size_t>(i - 1)];
   }
   const InFlight& Slot(int i) const {
-    return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
+    return ABSL_PREDICT_TRUE(i == 0) ? in_flight0_
+                                     : later_->hedges[static_cast<std::size_t>(i - 1)];
   }
   std::unique_ptr<Later> later_;
 };

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_internal.h"
@@ -41,7 +42,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   // Bad input never reaches the listener: nothing started.
   RequestScan scan;
   if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_, &scan);
-      !s.ok()) {
+      ABSL_PREDICT_FALSE(!s.ok())) {
     return InvalidCall(std::move(s));
   }
   request_validated_ = true;
@@ -239,8 +240,10 @@ ABSL_ATTRIBUTE_NOINLINE void CallSession::StampTrace(const AttemptSpanStart& sta
 }
 
 std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
-  if (first_trace_.attempt_id == attempt_id) return 0;
-  if (rare_ == nullptr) return attempt_id == 0 ? 1 : kTraceSlots;  // the hedges' are all free
+  if (ABSL_PREDICT_TRUE(first_trace_.attempt_id == attempt_id)) return 0;
+  if (ABSL_PREDICT_TRUE(rare_ == nullptr)) {
+    return attempt_id == 0 ? 1 : kTraceSlots;  // the hedges' are all free
+  }
   for (std::size_t i = 1; i < kQuerySlot; ++i) {
     if (rare_->hedge_traces[i - 1].attempt_id == attempt_id) return i;
   }
@@ -265,14 +268,14 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
-  if (listener_ != nullptr) listener_->OnAttemptStart(action.number, false);
+  if (ABSL_PREDICT_FALSE(listener_ != nullptr)) listener_->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
   if (slot == kTraceSlots) slot = 0;
   SentTrace& trace = TraceAt(slot);
   trace.attempt_id = action.attempt_id;
   trace.resend_count = request_sends_++;
-  if (active_ != nullptr) {
+  if (ABSL_PREDICT_FALSE(active_ != nullptr)) {
     AttemptSpanStart start;
     start.caller = active_->caller.has_value() ? &*active_->caller : nullptr;
     start.caller_tracestate = active_->tracestate;
@@ -316,7 +319,8 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
   // Who is told first: most calls have neither a listener nor a tracer.
   AttemptTracer* const t = tracer();
-  if ((listener_ != nullptr || t != nullptr) && !machine.result().evidence.empty()) {
+  if (ABSL_PREDICT_FALSE(listener_ != nullptr || t != nullptr) &&
+      !machine.result().evidence.empty()) {
     const AttemptEvidence& recorded = machine.result().evidence.back();
     if (listener_ != nullptr) listener_->OnAttemptEnd(recorded);
     if (t != nullptr) t->OnAttemptEnd(recorded);
@@ -393,14 +397,14 @@ ABSL_ATTRIBUTE_NOINLINE void CallSession::OnWait(const CallAction& action) const
 }
 
 void CallSession::FinishIn(CallResult& result) {
-  if (AttemptTracer* const t = tracer(); t != nullptr) t->OnCallEnd();
-  if (resolve_) {
+  if (AttemptTracer* const t = tracer(); ABSL_PREDICT_FALSE(t != nullptr)) t->OnCallEnd();
+  if (ABSL_PREDICT_FALSE(resolve_)) {
     result = FinishResolve(std::move(result));
     return;
   }
   JournalFinish(call_, result);
   if (!call_.key.empty()) result.idempotency_key = std::move(call_.key);
-  if (listener_ != nullptr) listener_->OnFinish(result);
+  if (ABSL_PREDICT_FALSE(listener_ != nullptr)) listener_->OnFinish(result);
 }
 
 ABSL_ATTRIBUTE_NOINLINE CallResult CallSession::FinishResolve(CallResult result) {

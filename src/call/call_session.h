@@ -31,6 +31,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/base/optimization.h"
 #include "call/call_setup.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
@@ -56,6 +57,12 @@ class CallSession {
       : client_(client), request_(&request), listener_(options.listener) {}
   CallSession(const CallSession&) = delete;
   CallSession& operator=(const CallSession&) = delete;
+  // Few calls have a rare block or a trace context: the checks are laid
+  // out for that.
+  ~CallSession() {
+    if (ABSL_PREDICT_FALSE(rare_ != nullptr)) rare_.reset();
+    if (ABSL_PREDICT_FALSE(active_ != nullptr)) active_.reset();
+  }
 
   /// Prepares a call: validation, key, fingerprint guard, policy, headers,
   /// the journal's record. A result when the call must end before anything
@@ -118,7 +125,8 @@ class CallSession {
     // Only in-memory work ran since the start was read unless the journal, a
     // listener or a tracer did (each may take time).
     const bool fresh =
-        start_unused_ && call_.journal() == nullptr && listener_ == nullptr && tracer() == nullptr;
+        start_unused_ && ABSL_PREDICT_TRUE(call_.journal() == nullptr && listener_ == nullptr &&
+                                           tracer() == nullptr);
     start_unused_ = false;
     return fresh ? machine.start() : client_.clock->Now();
   }
@@ -179,8 +187,9 @@ class CallSession {
   void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context,
                   const RequestScan& scan) {
     // Without a tracer, a context or a trace header, there is nothing to read.
-    if (tracer != nullptr || client_.tracer != nullptr || given_context.has_value() ||
-        scan.traceparents > 0 || scan.tracestates > 0) {
+    if (ABSL_PREDICT_FALSE(tracer != nullptr || client_.tracer != nullptr ||
+                           given_context.has_value() || scan.traceparents > 0 ||
+                           scan.tracestates > 0)) {
       ReadTraceContext(tracer, given_context, scan);
     }
   }
@@ -206,7 +215,9 @@ class CallSession {
   void RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
     ev.resend_count = ResendCount(slot);
     ev.redirects = redirects;
-    if (active_ != nullptr || caller_trace_header_ > 0) RecordTraceContext(slot, ev);
+    if (ABSL_PREDICT_FALSE(active_ != nullptr || caller_trace_header_ > 0)) {
+      RecordTraceContext(slot, ev);
+    }
   }
   // The trace context part of `RecordTrace`, when the call has one.
   void RecordTraceContext(std::size_t slot, AttemptEvidence& ev) const;
@@ -251,7 +262,9 @@ class CallSession {
   };
   // The call's tracer (the call's, else the client's), kept with the active
   // context: a tracer makes the context active.
-  AttemptTracer* tracer() const { return active_ != nullptr ? active_->tracer : nullptr; }
+  AttemptTracer* tracer() const {
+    return ABSL_PREDICT_FALSE(active_ != nullptr) ? active_->tracer : nullptr;
+  }
   std::unique_ptr<ActiveTrace> active_;
   // Inactive: 1 + the index of the request's one traceparent header when
   // it is valid, else 0. Read again for each send's evidence rather than

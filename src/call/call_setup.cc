@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_internal.h"
@@ -309,11 +310,11 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   const RetryPolicy& retry = options.policy != nullptr ? *options.policy : *client.policy;
   const RetryPolicyOptions& p = retry.options();
   absl::Status s = ValidateRequest(request);
-  if (!s.ok()) return s;
+  if (ABSL_PREDICT_FALSE(!s.ok())) return s;
   s = ValidateCallOptions(options);
-  if (!s.ok()) return s;
+  if (ABSL_PREDICT_FALSE(!s.ok())) return s;
   if (!request.headers.empty()) *scan = ScanRequestHeaders(request.headers, p.idempotency_header);
-  if (!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever) {
+  if (ABSL_PREDICT_FALSE(!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever)) {
     return absl::InvalidArgumentError(
         "call.idempotency_key: set while the policy's key_mode is kNever");
   }
@@ -385,7 +386,7 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
   AssignResponsePredicate(retry, policy);
-  if (client.circuit_breakers != nullptr) {
+  if (ABSL_PREDICT_FALSE(client.circuit_breakers != nullptr)) {
     AssignCircuitBreakers(client, request,
                           call.use_callback ? std::string_view() : call.status_url_template(),
                           policy);

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/optimization.h"
 #include "absl/status/statusor.h"
 #include "common/request_scan.h"
 #include "saferetry/call_state_machine.h"
@@ -51,6 +52,14 @@ class UnsentRecords {
 
 /// One call, ready to drive.
 struct PreparedCall {
+  PreparedCall() = default;
+  PreparedCall(const PreparedCall&) = delete;
+  PreparedCall& operator=(const PreparedCall&) = delete;
+  // Few calls have extras: the check is laid out for that.
+  ~PreparedCall() {
+    if (ABSL_PREDICT_FALSE(extras != nullptr)) extras.reset();
+  }
+
   /// The call's retry policy (the call's, or the client's); never null.
   const RetryPolicy* retry = nullptr;
   CallPolicy policy;
@@ -104,12 +113,16 @@ struct PreparedCall {
     return *extras;
   }
   std::string_view quoted_key() const {
-    return extras != nullptr ? std::string_view(extras->quoted_key) : std::string_view();
+    return ABSL_PREDICT_FALSE(extras != nullptr) ? std::string_view(extras->quoted_key)
+                                                 : std::string_view();
   }
   /// `Extras::journal`: null when the call is not journaled.
-  IntentJournal* journal() const { return extras != nullptr ? extras->journal : nullptr; }
+  IntentJournal* journal() const {
+    return ABSL_PREDICT_FALSE(extras != nullptr) ? extras->journal : nullptr;
+  }
   std::string_view journal_owner() const {
-    return extras != nullptr ? std::string_view(extras->journal_owner) : std::string_view();
+    return ABSL_PREDICT_FALSE(extras != nullptr) ? std::string_view(extras->journal_owner)
+                                                 : std::string_view();
   }
 };
 
@@ -148,7 +161,7 @@ inline void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_requ
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
   call.send_key_header = false;
-  if (call.extras != nullptr) call.extras->quoted_key.clear();
+  if (ABSL_PREDICT_FALSE(call.extras != nullptr)) call.extras->quoted_key.clear();
   if (!call.key.empty() && !key_in_request) {
     call.send_key_header = true;
     if (policy.key_form != KeyForm::kBare) {
@@ -243,7 +256,7 @@ std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall
 inline std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
                                               const Request& request, TimePoint start,
                                               UnsentRecords* unsent) {
-  if (client.journal == nullptr || call.key.empty()) return std::nullopt;
+  if (ABSL_PREDICT_TRUE(client.journal == nullptr || call.key.empty())) return std::nullopt;
   return RecordIntent(client, call, request, start, unsent);
 }
 
@@ -253,7 +266,7 @@ inline std::optional<CallResult> JournalBegin(const ClientOptions& client, Prepa
 /// a journaled call.
 std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number);
 inline std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
-  if (call.journal() == nullptr) return std::nullopt;
+  if (ABSL_PREDICT_TRUE(call.journal() == nullptr)) return std::nullopt;
   return MarkAttemptSent(call, number);
 }
 
@@ -262,7 +275,7 @@ inline std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int 
 /// `WriteOutcome`: the same, for a journaled call.
 void WriteOutcome(PreparedCall& call, const CallResult& result);
 inline void JournalFinish(PreparedCall& call, const CallResult& result) {
-  if (call.journal() != nullptr) WriteOutcome(call, result);
+  if (ABSL_PREDICT_FALSE(call.journal() != nullptr)) WriteOutcome(call, result);
 }
 
 /// The stored outcome of a resolved intent, as a call result (no response).

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
@@ -76,11 +77,13 @@ ABSL_ATTRIBUTE_NOINLINE CallResult& CallStateMachine::NewResult() const {
 }
 
 CallAction CallStateMachine::Start(TimePoint now) {
-  if (policy_->backoff == nullptr) policy_->backoff = &RetryPolicy::Default()->backoff();
-  if (policy_->poll_backoff == nullptr) {
+  if (ABSL_PREDICT_FALSE(policy_->backoff == nullptr)) {
+    policy_->backoff = &RetryPolicy::Default()->backoff();
+  }
+  if (ABSL_PREDICT_FALSE(policy_->poll_backoff == nullptr)) {
     policy_->poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
   }
-  if (policy_->deadline_options == nullptr) {
+  if (ABSL_PREDICT_FALSE(policy_->deadline_options == nullptr)) {
     policy_->deadline_options = &RetryPolicy::Default()->options().deadline_options;
   }
   start_ = now;
@@ -91,12 +94,15 @@ CallAction CallStateMachine::Start(TimePoint now) {
   total_ = policy_->deadline.Remaining(now);
   plan_kind_ = static_cast<std::uint8_t>(ChooseTimePlanKind(*policy_));
   services_->budget->OnCallStart(now);
-  if (services_->query_budget != nullptr) services_->query_budget->OnCallStart(now);
+  if (ABSL_PREDICT_TRUE(services_->query_budget != nullptr)) {
+    services_->query_budget->OnCallStart(now);
+  }
   // A continued intent starts with its predecessor's doubt.
   maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect && !policy_->traits.safe;
   // A resolve asks before it does anything else.
-  pending_ = policy_->start_with_status_query && policy_->has_status_query ? Next::kStatusQuery
-                                                                           : Next::kAttempt;
+  pending_ = ABSL_PREDICT_FALSE(policy_->start_with_status_query && policy_->has_status_query)
+                 ? Next::kStatusQuery
+                 : Next::kAttempt;
   return SendNow(now);
 }
 
@@ -111,7 +117,7 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OutOfTime(TimePoint now) {
 }
 
 CallAction CallStateMachine::SendNow(TimePoint now) {
-  if (cancelled()) {
+  if (ABSL_PREDICT_FALSE(cancelled())) {
     RefundPendingCharge(now);
     return FinishFailure(StopReason::kCancelled, now);
   }
@@ -125,35 +131,38 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   // up late took some of it, and that lateness (up to half of a useful
   // attempt) is forgiven, so the wait still leads to its send.
   Duration needed = policy_->deadline_options->min_useful_attempt;
-  if (later_ != nullptr && later_->wake_due.has_value()) {
+  if (ABSL_PREDICT_FALSE(later_ != nullptr) && later_->wake_due.has_value()) {
     const Duration late = now - *later_->wake_due;
     if (late > Duration::zero()) needed -= std::min(late, needed / 2);
     later_->wake_due.reset();
   }
-  if (!policy_->deadline.is_infinite() && timeout < needed) {
+  if (ABSL_PREDICT_FALSE(!policy_->deadline.is_infinite() && timeout < needed)) {
     RefundPendingCharge(now);
     return OutOfTime(now);
   }
   // The breaker is asked last, right before the send: a half-open breaker
   // hands out a probe slot with each permit, so a permit must lead to a send.
-  CircuitBreaker* breaker = pending_ == Next::kAttempt ? policy_->circuit_breaker : QueryBreaker();
+  CircuitBreaker* breaker =
+      ABSL_PREDICT_TRUE(pending_ == Next::kAttempt) ? policy_->circuit_breaker : QueryBreaker();
   CircuitBreaker::Permit permit;
-  if (breaker != nullptr) {
+  if (ABSL_PREDICT_FALSE(breaker != nullptr)) {
     permit = breaker->Allow(now);
     if (!permit.allowed) {
       RefundPendingCharge(now);
       return FinishFailure(StopReason::kCircuitOpen, now);
     }
   }
-  if (later_ != nullptr) later_->pending_charge_budget = nullptr;  // the send happens: it stands
+  if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
+    later_->pending_charge_budget = nullptr;  // the send happens: it stands
+  }
   CallAction action;
   action.attempt_id = ++next_id_;
-  if (pending_ == Next::kAttempt) {
+  if (ABSL_PREDICT_TRUE(pending_ == Next::kAttempt)) {
     action.kind = CallAction::Kind::kSendAttempt;
     action.number = ++attempts_;
     ++attempts_counted_;
     const bool poll = later().pending_poll;
-    if (poll) ++later_->polls;  // provisionally a poll; settled by the answer
+    if (ABSL_PREDICT_FALSE(poll)) ++later_->polls;  // provisionally a poll; settled by the answer
     in_flight0_ = InFlight{action.attempt_id, action.number, poll, permit};
     in_flight_count_ = 1;
   } else {
@@ -236,7 +245,7 @@ AttemptEvidence& CallStateMachine::NewEvidence() { return Synced().evidence.empl
 CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
                                                   std::optional<Response>&& response,
                                                   TimePoint now) {
-  if (finished_) {
+  if (ABSL_PREDICT_FALSE(finished_)) {
     // A late answer (a copy the driver was to cancel): not recorded.
     out().evidence.pop_back();
     return CallAction{};
@@ -247,10 +256,10 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   InFlight done;
   int i = 0;
   while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
-  if (i < in_flight_count_) {
+  if (ABSL_PREDICT_TRUE(i < in_flight_count_)) {
     done = Slot(i);
     // The last slot fills the freed one; the last one itself is just dropped.
-    if (i != in_flight_count_ - 1) Slot(i) = Slot(in_flight_count_ - 1);
+    if (ABSL_PREDICT_FALSE(i != in_flight_count_ - 1)) Slot(i) = Slot(in_flight_count_ - 1);
     --in_flight_count_;
   } else {
     done = InFlight{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
@@ -262,7 +271,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   // 1b. The response predicate, where the policy has one, may read the
   // answer and move a definite class towards a retry (never an ambiguous
   // one towards a retry, never a doubt away: ApplyResponsePredicate).
-  if (policy_->response_predicate != nullptr && response.has_value()) {
+  if (ABSL_PREDICT_FALSE(policy_->response_predicate != nullptr) && response.has_value()) {
     c = ApplyResponsePredicate(*policy_->response_predicate,
                                policy_->response_predicate_max_body_bytes, *response, evidence,
                                policy_->traits, c);
@@ -275,7 +284,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
-  if (was_poll) {  // a poll was scheduled: `later_` exists
+  if (ABSL_PREDICT_FALSE(was_poll)) {  // a poll was scheduled: `later_` exists
     if (c.cls == AttemptClass::kInProgress) {
       --attempts_counted_;
     } else {
@@ -304,7 +313,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   switch (c.cls) {
     case AttemptClass::kSuccess:
       services_->budget->OnSuccess(later().last_retry_receipt, now);
-      if (maybe_effect_) out().resolved_by = ResolvedBy::kResponse;
+      if (ABSL_PREDICT_FALSE(maybe_effect_)) out().resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
@@ -631,7 +640,7 @@ CircuitBreaker* CallStateMachine::QueryBreaker() const {
 void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
                                        const CircuitBreaker::Permit& permit, AttemptClass cls,
                                        const absl::Status& transport_status, TimePoint now) {
-  if (breaker == nullptr || !permit.allowed) return;
+  if (ABSL_PREDICT_TRUE(breaker == nullptr || !permit.allowed)) return;
   if (absl::IsCancelled(transport_status)) {
     breaker->OnAbandoned(permit, now);  // the caller's doing, not the host's
     return;
@@ -644,11 +653,11 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   // cancellation) will not be reported: free their half-open probe slots.
   for (int i = 0; i < in_flight_count_; ++i) {
     const InFlight& f = Slot(i);
-    if (f.permit_allowed && policy_->circuit_breaker != nullptr) {
+    if (ABSL_PREDICT_FALSE(f.permit_allowed && policy_->circuit_breaker != nullptr)) {
       policy_->circuit_breaker->OnAbandoned(f.permit(), now);
     }
   }
-  if (later_ != nullptr) {
+  if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
     if (later_->query_permit.allowed && QueryBreaker() != nullptr) {
       QueryBreaker()->OnAbandoned(later_->query_permit, now);
     }
