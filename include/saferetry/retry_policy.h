@@ -29,6 +29,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "absl/status/statusor.h"
@@ -144,6 +145,8 @@ inline bool operator!=(const RetryPolicyOptions& a, const RetryPolicyOptions& b)
   return !(a == b);
 }
 
+struct CallPolicy;  // saferetry/call_state_machine.h
+
 /// An immutable, validated policy. Create it once and share it: calls hold
 /// a pointer to it, and nothing in it is validated or copied per call.
 /// Thread-safe.
@@ -167,6 +170,22 @@ class RetryPolicy {
   /// The response predicate (the user's and the rules, built once), or null
   /// when none is configured.
   const ResponsePredicate* response_predicate() const { return response_predicate_.get(); }
+  /// The attempt header's value on a call's first send, `attempt=1; max=N`
+  /// with this policy's `max_attempts`: written once, when the policy is
+  /// built, and sent as it is by every call's first attempt.
+  std::string_view first_attempt_header_value() const { return first_attempt_header_value_; }
+  /// The state machine's policy as far as this policy decides it, made once
+  /// when the policy is built: attempts, the status-query cap, the backoff,
+  /// the poll pacing and the time plan's options (pointing into this
+  /// policy), `server_deduplicates`, `fence_when_giving_up`, the response
+  /// predicate. A driver copies it and completes what each call decides
+  /// (the deadline, the request's traits, the key, the status query,
+  /// hedging, the breakers).
+  const CallPolicy& call_policy() const { return *call_policy_; }
+
+  ~RetryPolicy();
+  RetryPolicy(const RetryPolicy&) = delete;
+  RetryPolicy& operator=(const RetryPolicy&) = delete;
 
  private:
   RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const BackoffPolicy> backoff,
@@ -174,6 +193,8 @@ class RetryPolicy {
   RetryPolicyOptions options_;
   std::shared_ptr<const BackoffPolicy> backoff_;
   std::shared_ptr<const ResponsePredicate> response_predicate_;
+  std::string first_attempt_header_value_;
+  std::unique_ptr<const CallPolicy> call_policy_;
   bool has_status_query_ = false;
 };
 

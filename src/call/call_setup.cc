@@ -367,12 +367,10 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   call.status_url = options.status_url.empty() ? &p.status_query.url_template : &options.status_url;
   const bool has_query = callback || !call.status_url_template().empty();
 
+  // What the policy decides was written once, when it was built: one copy
+  // of it, then what this call decides.
   CallPolicy& policy = call.policy;
-  policy.max_attempts = p.max_attempts;
-  policy.max_status_queries = p.max_status_queries;
-  policy.backoff = &retry.backoff();
-  policy.poll_backoff = &p.poll_backoff;
-  policy.deadline_options = &p.deadline_options;
+  policy = retry.call_policy();
   policy.deadline =
       options.deadline.value_or(Deadline::After(start, options.timeout.value_or(p.timeout)));
   policy.traits.idempotent = idempotent;
@@ -381,11 +379,9 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.has_status_query = !key.empty() && has_query;
   // A call's own status URL wins over the policy's callback.
   call.use_callback = callback && options.status_url.empty();
-  policy.fence_when_giving_up = p.status_query.fence_when_giving_up && !call.use_callback;
-  policy.server_deduplicates = p.server_deduplicates;
+  if (ABSL_PREDICT_FALSE(call.use_callback)) policy.fence_when_giving_up = false;
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
-  AssignResponsePredicate(retry, policy);
   if (ABSL_PREDICT_FALSE(client.circuit_breakers != nullptr)) {
     AssignCircuitBreakers(client, request,
                           call.use_callback ? std::string_view() : call.status_url_template(),
@@ -422,6 +418,14 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
   // The attempt's own timeout is what the server may spend.
   StampCommon(call, action.timeout, out);
   if (call.send_attempt_header) {
+    const RetryPolicy& retry = *call.retry;
+    // A first send of the policy's own attempt count sends the value the
+    // policy wrote when it was built.
+    if (ABSL_PREDICT_TRUE(action.number == 1 &&
+                          call.policy.max_attempts == retry.options().max_attempts)) {
+      out.refs[out.count++] = {retry.options().attempt_header, retry.first_attempt_header_value()};
+      return;
+    }
     constexpr std::string_view kAttempt = "attempt=";
     constexpr std::string_view kMax = "; max=";
     char* const begin = out.attempt_value.data();

@@ -3,10 +3,13 @@
 #include "saferetry/retry_policy.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_internal.h"
+#include "saferetry/call_state_machine.h"
 #include "saferetry/request.h"
 
 namespace saferetry {
@@ -71,7 +74,23 @@ RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const Backo
       response_predicate_(std::move(response_predicate)) {
   has_status_query_ = static_cast<bool>(options_.status_query.callback) ||
                       !options_.status_query.url_template.empty();
+  first_attempt_header_value_ = absl::StrCat("attempt=1; max=", options_.max_attempts);
+  auto policy = std::make_unique<CallPolicy>();
+  policy->max_attempts = options_.max_attempts;
+  policy->max_status_queries = options_.max_status_queries;
+  policy->backoff = backoff_.get();
+  policy->poll_backoff = &options_.poll_backoff;
+  policy->deadline_options = &options_.deadline_options;
+  policy->server_deduplicates = options_.server_deduplicates;
+  policy->fence_when_giving_up = options_.status_query.fence_when_giving_up;
+  policy->response_predicate = response_predicate_.get();
+  // Validated to at most kMaxResponsePredicateBodyBytes: it fits.
+  policy->response_predicate_max_body_bytes =
+      static_cast<std::uint32_t>(options_.response_predicate.max_body_bytes);
+  call_policy_ = std::move(policy);
 }
+
+RetryPolicy::~RetryPolicy() = default;
 
 absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPolicyOptions o) {
   if (o.max_attempts < 1) {
