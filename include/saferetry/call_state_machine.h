@@ -355,7 +355,8 @@ class CallStateMachine {
   void RefundPendingCharge(TimePoint now);
   CallAction OutOfTime(TimePoint now);
   // Completes the stored evidence of the answer being handled (deadline
-  // left, budget balance) and the result's last transport status.
+  // left, budget balance); the caller writes the result's last transport
+  // status.
   void CompleteEvidence(AttemptEvidence& evidence, TimePoint now);
 
   CallPolicy* policy_;            // `owned_->policy`, or the caller's

@@ -38,7 +38,6 @@ ABSL_ATTRIBUTE_NOINLINE CallResult CallSession::EndEarly(CallResult result) cons
 
 std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, UnsentRecords& unsent,
                                              const CallOptions& options, TimePoint start) {
-  start_unused_ = true;
   // Bad input never reaches the listener: nothing started.
   RequestScan scan;
   if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_, &scan);
@@ -50,6 +49,8 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
     return EndEarly(*std::move(early));
   }
   SetUpTrace(options.tracer, options.trace_context, scan);
+  plain_ = (listener_ == nullptr) & (active_ == nullptr) & (call_.journal() == nullptr);
+  start_unused_ = plain_;
   return std::nullopt;
 }
 
@@ -268,14 +269,22 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
-  if (ABSL_PREDICT_FALSE(listener_ != nullptr)) listener_->OnAttemptStart(action.number, false);
+  const bool plain = plain_;
+  if (ABSL_PREDICT_FALSE(!plain) && listener_ != nullptr) {
+    listener_->OnAttemptStart(action.number, false);
+  }
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
   if (slot == kTraceSlots) slot = 0;
   SentTrace& trace = TraceAt(slot);
   trace.attempt_id = action.attempt_id;
   trace.resend_count = request_sends_++;
-  if (ABSL_PREDICT_FALSE(active_ != nullptr)) {
+  if (ABSL_PREDICT_TRUE(plain)) {
+    ao.timeout = action.timeout;
+    ao.extra_headers = headers.view();
+    return std::nullopt;
+  }
+  if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = active_->caller.has_value() ? &*active_->caller : nullptr;
     start.caller_tracestate = active_->tracestate;
@@ -318,9 +327,9 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   request_sends_ += tr.redirects;
   CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
   // Who is told first: most calls have neither a listener nor a tracer.
+  if (ABSL_PREDICT_TRUE(plain_)) return next;
   AttemptTracer* const t = tracer();
-  if (ABSL_PREDICT_FALSE(listener_ != nullptr || t != nullptr) &&
-      !machine.result().evidence.empty()) {
+  if ((listener_ != nullptr || t != nullptr) && !machine.result().evidence.empty()) {
     const AttemptEvidence& recorded = machine.result().evidence.back();
     if (listener_ != nullptr) listener_->OnAttemptEnd(recorded);
     if (t != nullptr) t->OnAttemptEnd(recorded);
@@ -397,7 +406,11 @@ ABSL_ATTRIBUTE_NOINLINE void CallSession::OnWait(const CallAction& action) const
 }
 
 void CallSession::FinishIn(CallResult& result) {
-  if (AttemptTracer* const t = tracer(); ABSL_PREDICT_FALSE(t != nullptr)) t->OnCallEnd();
+  if (ABSL_PREDICT_TRUE(plain_)) {
+    if (!call_.key.empty()) result.idempotency_key = std::move(call_.key);
+    return;
+  }
+  if (AttemptTracer* const t = tracer(); t != nullptr) t->OnCallEnd();
   if (ABSL_PREDICT_FALSE(resolve_)) {
     result = FinishResolve(std::move(result));
     return;

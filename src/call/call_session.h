@@ -123,12 +123,10 @@ class CallSession {
   /// with no `Date`).
   TimePoint SendStart(const CallStateMachine& machine) {
     // Only in-memory work ran since the start was read unless the journal, a
-    // listener or a tracer did (each may take time).
-    const bool fresh =
-        start_unused_ && ABSL_PREDICT_TRUE(call_.journal() == nullptr && listener_ == nullptr &&
-                                           tracer() == nullptr);
+    // listener or a tracer did (each may take time): a plain call's first send.
+    const bool fresh = start_unused_;
     start_unused_ = false;
-    return fresh ? machine.start() : client_.clock->Now();
+    return ABSL_PREDICT_TRUE(fresh) ? machine.start() : client_.clock->Now();
   }
 
   /// After a send of the request: its evidence to the machine, the listener.
@@ -186,10 +184,11 @@ class CallSession {
   // `scan`: where the request's trace headers are.
   void SetUpTrace(AttemptTracer* tracer, const std::optional<TraceContext>& given_context,
                   const RequestScan& scan) {
-    // Without a tracer, a context or a trace header, there is nothing to read.
-    if (ABSL_PREDICT_FALSE(tracer != nullptr || client_.tracer != nullptr ||
-                           given_context.has_value() || scan.traceparents > 0 ||
-                           scan.tracestates > 0)) {
+    // Without a tracer, a context or a trace header, there is nothing to
+    // read: one test of the five, not five tests.
+    const bool any = (tracer != nullptr) | (client_.tracer != nullptr) | given_context.has_value() |
+                     ((scan.traceparents | scan.tracestates) != 0);
+    if (ABSL_PREDICT_FALSE(any)) {
       ReadTraceContext(tracer, given_context, scan);
     }
   }
@@ -272,8 +271,13 @@ class CallSession {
   std::uint32_t caller_trace_header_ = 0;
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
-  bool start_unused_ = false;       // no send has used the call's start yet (`SendStart`)
-  int request_sends_ = 0;           // redirect hops included
+  // Neither a listener, a trace context (nor so a tracer) nor a journal:
+  // the checks of each are skipped with this one (set by `Begin`).
+  bool plain_ = false;
+  // A plain call whose first send has not used the call's start yet
+  // (`SendStart`).
+  bool start_unused_ = false;
+  int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
   SentTrace first_trace_;  // slot 0; hedges' in `Rare`
 };

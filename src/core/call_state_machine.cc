@@ -97,10 +97,11 @@ CallAction CallStateMachine::Start(TimePoint now) {
   if (ABSL_PREDICT_TRUE(services_->query_budget != nullptr)) {
     services_->query_budget->OnCallStart(now);
   }
-  // A continued intent starts with its predecessor's doubt.
-  maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect && !policy_->traits.safe;
+  // A continued intent starts with its predecessor's doubt. (Flags read
+  // with `&`, not `&&`: no branch.)
+  maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect & !policy_->traits.safe;
   // A resolve asks before it does anything else.
-  pending_ = ABSL_PREDICT_FALSE(policy_->start_with_status_query && policy_->has_status_query)
+  pending_ = ABSL_PREDICT_FALSE(policy_->start_with_status_query & policy_->has_status_query)
                  ? Next::kStatusQuery
                  : Next::kAttempt;
   return SendNow(now);
@@ -176,13 +177,13 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
     ++later.polls;
   }
   action.timeout = timeout;
-  action.remaining = policy_->deadline.Remaining(now);
+  // At the call's start (its first send) that is the total, read by `Start`.
+  action.remaining = now == start_ ? total_ : policy_->deadline.Remaining(now);
   return action;
 }
 
 void CallStateMachine::CompleteEvidence(AttemptEvidence& evidence, TimePoint now) {
   // The counts were written in by `NewEvidence`, and no send came since.
-  out().last_transport_status = evidence.transport_status;
   evidence.deadline_remaining = policy_->deadline.Remaining(now);
   evidence.budget_balance = services_->budget->Balance(now);
 }
@@ -245,17 +246,22 @@ AttemptEvidence& CallStateMachine::NewEvidence() { return Synced().evidence.empl
 CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
                                                   std::optional<Response>&& response,
                                                   TimePoint now) {
+  // Looked up once: the result is read and written all through.
+  CallResult& result = out();
   if (ABSL_PREDICT_FALSE(finished_)) {
     // A late answer (a copy the driver was to cancel): not recorded.
-    out().evidence.pop_back();
+    result.evidence.pop_back();
     return CallAction{};
   }
   // The stored evidence: nothing else is recorded until the next answer.
-  AttemptEvidence& evidence = out().evidence.back();
+  AttemptEvidence& evidence = result.evidence.back();
   // Which attempt this was; it is no longer in flight.
   InFlight done;
   int i = 0;
-  while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
+  // One attempt in flight (no hedge): the first slot is the one.
+  if (ABSL_PREDICT_FALSE(in_flight_count_ != 1 || in_flight0_.id != attempt_id)) {
+    while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
+  }
   if (ABSL_PREDICT_TRUE(i < in_flight_count_)) {
     done = Slot(i);
     // The last slot fills the freed one; the last one itself is just dropped.
@@ -305,15 +311,16 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   if (expired_key && policy_->traits.keyed && !policy_->key_minted && !policy_->traits.safe) {
     maybe_effect_ = true;
   }
-  if (response.has_value()) out().last_response = std::move(response);
+  if (response.has_value()) result.last_response = std::move(response);
   // The stored evidence's: nothing is recorded after it until the next answer.
+  result.last_transport_status = evidence.transport_status;
   CompleteEvidence(evidence, now);
   const ServerHints& hints = evidence.hints;
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
       services_->budget->OnSuccess(later().last_retry_receipt, now);
-      if (ABSL_PREDICT_FALSE(maybe_effect_)) out().resolved_by = ResolvedBy::kResponse;
+      if (ABSL_PREDICT_FALSE(maybe_effect_)) result.resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
       return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
@@ -333,7 +340,7 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
         // The key's stored final answer (or its fence): the intent ended
         // without effect, whatever the earlier attempts left open.
         maybe_effect_ = false;
-        out().resolved_by = ResolvedBy::kResponse;
+        result.resolved_by = ResolvedBy::kResponse;
         return Finish(Outcome::kFailed, reason, now);
       }
       // Not definite: the earlier doubt stands. Only status queries may
@@ -451,6 +458,7 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnStatusAnswerInPlace(
     later_->query_permit = CircuitBreaker::Permit{};
   }
   // The stored evidence's: nothing is recorded after it until the next answer.
+  out().last_transport_status = evidence.transport_status;
   CompleteEvidence(evidence, now);
   const ServerHints& hints = evidence.hints;
 
