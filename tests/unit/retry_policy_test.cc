@@ -1,0 +1,105 @@
+// Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
+//
+// What a RetryPolicy makes once, when it is built, for every call of it: the
+// machine's policy part and the first attempt's header value; and that a call
+// sends them as they are.
+
+#include "saferetry/retry_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "saferetry/call_state_machine.h"
+#include "saferetry/client.h"
+#include "saferetry/testing/fake_clock.h"
+#include "saferetry/testing/fake_random.h"
+#include "saferetry/testing/fake_transport.h"
+
+namespace saferetry {
+namespace {
+
+TEST(RetryPolicyTest, TheMachinesPolicyIsMadeOnceFromTheOptions) {
+  RetryPolicyOptions o;
+  o.max_attempts = 5;
+  o.max_status_queries = 7;
+  o.server_deduplicates = true;
+  o.status_query.url_template = "http://127.0.0.1:1/orders/{key}";
+  o.status_query.fence_when_giving_up = true;
+  ResponseRule rule;
+  rule.statuses = {200};
+  rule.body_contains = "\"applied\":false";
+  rule.verdict = ResponseVerdict::kNotApplied;
+  o.response_predicate.rules.push_back(rule);
+  o.response_predicate.max_body_bytes = 1000;
+  auto policy = RetryPolicy::Create(o);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  const CallPolicy& p = (*policy)->call_policy();
+  EXPECT_EQ(p.max_attempts, 5);
+  EXPECT_EQ(p.max_status_queries, 7);
+  EXPECT_EQ(p.backoff, &(*policy)->backoff());
+  EXPECT_EQ(p.poll_backoff, &(*policy)->options().poll_backoff);
+  EXPECT_EQ(p.deadline_options, &(*policy)->options().deadline_options);
+  EXPECT_TRUE(p.server_deduplicates);
+  EXPECT_TRUE(p.fence_when_giving_up);
+  EXPECT_EQ(p.response_predicate, (*policy)->response_predicate());
+  EXPECT_NE(p.response_predicate, nullptr);
+  EXPECT_EQ(p.response_predicate_max_body_bytes, 1000u);
+  // What each call decides is left at the defaults, for the call to write.
+  EXPECT_TRUE(p.deadline.is_infinite());
+  EXPECT_FALSE(p.traits.keyed);
+  EXPECT_FALSE(p.has_status_query);
+  EXPECT_FALSE(p.key_minted);
+  EXPECT_FALSE(p.hedging);
+  EXPECT_FALSE(p.start_with_status_query);
+  EXPECT_FALSE(p.earlier_attempt_may_have_taken_effect);
+  EXPECT_EQ(p.circuit_breaker, nullptr);
+  EXPECT_EQ(p.status_query_circuit_breaker, nullptr);
+}
+
+TEST(RetryPolicyTest, TheFirstAttemptHeaderValueCarriesTheClampedAttemptCount) {
+  EXPECT_EQ(RetryPolicy::Default()->first_attempt_header_value(), "attempt=1; max=3");
+  RetryPolicyOptions o;
+  o.max_attempts = kMaxAttemptsHardCap + 5;
+  auto policy = RetryPolicy::Create(o);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_EQ((*policy)->first_attempt_header_value(),
+            "attempt=1; max=" + std::to_string(kMaxAttemptsHardCap));
+  EXPECT_EQ((*policy)->call_policy().max_attempts, kMaxAttemptsHardCap);
+}
+
+// A call of a policy sends the policy's value on its first send and formats
+// the later ones: 503, 503, 200 on a GET with four attempts.
+TEST(RetryPolicyTest, ACallSendsThePoliciesFirstValueThenNumbersItsRetries) {
+  RetryPolicyOptions o;
+  o.max_attempts = 4;
+  auto policy = RetryPolicy::Create(o);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  auto transport = std::make_shared<testkit::FakeTransport>();
+  transport->Push(testkit::Step::Respond(503));
+  transport->Push(testkit::Step::Respond(503));
+  transport->Push(testkit::Step::Respond(200));
+  ClientOptions co;
+  co.transport = transport;
+  co.clock = std::make_shared<testkit::FakeClock>();
+  co.random = std::make_shared<testkit::ScriptedRandom>();
+  co.policy = *policy;
+  auto client = Client::Create(std::move(co));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const CallResult r = (*client)->Execute({"GET", "http://127.0.0.1:1/orders/1", {}, "", {}}, {});
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  ASSERT_EQ(transport->send_count(), 3);
+  const std::vector<testkit::SentRequest> sent = transport->sent();
+  const char* const kWant[] = {"attempt=1; max=4", "attempt=2; max=4", "attempt=3; max=4"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::optional<std::string_view> got =
+        FindHeader(sent[i].request.headers, kDefaultAttemptHeader);
+    ASSERT_TRUE(got.has_value()) << i;
+    EXPECT_EQ(*got, kWant[i]);
+  }
+}
+
+}  // namespace
+}  // namespace saferetry
