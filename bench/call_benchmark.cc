@@ -187,15 +187,18 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
 // The floor: a stripped-down call that does only the work no safe call can
 // skip under 0.3.0's defaults, written straight against the public pieces
 // (and the one-pass header scans the call uses), with no session, no state
-// machine and no policy object: validate the request and the call's
-// options; look for a key the request carries itself; read the clock;
-// deposit in the retry budget and the status-query allowance; mint or check
-// the key; bound the attempt under the call's deadline (the time plan);
-// stamp the key, deadline and attempt headers into
-// a buffer of its own; send; read the clock; extract the server's hints and
-// the request id in one pass; classify; fill the `CallResult` the caller gets
-// (outcome, the response, one attempt's evidence with the deadline left and
-// the budget's balance). It handles no failure, no retry and no status
+// machine and no per-call policy: validate the request and the call's
+// options; read the options a call must read (its policy, timeout or
+// deadline, status URL; it refuses a listener, tracer, trace context or
+// cancellation token, which it does not serve); look for a key the request
+// carries itself; read the clock; deposit in the retry budget and the
+// status-query allowance; mint or check the key; bound the attempt under the
+// call's deadline (the time plan); stamp the key, deadline and attempt
+// headers into a buffer of its own; send; read the clock; extract the
+// server's hints and the request id in one pass; classify; fill the
+// `CallResult` the caller gets (outcome, the response, one attempt's evidence
+// with the deadline left and the budget's balance); report the success to
+// the budget, as its contract asks of every caller. It handles no failure, no retry and no status
 // query, so it is a lower bound, not a client. `CheckFloorMatchesCall`
 // proves, before anything is timed, that it puts the same headers on the
 // wire and returns the same result as `Client::Execute`; the call is then
@@ -219,7 +222,16 @@ class Floor {
       r.status = std::move(s);
       return r;
     }
-    const saferetry::RetryPolicyOptions& policy = policy_->options();
+    // The call's options are honoured as the call must read them: its own
+    // policy, timeout or deadline, and status URL. A listener, a tracer, a
+    // trace context or a cancellation token the floor does not serve: it
+    // refuses such a call (the check is work every call does).
+    if (call.listener != nullptr || call.tracer != nullptr || call.cancellation != nullptr ||
+        call.trace_context.has_value()) {
+      return r;
+    }
+    const saferetry::RetryPolicy& retry = call.policy != nullptr ? *call.policy : *policy_;
+    const saferetry::RetryPolicyOptions& policy = retry.options();
     // A key the request carries itself is the call's key, sent as it is: a
     // safe call must look for one, or it would send a second. Found by the
     // one pass over the request's headers the call makes (none of the
@@ -229,7 +241,8 @@ class Floor {
       scan = saferetry::internal::ScanRequestHeaders(request.headers, policy.idempotency_header);
     }
     const saferetry::TimePoint start = clock_->Now();
-    const saferetry::Deadline deadline = saferetry::Deadline::After(start, policy.timeout);
+    const saferetry::Deadline deadline = call.deadline.value_or(
+        saferetry::Deadline::After(start, call.timeout.value_or(policy.timeout)));
     budget_->OnCallStart(start);
     query_budget_->OnCallStart(start);
     const bool safe = saferetry::IsSafeMethod(request.method);
@@ -261,11 +274,16 @@ class Floor {
       // A key the request carries goes as it is, in its own header.
       if (scan.key_header == 0) headers[n++] = {policy.idempotency_header, *r.idempotency_key};
     }
-    // The time plan of the defaults: a retryable request's attempt gets at
-    // most half of the call; a keyed write nothing resolves gets all of it.
-    const saferetry::TimePlanKind kind = (safe || idempotent) && policy.max_attempts > 1
-                                             ? saferetry::TimePlanKind::kRetry
-                                             : saferetry::TimePlanKind::kSingle;
+    // The time plan: a keyed write that a status query or the server's
+    // deduplication can resolve keeps time for that; a retryable request's
+    // attempt gets at most half of the call; any other gets all of it.
+    const bool keyed = !safe;  // the default key mode: every unsafe request
+    const bool has_query = keyed && (!call.status_url.empty() || retry.has_status_query());
+    const saferetry::TimePlanKind kind =
+        keyed && !idempotent && (has_query || policy.server_deduplicates)
+            ? saferetry::TimePlanKind::kResolve
+        : (safe || idempotent) && policy.max_attempts > 1 ? saferetry::TimePlanKind::kRetry
+                                                          : saferetry::TimePlanKind::kSingle;
     const saferetry::TimePlan plan =
         saferetry::MakeTimePlan(kind, deadline.Remaining(start), policy.deadline_options);
     const saferetry::Duration timeout =
@@ -310,6 +328,10 @@ class Floor {
     ev.reason = std::string_view(c.reason.data(), c.reason.size());
     ev.deadline_remaining = deadline.Remaining(end);
     ev.budget_balance = budget_->Balance(end);
+    // A first attempt's success is reported to the budget, with an empty
+    // receipt, after its balance is read: the budget's contract (a token
+    // throttle earns tokens here).
+    if (c.cls == saferetry::AttemptClass::kSuccess) budget_->OnSuccess({}, end);
     r.outcome = c.cls == saferetry::AttemptClass::kSuccess ? saferetry::Outcome::kSucceeded
                                                            : saferetry::Outcome::kUnknown;
     r.stop_reason = saferetry::StopReason::kSuccess;
