@@ -345,6 +345,20 @@ class CallStateMachine {
  private:
   enum class Next : std::uint8_t { kAttempt, kStatusQuery };
   CallAction Finish(Outcome outcome, StopReason reason, TimePoint now);
+  // `SendNow`, `OnAttemptDoneInPlace` and `Finish` as the plain path
+  // (`plain_`, kPlain true) or the full one: one body each, in which a plain
+  // call's checks of a breaker, a response predicate, hedges, polls and the
+  // `Later` block are not compiled in.
+  template <bool kPlain>
+  CallAction SendNowAs(TimePoint now);
+  template <bool kPlain>
+  CallAction OnAttemptDoneAs(std::uint32_t attempt_id, std::optional<Response>&& response,
+                             TimePoint now);
+  template <bool kPlain>
+  CallAction FinishAs(Outcome outcome, StopReason reason, TimePoint now);
+  CallAction SendNowFull(TimePoint now);  // `SendNowAs<false>`, out of line
+  CallAction OnAttemptDoneFull(std::uint32_t attempt_id, std::optional<Response>&& response,
+                               TimePoint now);  // `OnAttemptDoneAs<false>`, out of line
   CallAction FinishFailure(StopReason reason, TimePoint now);
   // `poll`: the next send is a poll (a status query, or a resend while the
   // server says "in progress"), paced and capped as such.
@@ -456,7 +470,11 @@ class CallStateMachine {
   Next pending_ = Next::kAttempt;
   std::uint8_t plan_kind_ = 0;  // `plan()`'s `TimePlanKind`, chosen by `Start`
   bool cancelled_ = false;      // `Cancel()`
-  int attempts_counted_ = 0;    // sends that count against max_attempts
+  // No breaker, response predicate or hedging, the request sent first (not
+  // a status query), and no `Later` block yet: set by `Start`, cleared when
+  // `MutableLater` allocates the block.
+  bool plain_ = false;
+  int attempts_counted_ = 0;  // sends that count against max_attempts
 
   // What a call needs only once it waits, polls, hedges or meets a final
   // answer it cannot trust, allocated then (`MutableLater`): a call whose

@@ -67,7 +67,10 @@ CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget
 const CallStateMachine::Later CallStateMachine::kNoLater{};
 
 CallStateMachine::Later& CallStateMachine::MutableLater() {
-  if (later_ == nullptr) later_ = std::make_unique<Later>();
+  if (later_ == nullptr) {
+    later_ = std::make_unique<Later>();
+    plain_ = false;  // `plain_` promises no `Later` block
+  }
   return *later_;
 }
 
@@ -104,6 +107,13 @@ CallAction CallStateMachine::Start(TimePoint now) {
   pending_ = ABSL_PREDICT_FALSE(policy_->start_with_status_query & policy_->has_status_query)
                  ? Next::kStatusQuery
                  : Next::kAttempt;
+  // Neither a breaker, a response predicate nor hedges, and the request
+  // goes first: until a `Later` block is needed, the call takes the plain
+  // path, one test instead of one per part.
+  plain_ = later_ == nullptr && policy_->circuit_breaker == nullptr &&
+           policy_->status_query_circuit_breaker == nullptr &&
+           policy_->response_predicate == nullptr && !policy_->hedging &&
+           pending_ == Next::kAttempt;
   return SendNow(now);
 }
 
@@ -118,12 +128,24 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OutOfTime(TimePoint now) {
 }
 
 CallAction CallStateMachine::SendNow(TimePoint now) {
+  return ABSL_PREDICT_TRUE(plain_) ? SendNowAs<true>(now) : SendNowFull(now);
+}
+
+// The full path out of line: a plain call's code holds only its own.
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::SendNowFull(TimePoint now) {
+  return SendNowAs<false>(now);
+}
+
+template <bool kPlain>
+CallAction CallStateMachine::SendNowAs(TimePoint now) {
+  // A plain call (`plain_`) has no `Later` block, no breaker and sends the
+  // request, not a status query: the checks of those are not compiled in.
   if (ABSL_PREDICT_FALSE(cancelled())) {
     RefundPendingCharge(now);
     return FinishFailure(StopReason::kCancelled, now);
   }
   const Duration timeout =
-      pending_ == Next::kAttempt
+      kPlain || pending_ == Next::kAttempt
           ? PlannedAttemptTimeout(plan(), policy_->deadline, now, *policy_->deadline_options)
           : StatusQueryTimeout(policy_->deadline, now, *policy_->deadline_options);
   // No send starts that could not do useful work before the deadline (a
@@ -132,7 +154,7 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   // up late took some of it, and that lateness (up to half of a useful
   // attempt) is forgiven, so the wait still leads to its send.
   Duration needed = policy_->deadline_options->min_useful_attempt;
-  if (ABSL_PREDICT_FALSE(later_ != nullptr) && later_->wake_due.has_value()) {
+  if (!kPlain && ABSL_PREDICT_FALSE(later_ != nullptr) && later_->wake_due.has_value()) {
     const Duration late = now - *later_->wake_due;
     if (late > Duration::zero()) needed -= std::min(late, needed / 2);
     later_->wake_due.reset();
@@ -143,26 +165,28 @@ CallAction CallStateMachine::SendNow(TimePoint now) {
   }
   // The breaker is asked last, right before the send: a half-open breaker
   // hands out a probe slot with each permit, so a permit must lead to a send.
-  CircuitBreaker* breaker =
-      ABSL_PREDICT_TRUE(pending_ == Next::kAttempt) ? policy_->circuit_breaker : QueryBreaker();
   CircuitBreaker::Permit permit;
-  if (ABSL_PREDICT_FALSE(breaker != nullptr)) {
-    permit = breaker->Allow(now);
-    if (!permit.allowed) {
-      RefundPendingCharge(now);
-      return FinishFailure(StopReason::kCircuitOpen, now);
+  if constexpr (!kPlain) {
+    CircuitBreaker* breaker =
+        ABSL_PREDICT_TRUE(pending_ == Next::kAttempt) ? policy_->circuit_breaker : QueryBreaker();
+    if (ABSL_PREDICT_FALSE(breaker != nullptr)) {
+      permit = breaker->Allow(now);
+      if (!permit.allowed) {
+        RefundPendingCharge(now);
+        return FinishFailure(StopReason::kCircuitOpen, now);
+      }
     }
-  }
-  if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
-    later_->pending_charge_budget = nullptr;  // the send happens: it stands
+    if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
+      later_->pending_charge_budget = nullptr;  // the send happens: it stands
+    }
   }
   CallAction action;
   action.attempt_id = ++next_id_;
-  if (ABSL_PREDICT_TRUE(pending_ == Next::kAttempt)) {
+  if (kPlain || ABSL_PREDICT_TRUE(pending_ == Next::kAttempt)) {
     action.kind = CallAction::Kind::kSendAttempt;
     action.number = ++attempts_;
     ++attempts_counted_;
-    const bool poll = later().pending_poll;
+    const bool poll = !kPlain && later().pending_poll;
     if (ABSL_PREDICT_FALSE(poll)) ++later_->polls;  // provisionally a poll; settled by the answer
     in_flight0_ = InFlight{action.attempt_id, action.number, poll, permit};
     in_flight_count_ = 1;
@@ -246,7 +270,21 @@ AttemptEvidence& CallStateMachine::NewEvidence() { return Synced().evidence.empl
 CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
                                                   std::optional<Response>&& response,
                                                   TimePoint now) {
-  // Looked up once: the result is read and written all through.
+  return ABSL_PREDICT_TRUE(plain_) ? OnAttemptDoneAs<true>(attempt_id, std::move(response), now)
+                                   : OnAttemptDoneFull(attempt_id, std::move(response), now);
+}
+
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnAttemptDoneFull(
+    std::uint32_t attempt_id, std::optional<Response>&& response, TimePoint now) {
+  return OnAttemptDoneAs<false>(attempt_id, std::move(response), now);
+}
+
+template <bool kPlain>
+CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id,
+                                             std::optional<Response>&& response, TimePoint now) {
+  // A plain call (`plain_`): one attempt at most in flight, no poll, no
+  // `Later` block, no breaker, no response predicate; the checks of those
+  // are not compiled in. Looked up once: the result is read and written all through.
   CallResult& result = out();
   if (ABSL_PREDICT_FALSE(finished_)) {
     // A late answer (a copy the driver was to cancel): not recorded.
@@ -263,21 +301,25 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
     while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
   }
   if (ABSL_PREDICT_TRUE(i < in_flight_count_)) {
-    done = Slot(i);
+    done = kPlain ? in_flight0_ : Slot(i);
     // The last slot fills the freed one; the last one itself is just dropped.
-    if (ABSL_PREDICT_FALSE(i != in_flight_count_ - 1)) Slot(i) = Slot(in_flight_count_ - 1);
+    if (!kPlain && ABSL_PREDICT_FALSE(i != in_flight_count_ - 1)) {
+      Slot(i) = Slot(in_flight_count_ - 1);
+    }
     --in_flight_count_;
   } else {
-    done = InFlight{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
+    done =
+        InFlight{attempt_id, attempts_, !kPlain && later().pending_poll, CircuitBreaker::Permit{}};
   }
-  const bool was_poll = done.poll;
+  const bool was_poll = !kPlain && done.poll;
   evidence.number = done.number;
   evidence.is_status_query = false;
   Classification c = services_->classifier->Classify(evidence, policy_->traits);
   // 1b. The response predicate, where the policy has one, may read the
   // answer and move a definite class towards a retry (never an ambiguous
   // one towards a retry, never a doubt away: ApplyResponsePredicate).
-  if (ABSL_PREDICT_FALSE(policy_->response_predicate != nullptr) && response.has_value()) {
+  if (!kPlain && ABSL_PREDICT_FALSE(policy_->response_predicate != nullptr) &&
+      response.has_value()) {
     c = ApplyResponsePredicate(*policy_->response_predicate,
                                policy_->response_predicate_max_body_bytes, *response, evidence,
                                policy_->traits, c);
@@ -286,7 +328,9 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
   // Field by field: the classifier has just stored them so, and one wide
   // load of both would wait for those stores to reach the cache.
   evidence.reason = std::string_view(c.reason.data(), c.reason.size());
-  ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
+  if constexpr (!kPlain) {
+    ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
+  }
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
@@ -319,10 +363,10 @@ CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
 
   switch (c.cls) {
     case AttemptClass::kSuccess:
-      services_->budget->OnSuccess(later().last_retry_receipt, now);
+      services_->budget->OnSuccess(kPlain ? BudgetReceipt{} : later().last_retry_receipt, now);
       if (ABSL_PREDICT_FALSE(maybe_effect_)) result.resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
-      return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
+      return FinishAs<kPlain>(Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed: {
       // What the answer proves, read where a definite failure is settled.
@@ -656,20 +700,29 @@ void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
   breaker->Report(permit, IsHostFailure(cls, transport_status), now);
 }
 
-CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoint now) {
-  // Sends still in flight (losing hedges, a send cut short by a
-  // cancellation) will not be reported: free their half-open probe slots.
-  for (int i = 0; i < in_flight_count_; ++i) {
-    const InFlight& f = Slot(i);
-    if (ABSL_PREDICT_FALSE(f.permit_allowed && policy_->circuit_breaker != nullptr)) {
-      policy_->circuit_breaker->OnAbandoned(f.permit(), now);
+ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason,
+                                                            TimePoint now) {
+  return FinishAs<false>(outcome, reason, now);
+}
+
+template <bool kPlain>
+CallAction CallStateMachine::FinishAs(Outcome outcome, StopReason reason, TimePoint now) {
+  if constexpr (!kPlain) {
+    // Sends still in flight (losing hedges, a send cut short by a
+    // cancellation) will not be reported: free their half-open probe slots.
+    // (A plain call has no breaker, so no slot.)
+    for (int i = 0; i < in_flight_count_; ++i) {
+      const InFlight& f = Slot(i);
+      if (ABSL_PREDICT_FALSE(f.permit_allowed && policy_->circuit_breaker != nullptr)) {
+        policy_->circuit_breaker->OnAbandoned(f.permit(), now);
+      }
     }
-  }
-  if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
-    if (later_->query_permit.allowed && QueryBreaker() != nullptr) {
-      QueryBreaker()->OnAbandoned(later_->query_permit, now);
+    if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
+      if (later_->query_permit.allowed && QueryBreaker() != nullptr) {
+        QueryBreaker()->OnAbandoned(later_->query_permit, now);
+      }
+      later_->query_permit = CircuitBreaker::Permit{};
     }
-    later_->query_permit = CircuitBreaker::Permit{};
   }
   finished_ = true;
   CallResult& r = Synced();
