@@ -226,7 +226,8 @@ class Floor {
     // policy, timeout or deadline, and status URL. A listener, a tracer, a
     // trace context or a cancellation token the floor does not serve: it
     // refuses such a call (the check is work every call does).
-    if (call.listener != nullptr || call.tracer != nullptr || call.cancellation != nullptr ||
+    // (One test of the four: the fastest of the ways tried.)
+    if ((call.listener != nullptr) | (call.tracer != nullptr) | (call.cancellation != nullptr) |
         call.trace_context.has_value()) {
       return r;
     }
