@@ -49,8 +49,10 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
     return EndEarly(*std::move(early));
   }
   SetUpTrace(options.tracer, options.trace_context, scan);
-  plain_ = (listener_ == nullptr) & (active_ == nullptr) & (call_.journal() == nullptr);
-  start_unused_ = plain_;
+  // Only in-memory work between the start and the first send without a
+  // listener, a tracer or a journal: that send's start is the call's.
+  start_unused_ = (listener_ == nullptr) & (active_ == nullptr) & (call_.journal() == nullptr);
+  plain_ = start_unused_ & !call_.policy.hedging;
   return std::nullopt;
 }
 
@@ -269,21 +271,21 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
-  const bool plain = plain_;
-  if (ABSL_PREDICT_FALSE(!plain) && listener_ != nullptr) {
-    listener_->OnAttemptStart(action.number, false);
+  if (ABSL_PREDICT_TRUE(plain_)) {
+    // One send at a time (no hedges): the first slot is free.
+    first_trace_.attempt_id = action.attempt_id;
+    first_trace_.resend_count = request_sends_++;
+    ao.timeout = action.timeout;
+    ao.extra_headers = headers.view();
+    return std::nullopt;
   }
+  if (listener_ != nullptr) listener_->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
   if (slot == kTraceSlots) slot = 0;
   SentTrace& trace = TraceAt(slot);
   trace.attempt_id = action.attempt_id;
   trace.resend_count = request_sends_++;
-  if (ABSL_PREDICT_TRUE(plain)) {
-    ao.timeout = action.timeout;
-    ao.extra_headers = headers.view();
-    return std::nullopt;
-  }
   if (active_ != nullptr) {
     AttemptSpanStart start;
     start.caller = active_->caller.has_value() ? &*active_->caller : nullptr;
@@ -320,7 +322,12 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   // Written where it stays: in the result the machine builds.
   AttemptEvidence& ev = machine.NewEvidence();
   FillEvidence(tr, t0, t1, clock, call_.retry->options(), ev);
-  if (const std::size_t slot = TraceSlot(attempt_id); slot != kTraceSlots && attempt_id != 0) {
+  if (ABSL_PREDICT_TRUE(plain_)) {
+    // The one send in flight is in the first slot (`BeforeAttempt`).
+    RecordTrace(0, tr.redirects, ev);
+    first_trace_.attempt_id = 0;
+  } else if (const std::size_t slot = TraceSlot(attempt_id);
+             slot != kTraceSlots && attempt_id != 0) {
     RecordTrace(slot, tr.redirects, ev);
     TraceAt(slot).attempt_id = 0;
   }

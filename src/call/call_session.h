@@ -271,11 +271,12 @@ class CallSession {
   std::uint32_t caller_trace_header_ = 0;
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
-  // Neither a listener, a trace context (nor so a tracer) nor a journal:
-  // the checks of each are skipped with this one (set by `Begin`).
+  // Neither a listener, a trace context (nor so a tracer), a journal nor
+  // hedges (one send at a time, in the first trace slot): the checks of
+  // each are skipped with this one (set by `Begin`).
   bool plain_ = false;
-  // A plain call whose first send has not used the call's start yet
-  // (`SendStart`).
+  // A call without a listener, a tracer or a journal whose first send has
+  // not used the call's start yet (`SendStart`).
   bool start_unused_ = false;
   int request_sends_ = 0;  // redirect hops included
   int query_sends_ = 0;
