@@ -39,7 +39,9 @@ std::vector<std::function<Step()>> Answers() {
       [] { return Step::Respond(200, {}, R"({"state":"succeeded"})"); },
       [] { return Step::Respond(503); },
       [] { return Step::RespondRetryAfter(503, "1"); },
-      [] { return Step::Respond(409, {{"Idempotency-Key-State", "processing"}}); },
+      [] {
+        return Step::Respond(409, {{"Idempotency-Key-State", "processing"}});
+      },
       [] { return Step::Respond(404); },
       [] { return Step::Respond(422); },
   };
@@ -113,8 +115,7 @@ void ExpectSame(const CallRun& plain, const CallRun& full, const std::string& wh
   for (std::size_t i = 0; i < plain.sent.size(); ++i) {
     EXPECT_EQ(plain.sent[i].request.method, full.sent[i].request.method) << what << " send " << i;
     EXPECT_EQ(plain.sent[i].request.url, full.sent[i].request.url) << what << " send " << i;
-    EXPECT_EQ(plain.sent[i].request.headers, full.sent[i].request.headers)
-        << what << " send " << i;
+    EXPECT_EQ(plain.sent[i].request.headers, full.sent[i].request.headers) << what << " send " << i;
     EXPECT_EQ(plain.sent[i].timeout, full.sent[i].timeout) << what << " send " << i;
   }
 }
