@@ -42,6 +42,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -458,6 +459,52 @@ void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {
   }
 }
 
+// `--calls_for_instructions=<scenario>:<call|floor>:<n>`: n calls of one
+// side, with `FakeClock` and nothing else, for a count of instructions from
+// outside (tests/cost/call_instructions_test.sh runs it under callgrind,
+// collecting inside `Client::Execute` or `Floor::Call` only). Returns false
+// when the argument does not parse.
+bool RunCallsForInstructions(const std::string& arg) {
+  const std::size_t a = arg.find(':');
+  const std::size_t b = a == std::string::npos ? a : arg.find(':', a + 1);
+  if (b == std::string::npos) return false;
+  const std::string name = arg.substr(0, a);
+  const std::string side = arg.substr(a + 1, b - a - 1);
+  int n = 0;
+  const char* const first = arg.data() + b + 1;
+  const char* const last = arg.data() + arg.size();
+  if (std::from_chars(first, last, n).ptr != last || n <= 0) return false;
+  Scenario scenario;
+  if (name == Name(Scenario::kGet)) {
+    scenario = Scenario::kGet;
+  } else if (name == Name(Scenario::kKeyedPostMinted)) {
+    scenario = Scenario::kKeyedPostMinted;
+  } else if (name == Name(Scenario::kKeyedPostCallerKey)) {
+    scenario = Scenario::kKeyedPostCallerKey;
+  } else {
+    return false;
+  }
+  if (side != "call" && side != "floor") return false;
+  auto transport = std::make_shared<CannedTransport>();
+  auto clock = std::make_shared<saferetry::testkit::FakeClock>();
+  auto client = MakeClient(transport, clock);
+  Floor floor(clock);
+  const saferetry::Request request = RequestOf(scenario);
+  saferetry::CallOptions call;
+  const std::vector<std::string>& keys = CallerKeys();
+  for (int i = 0; i < n; ++i) {
+    if (scenario == Scenario::kKeyedPostCallerKey) {
+      call.idempotency_key = keys[static_cast<std::size_t>(i) % keys.size()];
+    }
+    saferetry::CallResult r =
+        side == "call" ? client->Execute(request, call) : floor.Call(*transport, request, call);
+    if (r.outcome != saferetry::Outcome::kSucceeded) return false;
+    benchmark::DoNotOptimize(r);
+    transport->Recycle(r.last_response);
+  }
+  return true;
+}
+
 // Keeps the CPU time per iteration of every run (the median, with
 // repetitions) for the summary lines.
 class Collector final : public benchmark::ConsoleReporter {
@@ -483,6 +530,14 @@ class Collector final : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  constexpr std::string_view kInstructions = "--calls_for_instructions=";
+  if (argc == 2 && std::string_view(argv[1]).substr(0, kInstructions.size()) == kInstructions) {
+    if (RunCallsForInstructions(argv[1] + kInstructions.size())) return 0;
+    std::fprintf(stderr,
+                 "--calls_for_instructions=<get|keyed_post_minted|keyed_post_caller_key>:"
+                 "<call|floor>:<n>: did not parse, or a call failed\n");
+    return 1;
+  }
   // Each scenario with each clock, through the client and through the floor.
   constexpr Scenario kScenarios[] = {Scenario::kGet, Scenario::kKeyedPostMinted,
                                      Scenario::kKeyedPostCallerKey};
