@@ -126,7 +126,9 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   // The client's policy names the headers, reads the hints and, with its
   // response predicate, the answers.
   call_.retry = client_.policy.get();
-  AssignResponsePredicate(*client_.policy, policy);
+  const CallPolicy& decided = client_.policy->call_policy();  // built with the policy
+  policy.response_predicate = decided.response_predicate;
+  policy.response_predicate_max_body_bytes = decided.response_predicate_max_body_bytes;
   call_.status_url = &query.url_template;
   AssignCircuitBreakers(client_, *request_, query.url_template, policy);
 

@@ -123,7 +123,8 @@ class CallSession {
   /// with no `Date`).
   TimePoint SendStart(const CallStateMachine& machine) {
     // Only in-memory work ran since the start was read unless the journal, a
-    // listener or a tracer did (each may take time): a plain call's first send.
+    // listener or a tracer did (each may take time): `Begin` set the flag
+    // only without them.
     const bool fresh = start_unused_;
     start_unused_ = false;
     return ABSL_PREDICT_TRUE(fresh) ? machine.start() : client_.clock->Now();

@@ -278,13 +278,6 @@ bool MayHedge(const HedgingOptions& hedging, const RequestTraits& traits,
          (traits.safe || traits.idempotent || (traits.keyed && server_deduplicates));
 }
 
-void AssignResponsePredicate(const RetryPolicy& retry, CallPolicy& policy) {
-  policy.response_predicate = retry.response_predicate();
-  // Validated to at most kMaxResponsePredicateBodyBytes: it fits.
-  policy.response_predicate_max_body_bytes =
-      static_cast<std::uint32_t>(retry.options().response_predicate.max_body_bytes);
-}
-
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
                            std::string_view query_template, CallPolicy& policy) {
   if (client.circuit_breakers == nullptr) return;

@@ -144,10 +144,6 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
                          const Request& request, const CallOptions& options, TimePoint start,
                          PreparedCall& call, RequestScan* scan);
 
-/// Sets the policy's response predicate and the body bytes it sees from
-/// `retry`: a call's and a resolve's policy, set in this one place.
-void AssignResponsePredicate(const RetryPolicy& retry, CallPolicy& policy);
-
 /// Sets the policy's breakers from `client.circuit_breakers`: the request
 /// host's, and the status query's host's when it has a fixed one that differs.
 void AssignCircuitBreakers(const ClientOptions& client, const Request& request,
