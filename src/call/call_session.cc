@@ -108,7 +108,10 @@ std::optional<CallResult> CallSession::BeginResolve(std::string_view key,
   original.headers.insert(original.headers.end(), options.headers.begin(), options.headers.end());
   request_ = &rare().resolve_request.emplace(std::move(original));
 
+  // A resolve's policy is its own, from the machine's defaults: not the one
+  // the session was built with for a call.
   CallPolicy& policy = call_.policy;
+  policy = CallPolicy{};
   // Status queries only, unless the caller allows one same-key resend to a
   // deduplicating server: the intent's attempt may have taken effect.
   policy.start_with_status_query = true;
@@ -334,7 +337,7 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
     TraceAt(slot).attempt_id = 0;
   }
   request_sends_ += tr.redirects;
-  CallAction next = machine.OnAttemptDoneInPlace(attempt_id, std::move(tr.response), t1);
+  CallAction next = machine.OnAttemptDoneInPlace(attempt_id, ev, std::move(tr.response), t1);
   // Who is told first: most calls have neither a listener nor a tracer.
   if (ABSL_PREDICT_TRUE(plain_)) return next;
   AttemptTracer* const t = tracer();

@@ -54,7 +54,10 @@ class CallSession {
   /// (the event loop's) hands those two to the session and drops the rest. For a resolve, `request`
   /// is unused (the session rebuilds it from the journal) and may be any request.
   CallSession(const ClientOptions& client, const Request& request, const CallOptions& options)
-      : client_(client), request_(&request), listener_(options.listener) {}
+      : client_(client),
+        request_(&request),
+        listener_(options.listener),
+        call_(CallPolicyOf(client, options)) {}
   CallSession(const CallSession&) = delete;
   CallSession& operator=(const CallSession&) = delete;
   // Few calls have a rare block or a trace context: the checks are laid

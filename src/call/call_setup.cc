@@ -299,8 +299,8 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
                          const Request& request, const CallOptions& options, TimePoint start,
                          PreparedCall& call, RequestScan* scan) {
   // The policy was validated when it was built: nothing of it is checked
-  // or copied here.
-  const RetryPolicy& retry = options.policy != nullptr ? *options.policy : *client.policy;
+  // here, and `call` was built with its part for the machine.
+  const RetryPolicy& retry = *call.retry;
   const RetryPolicyOptions& p = retry.options();
   absl::Status s = ValidateRequest(request);
   if (ABSL_PREDICT_FALSE(!s.ok())) return s;
@@ -315,7 +315,6 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   // One key per logical call: supplied in the options, already present in
   // the request's headers, or minted here.
   const bool idempotent = IsIdempotent(request);
-  call.retry = &retry;
   std::string& key = call.key;  // empty: none
   bool key_in_request = false;
   bool key_minted = false;
@@ -360,10 +359,9 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   call.status_url = options.status_url.empty() ? &p.status_query.url_template : &options.status_url;
   const bool has_query = callback || !call.status_url_template().empty();
 
-  // What the policy decides was written once, when it was built: one copy
-  // of it, then what this call decides.
+  // What the policy decides was written once, when it was built, and
+  // copied into `call` with it: then what this call decides.
   CallPolicy& policy = call.policy;
-  policy = retry.call_policy();
   policy.deadline =
       options.deadline.value_or(Deadline::After(start, options.timeout.value_or(p.timeout)));
   policy.traits.idempotent = idempotent;

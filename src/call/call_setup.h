@@ -52,7 +52,11 @@ class UnsentRecords {
 
 /// One call, ready to drive.
 struct PreparedCall {
-  PreparedCall() = default;
+  /// For a call on `retry` (the call's policy, or the client's): the
+  /// machine's policy starts as what `retry` built once, copied straight
+  /// into place (`PrepareCall` completes it).
+  explicit PreparedCall(const RetryPolicy& call_retry)
+      : retry(&call_retry), policy(call_retry.call_policy()) {}
   PreparedCall(const PreparedCall&) = delete;
   PreparedCall& operator=(const PreparedCall&) = delete;
   // Few calls have extras: the check is laid out for that.
@@ -61,7 +65,7 @@ struct PreparedCall {
   }
 
   /// The call's retry policy (the call's, or the client's); never null.
-  const RetryPolicy* retry = nullptr;
+  const RetryPolicy* retry;
   CallPolicy policy;
   /// The status-query template of this call: the call's `status_url`,
   /// else the policy's; null: none. Points at that string (the call
@@ -134,12 +138,18 @@ inline CallServices MachineServices(const ClientOptions& client) {
 }
 
 /// Validates `request` and `options`, chooses the key and checks it against
-/// `fingerprints`, and builds the policy (with the hosts' circuit breakers
-/// from `client.circuit_breakers`, if any) and the headers, into `call` (a
-/// fresh `PreparedCall`: the session's own, filled in place rather than
-/// built and moved). An error (naming the field) means nothing may be sent.
+/// `fingerprints`, and completes the policy (with the hosts' circuit breakers
+/// from `client.circuit_breakers`, if any) and builds the headers, into `call`
+/// (a fresh `PreparedCall` for the call's policy, `CallPolicyOf`: the
+/// session's own, filled in place rather than built and moved). An error (naming the field) means
+/// nothing may be sent.
 /// `*scan`: where the request's idempotency and trace headers are, found in
 /// one pass after validation (the session's trace context reads it).
+/// The retry policy a call runs on: its own, else the client's.
+inline const RetryPolicy& CallPolicyOf(const ClientOptions& client, const CallOptions& options) {
+  return options.policy != nullptr ? *options.policy : *client.policy;
+}
+
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                          const Request& request, const CallOptions& options, TimePoint start,
                          PreparedCall& call, RequestScan* scan);
