@@ -280,16 +280,17 @@ class CallStateMachine {
   /// The evidence written where it stays. `NewEvidence` appends a
   /// default-constructed `AttemptEvidence` to the result and returns it; the
   /// driver writes the evidence of the attempt or status query that just
-  /// ended into it, then reports that answer with `OnAttemptDoneInPlace` or
-  /// `OnStatusAnswerInPlace`, which read it there instead of taking it by
-  /// value (the 248-byte evidence is never moved). Exactly one report
+  /// ended into it, then reports that answer with `OnAttemptDoneInPlace`
+  /// (given that reference back: `evidence` must be the one `NewEvidence`
+  /// returned) or `OnStatusAnswerInPlace`, which read it there instead of
+  /// taking it by value (the 248-byte evidence is never moved). Exactly one report
   /// follows each `NewEvidence`; the reference is valid until it. The
   /// decisions are those of `OnAttemptDone` and `OnStatusAnswer`, which are
   /// these with the evidence moved in; a late answer to a finished call is
   /// dropped from the result, as it was before.
   AttemptEvidence& NewEvidence();
-  CallAction OnAttemptDoneInPlace(std::uint32_t attempt_id, std::optional<Response>&& response,
-                                  TimePoint now);
+  CallAction OnAttemptDoneInPlace(std::uint32_t attempt_id, AttemptEvidence& evidence,
+                                  std::optional<Response>&& response, TimePoint now);
   CallAction OnStatusAnswerInPlace(StatusAnswer answer, std::optional<Response>&& response,
                                    TimePoint now);
   CallAction OnCancelled(TimePoint now);
@@ -352,12 +353,13 @@ class CallStateMachine {
   template <bool kPlain>
   CallAction SendNowAs(TimePoint now);
   template <bool kPlain>
-  CallAction OnAttemptDoneAs(std::uint32_t attempt_id, std::optional<Response>&& response,
-                             TimePoint now);
+  CallAction OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEvidence& evidence,
+                             std::optional<Response>&& response, TimePoint now);
   template <bool kPlain>
   CallAction FinishAs(Outcome outcome, StopReason reason, TimePoint now);
   CallAction SendNowFull(TimePoint now);  // `SendNowAs<false>`, out of line
-  CallAction OnAttemptDoneFull(std::uint32_t attempt_id, std::optional<Response>&& response,
+  CallAction OnAttemptDoneFull(std::uint32_t attempt_id, AttemptEvidence& evidence,
+                               std::optional<Response>&& response,
                                TimePoint now);  // `OnAttemptDoneAs<false>`, out of line
   CallAction FinishFailure(StopReason reason, TimePoint now);
   // `poll`: the next send is a poll (a status query, or a resend while the

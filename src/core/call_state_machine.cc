@@ -261,26 +261,30 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
 
 CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvidence evidence,
                                            std::optional<Response> response, TimePoint now) {
-  NewEvidence() = std::move(evidence);
-  return OnAttemptDoneInPlace(attempt_id, std::move(response), now);
+  AttemptEvidence& stored = NewEvidence();
+  stored = std::move(evidence);
+  return OnAttemptDoneInPlace(attempt_id, stored, std::move(response), now);
 }
 
 AttemptEvidence& CallStateMachine::NewEvidence() { return Synced().evidence.emplace_back(); }
 
 CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
+                                                  AttemptEvidence& evidence,
                                                   std::optional<Response>&& response,
                                                   TimePoint now) {
-  return ABSL_PREDICT_TRUE(plain_) ? OnAttemptDoneAs<true>(attempt_id, std::move(response), now)
-                                   : OnAttemptDoneFull(attempt_id, std::move(response), now);
+  return ABSL_PREDICT_TRUE(plain_)
+             ? OnAttemptDoneAs<true>(attempt_id, evidence, std::move(response), now)
+             : OnAttemptDoneFull(attempt_id, evidence, std::move(response), now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnAttemptDoneFull(
-    std::uint32_t attempt_id, std::optional<Response>&& response, TimePoint now) {
-  return OnAttemptDoneAs<false>(attempt_id, std::move(response), now);
+ABSL_ATTRIBUTE_NOINLINE CallAction
+CallStateMachine::OnAttemptDoneFull(std::uint32_t attempt_id, AttemptEvidence& evidence,
+                                    std::optional<Response>&& response, TimePoint now) {
+  return OnAttemptDoneAs<false>(attempt_id, evidence, std::move(response), now);
 }
 
 template <bool kPlain>
-CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id,
+CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEvidence& evidence,
                                              std::optional<Response>&& response, TimePoint now) {
   // A plain call (`plain_`): one attempt at most in flight, no poll, no
   // `Later` block, no breaker, no response predicate; the checks of those
@@ -291,8 +295,8 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id,
     result.evidence.pop_back();
     return CallAction{};
   }
-  // The stored evidence: nothing else is recorded until the next answer.
-  AttemptEvidence& evidence = result.evidence.back();
+  // `evidence`: the stored one (`NewEvidence`'s, the result's last);
+  // nothing else is recorded until the next answer.
   // Which attempt this was; it is no longer in flight.
   InFlight done;
   int i = 0;

@@ -178,8 +178,9 @@ TEST(MachineAllocationTest, OnlyACallThatWaitsAllocatesItsWaitBlockOnce) {
     CallAction action = machine.Start(now);
     for (int status : statuses) {
       EXPECT_EQ(action.kind, CallAction::Kind::kSendAttempt);
-      machine.NewEvidence() = answered(status);
-      action = machine.OnAttemptDoneInPlace(action.attempt_id, std::nullopt, now);
+      AttemptEvidence& evidence = machine.NewEvidence();
+      evidence = answered(status);
+      action = machine.OnAttemptDoneInPlace(action.attempt_id, evidence, std::nullopt, now);
       if (action.kind == CallAction::Kind::kWait) {
         now += action.delay;
         action = machine.OnWaitOver(now);

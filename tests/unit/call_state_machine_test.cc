@@ -451,8 +451,9 @@ TEST_F(CallStateMachineTest, EvidenceWrittenInPlaceDecidesAsEvidencePassedByValu
   ASSERT_TRUE(IsSend(in_place.Start(kT0), 1, milliseconds(690)));
   ASSERT_TRUE(IsSend(by_value.Start(kT0), 1, milliseconds(690)));
 
-  in_place.NewEvidence() = Lost();
-  EXPECT_TRUE(IsWait(in_place.OnAttemptDoneInPlace(1, std::nullopt, At(milliseconds(100))),
+  AttemptEvidence* stored = &in_place.NewEvidence();
+  *stored = Lost();
+  EXPECT_TRUE(IsWait(in_place.OnAttemptDoneInPlace(1, *stored, std::nullopt, At(milliseconds(100))),
                      milliseconds(25)));
   EXPECT_TRUE(IsWait(by_value.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
                      milliseconds(25)));
@@ -475,8 +476,10 @@ TEST_F(CallStateMachineTest, EvidenceWrittenInPlaceDecidesAsEvidencePassedByValu
   EXPECT_TRUE(IsFinish(by_value.OnStatusAnswer(StatusAnswer::kFenced, Answered(404),
                                                ResponseOf(404), At(milliseconds(170)))));
   // A late answer after the finish: neither records it.
-  in_place.NewEvidence() = Answered(201);
-  EXPECT_TRUE(IsFinish(in_place.OnAttemptDoneInPlace(1, ResponseOf(201), At(milliseconds(180)))));
+  stored = &in_place.NewEvidence();
+  *stored = Answered(201);
+  EXPECT_TRUE(
+      IsFinish(in_place.OnAttemptDoneInPlace(1, *stored, ResponseOf(201), At(milliseconds(180)))));
   EXPECT_TRUE(
       IsFinish(by_value.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(180)))));
 
