@@ -356,7 +356,8 @@ class CallStateMachine {
   CallAction OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEvidence& evidence,
                              std::optional<Response>&& response, TimePoint now);
   template <bool kPlain>
-  CallAction FinishAs(Outcome outcome, StopReason reason, TimePoint now);
+  CallAction FinishAs(CallResult& r, Outcome outcome, StopReason reason,
+                      TimePoint now);     // `r`: `out()`
   CallAction SendNowFull(TimePoint now);  // `SendNowAs<false>`, out of line
   CallAction OnAttemptDoneFull(std::uint32_t attempt_id, AttemptEvidence& evidence,
                                std::optional<Response>&& response,

@@ -370,7 +370,7 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
       services_->budget->OnSuccess(kPlain ? BudgetReceipt{} : later().last_retry_receipt, now);
       if (ABSL_PREDICT_FALSE(maybe_effect_)) result.resolved_by = ResolvedBy::kResponse;
       maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
-      return FinishAs<kPlain>(Outcome::kSucceeded, StopReason::kSuccess, now);
+      return FinishAs<kPlain>(result, Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed: {
       // What the answer proves, read where a definite failure is settled.
@@ -706,11 +706,12 @@ void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
 
 ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason,
                                                             TimePoint now) {
-  return FinishAs<false>(outcome, reason, now);
+  return FinishAs<false>(out(), outcome, reason, now);
 }
 
 template <bool kPlain>
-CallAction CallStateMachine::FinishAs(Outcome outcome, StopReason reason, TimePoint now) {
+CallAction CallStateMachine::FinishAs(CallResult& r, Outcome outcome, StopReason reason,
+                                      TimePoint now) {
   if constexpr (!kPlain) {
     // Sends still in flight (losing hedges, a send cut short by a
     // cancellation) will not be reported: free their half-open probe slots.
@@ -729,7 +730,8 @@ CallAction CallStateMachine::FinishAs(Outcome outcome, StopReason reason, TimePo
     }
   }
   finished_ = true;
-  CallResult& r = Synced();
+  r.attempts = attempts_;
+  r.status_queries = status_queries_;
   r.outcome = outcome;
   r.stop_reason = reason;
   // What the outcome rests on (ResolvedBy): the status answer set it; else a
