@@ -302,10 +302,9 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   // here, and `call` was built with its part for the machine.
   const RetryPolicy& retry = *call.retry;
   const RetryPolicyOptions& p = retry.options();
-  absl::Status s = ValidateRequest(request);
-  if (ABSL_PREDICT_FALSE(!s.ok())) return s;
-  s = ValidateCallOptions(options);
-  if (ABSL_PREDICT_FALSE(!s.ok())) return s;
+  // Each status lives in its own test: an OK one is never assigned over.
+  if (absl::Status s = ValidateRequest(request); ABSL_PREDICT_FALSE(!s.ok())) return s;
+  if (absl::Status s = ValidateCallOptions(options); ABSL_PREDICT_FALSE(!s.ok())) return s;
   if (!request.headers.empty()) *scan = ScanRequestHeaders(request.headers, p.idempotency_header);
   if (ABSL_PREDICT_FALSE(!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever)) {
     return absl::InvalidArgumentError(
@@ -329,8 +328,9 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
         return absl::InvalidArgumentError(
             "call.idempotency_key: differs from the request's own idempotency header");
       }
-      s = ValidateIdempotencyKey(v);
-      if (!s.ok()) return Prefixed("request.headers.", s);
+      if (absl::Status s = ValidateIdempotencyKey(v); !s.ok()) {
+        return Prefixed("request.headers.", s);
+      }
       key = std::string(v);
       key_in_request = true;
     } else if (!options.idempotency_key.empty()) {
@@ -350,14 +350,18 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   // A freshly minted key cannot have been used before; only a caller's key
   // can be reused for another request by mistake.
   if (!key.empty() && !key_minted) {
-    s = fingerprints.CheckAndRemember(key, request.method, request.url, request.body);
-    if (!s.ok()) return s;
+    if (absl::Status s =
+            fingerprints.CheckAndRemember(key, request.method, request.url, request.body);
+        !s.ok()) {
+      return s;
+    }
   }
 
-  // The call's status URL (its endpoint's) replaces the policy's template.
-  const bool callback = static_cast<bool>(p.status_query.callback);
-  call.status_url = options.status_url.empty() ? &p.status_query.url_template : &options.status_url;
-  const bool has_query = callback || !call.status_url_template().empty();
+  // The call's status URL (its endpoint's) replaces the policy's template
+  // and callback; without one, the policy's (`has_status_query`, built once).
+  const bool own_url = !options.status_url.empty();
+  call.status_url = own_url ? &options.status_url : &p.status_query.url_template;
+  const bool has_query = own_url || retry.has_status_query();
 
   // What the policy decides was written once, when it was built, and
   // copied into `call` with it: then what this call decides.
@@ -369,7 +373,7 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.traits.keyed = !key.empty();
   policy.has_status_query = !key.empty() && has_query;
   // A call's own status URL wins over the policy's callback.
-  call.use_callback = callback && options.status_url.empty();
+  call.use_callback = !own_url && static_cast<bool>(p.status_query.callback);
   if (ABSL_PREDICT_FALSE(call.use_callback)) policy.fence_when_giving_up = false;
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
