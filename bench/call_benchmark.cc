@@ -37,7 +37,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <new>
@@ -298,12 +297,9 @@ class Floor {
     headers[n++] = {
         policy.deadline_header,
         {deadline_value.data(), static_cast<std::size_t>(end_of_deadline - deadline_value.data())}};
-    std::array<char, 48> attempt_value;
-    char* p = attempt_value.data();
-    std::memcpy(p, "attempt=1; max=", 15);
-    p = std::to_chars(p + 15, attempt_value.data() + attempt_value.size(), policy.max_attempts).ptr;
-    headers[n++] = {policy.attempt_header,
-                    {attempt_value.data(), static_cast<std::size_t>(p - attempt_value.data())}};
+    // The first send's attempt header: the value the policy wrote once,
+    // when it was built (`first_attempt_header_value`), as the call sends it.
+    headers[n++] = {policy.attempt_header, retry.first_attempt_header_value()};
     saferetry::AttemptOptions options;
     options.timeout = timeout;
     options.extra_headers = saferetry::HeaderRefs(headers.data(), n);
