@@ -289,14 +289,17 @@ class Floor {
         saferetry::MakeTimePlan(kind, deadline.Remaining(start), policy.deadline_options);
     const saferetry::Duration timeout =
         saferetry::PlannedAttemptTimeout(plan, deadline, start, policy.deadline_options);
-    std::array<char, 24> deadline_value;
-    const char* end_of_deadline =
-        std::to_chars(deadline_value.data(), deadline_value.data() + deadline_value.size(),
-                      saferetry::DeadlineHeaderMillis(timeout))
-            .ptr;
-    headers[n++] = {
-        policy.deadline_header,
-        {deadline_value.data(), static_cast<std::size_t>(end_of_deadline - deadline_value.data())}};
+    // The deadline header: the value the policy wrote once for this
+    // timeout, else formatted here (as the call does).
+    std::string_view deadline_value = retry.deadline_header_value(timeout);
+    std::array<char, 24> digits;
+    if (deadline_value.empty()) {
+      const char* end = std::to_chars(digits.data(), digits.data() + digits.size(),
+                                      saferetry::DeadlineHeaderMillis(timeout))
+                            .ptr;
+      deadline_value = {digits.data(), static_cast<std::size_t>(end - digits.data())};
+    }
+    headers[n++] = {policy.deadline_header, deadline_value};
     // The first send's attempt header: the value the policy wrote once,
     // when it was built (`first_attempt_header_value`), as the call sends it.
     headers[n++] = {policy.attempt_header, retry.first_attempt_header_value()};

@@ -398,11 +398,16 @@ void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
                      quoted.empty() ? std::string_view(call.key) : quoted};
   }
   if (call.send_deadline_header) {
-    char* const begin = out.deadline_value.data();
-    const std::to_chars_result r =
-        std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
-    out.refs[n++] = {names.deadline_header,
-                     std::string_view(begin, static_cast<std::size_t>(r.ptr - begin))};
+    // A first attempt under the policy's own timeout sends the value the
+    // policy wrote when it was built; any other formats its own.
+    std::string_view value = call.retry->deadline_header_value(timeout);
+    if (ABSL_PREDICT_FALSE(value.empty())) {
+      char* const begin = out.deadline_value.data();
+      const std::to_chars_result r =
+          std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
+      value = std::string_view(begin, static_cast<std::size_t>(r.ptr - begin));
+    }
+    out.refs[n++] = {names.deadline_header, value};
   }
   out.count = n;
 }

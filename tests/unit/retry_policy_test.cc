@@ -1,8 +1,8 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
 // What a RetryPolicy makes once, when it is built, for every call of it: the
-// machine's policy part and the first attempt's header value; and that a call
-// sends them as they are.
+// machine's policy part, the first attempt's header value and its deadline
+// header values; and that a call sends them as they are.
 
 #include "saferetry/retry_policy.h"
 
@@ -99,6 +99,61 @@ TEST(RetryPolicyTest, ACallSendsThePoliciesFirstValueThenNumbersItsRetries) {
     ASSERT_TRUE(got.has_value()) << i;
     EXPECT_EQ(*got, kWant[i]);
   }
+}
+
+// The first attempt's timeout of each time plan under the default 30 s, with
+// the 10 ms margin: single 29.99 s, retry (30 s - 10 ms) / 2, resolve ends
+// 30 % (9 s) and the margin before the deadline. Any other timeout: none.
+TEST(RetryPolicyTest, TheDeadlineHeaderValuesOfFirstAttemptsAreWrittenOnce) {
+  const RetryPolicy& p = *RetryPolicy::Default();
+  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(29990)), "29990");
+  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(14995)), "14995");
+  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(20990)), "20990");
+  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(14994)), "");
+  EXPECT_EQ(p.deadline_header_value(std::chrono::seconds(2)), "");
+  RetryPolicyOptions o;
+  o.timeout = std::chrono::seconds(4);
+  auto four = RetryPolicy::Create(o);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ((*four)->deadline_header_value(std::chrono::milliseconds(1995)), "1995");
+  EXPECT_EQ((*four)->deadline_header_value(std::chrono::milliseconds(14995)), "");
+}
+
+// A GET answered 503 then 200 with the default policy: its first send carries
+// the value the policy wrote (14995); its retry, after a wait, still has the
+// retry plan's cap and the same value; a call with its own timeout (2 s)
+// formats its value itself: 995.
+TEST(RetryPolicyTest, ACallSendsThePoliciesDeadlineValueOnlyWhereItHolds) {
+  auto transport = std::make_shared<testkit::FakeTransport>();
+  transport->Push(testkit::Step::Respond(503));
+  transport->Push(testkit::Step::Respond(200));
+  transport->Push(testkit::Step::Respond(200));
+  auto clock = std::make_shared<testkit::FakeClock>();
+  ClientOptions co;
+  co.transport = transport;
+  co.clock = clock;
+  co.random = std::make_shared<testkit::ScriptedRandom>(std::vector<double>{0.5});
+  auto client = Client::Create(std::move(co));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const Request get{"GET", "http://127.0.0.1:1/orders/1", {}, "", {}};
+  EXPECT_EQ((*client)->Execute(get, {}).outcome, Outcome::kSucceeded);
+  CallOptions own;
+  own.timeout = std::chrono::seconds(2);
+  EXPECT_EQ((*client)->Execute(get, own).outcome, Outcome::kSucceeded);
+  ASSERT_EQ(transport->send_count(), 3);
+  const std::vector<testkit::SentRequest> sent = transport->sent();
+  std::vector<std::string> got;
+  for (const testkit::SentRequest& s : sent) {
+    got.emplace_back(FindHeader(s.request.headers, kDefaultDeadlineHeader).value_or("-"));
+  }
+  // The retry waits 50 ms (full jitter of 100 ms at 0.5): 29.94 s are left,
+  // and the cap of (30 s - 10 ms) / 2 still holds.
+  EXPECT_EQ(got[0], "14995");
+  EXPECT_EQ(sent[0].timeout, std::chrono::milliseconds(14995));
+  EXPECT_EQ(got[1], "14995");
+  EXPECT_EQ(sent[1].timeout, std::chrono::milliseconds(14995));
+  EXPECT_EQ(got[2], "995");
+  EXPECT_EQ(sent[2].timeout, std::chrono::milliseconds(995));
 }
 
 }  // namespace
