@@ -137,19 +137,19 @@ inline CallServices MachineServices(const ClientOptions& client) {
                       client.status_query_budget.get()};
 }
 
-/// Validates `request` and `options`, chooses the key and checks it against
-/// `fingerprints`, and completes the policy (with the hosts' circuit breakers
-/// from `client.circuit_breakers`, if any) and builds the headers, into `call`
-/// (a fresh `PreparedCall` for the call's policy, `CallPolicyOf`: the
-/// session's own, filled in place rather than built and moved). An error (naming the field) means
-/// nothing may be sent.
-/// `*scan`: where the request's idempotency and trace headers are, found in
-/// one pass after validation (the session's trace context reads it).
 /// The retry policy a call runs on: its own, else the client's.
 inline const RetryPolicy& CallPolicyOf(const ClientOptions& client, const CallOptions& options) {
   return options.policy != nullptr ? *options.policy : *client.policy;
 }
 
+/// Validates `request` and `options`, chooses the key and checks it against
+/// `fingerprints`, and completes the policy (with the hosts' circuit breakers
+/// from `client.circuit_breakers`, if any) and builds the headers, into `call`
+/// (a fresh `PreparedCall` for the call's policy, `CallPolicyOf`: the
+/// session's own, filled in place rather than built and moved). An error
+/// (naming the field) means nothing may be sent.
+/// `*scan`: where the request's idempotency and trace headers are, found in
+/// one pass after validation (the session's trace context reads it).
 absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerprints,
                          const Request& request, const CallOptions& options, TimePoint start,
                          PreparedCall& call, RequestScan* scan);

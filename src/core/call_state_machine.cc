@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/base/attributes.h"
+#include "absl/base/macros.h"
 #include "absl/base/optimization.h"
 #include "saferetry/cancellation.h"
 
@@ -297,6 +298,7 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
   }
   // `evidence`: the stored one (`NewEvidence`'s, the result's last);
   // nothing else is recorded until the next answer.
+  ABSL_ASSERT(&evidence == &result.evidence.back());
   // Which attempt this was; it is no longer in flight.
   InFlight done;
   int i = 0;
