@@ -86,7 +86,7 @@ RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const Backo
         MakeTimePlan(kinds[i], deadline.Remaining(start), options_.deadline_options);
     first_attempt_timeouts_[i] =
         PlannedAttemptTimeout(plan, deadline, start, options_.deadline_options);
-    first_deadline_values_[i] = absl::StrCat(DeadlineHeaderMillis(first_attempt_timeouts_[i]));
+    first_deadline_values_[i] = EncodeDeadlineHeader(first_attempt_timeouts_[i]);
   }
   auto policy = std::make_unique<CallPolicy>();
   policy->max_attempts = options_.max_attempts;
