@@ -134,6 +134,23 @@ const std::vector<std::string>& CallerKeys() {
   return kKeys;
 }
 
+// One call of a loop, the same in every loop of either side: the caller's
+// key for call `i` (the caller-key scenario only: a copy of a short key into
+// inline storage, a few ns), the call (`side`), its response back to the
+// transport. Returns the call's outcome.
+template <typename Side>
+saferetry::Outcome OneCall(Scenario scenario, std::size_t i, saferetry::CallOptions& call,
+                           CannedTransport& transport, Side&& side) {
+  if (scenario == Scenario::kKeyedPostCallerKey) {
+    const std::vector<std::string>& keys = CallerKeys();
+    call.idempotency_key = keys[i % keys.size()];
+  }
+  saferetry::CallResult r = side();
+  benchmark::DoNotOptimize(r);
+  transport.Recycle(r.last_response);
+  return r.outcome;
+}
+
 void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
   auto transport = std::make_shared<CannedTransport>();
   std::shared_ptr<saferetry::Clock> clock =
@@ -147,16 +164,12 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
   std::size_t next_key = 0;
   long long allocs = 0;
   for (auto _ : state) {
-    // Assigning a short key is a copy into inline storage (a few ns).
-    if (scenario == Scenario::kKeyedPostCallerKey) {
-      const std::vector<std::string>& keys = CallerKeys();
-      call.idempotency_key = keys[next_key++ % keys.size()];
-    }
-    const long long before = saferetry::cost::Allocations();
-    saferetry::CallResult r = client->Execute(request, call);
-    allocs += saferetry::cost::Allocations() - before;
-    benchmark::DoNotOptimize(r);
-    transport->Recycle(r.last_response);
+    OneCall(scenario, next_key++, call, *transport, [&] {
+      const long long before = saferetry::cost::Allocations();
+      saferetry::CallResult r = client->Execute(request, call);
+      allocs += saferetry::cost::Allocations() - before;
+      return r;
+    });
   }
   const double n = static_cast<double>(state.iterations());
   Figures f;
@@ -174,10 +187,8 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
   auto counted = MakeClient(counted_transport, counting);
   constexpr int kCounted = 100;
   for (int i = 0; i < kCounted; ++i) {
-    if (scenario == Scenario::kKeyedPostCallerKey) call.idempotency_key = "c-" + std::to_string(i);
-    saferetry::CallResult r = counted->Execute(request, call);
-    benchmark::DoNotOptimize(r);
-    counted_transport->Recycle(r.last_response);
+    OneCall(scenario, next_key++, call, *counted_transport,
+            [&] { return counted->Execute(request, call); });
   }
   f.clock_reads = static_cast<double>(counting->reads()) / kCounted;
   state.counters["clock_reads"] = benchmark::Counter(f.clock_reads);
@@ -443,18 +454,12 @@ void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {
   if (scenario == Scenario::kKeyedPostCallerKey) CallerKeys();  // made outside the timing
   std::size_t next_key = 0;
   for (auto _ : state) {
-    // The same key assignment as the call's loop.
-    if (scenario == Scenario::kKeyedPostCallerKey) {
-      const std::vector<std::string>& keys = CallerKeys();
-      call.idempotency_key = keys[next_key++ % keys.size()];
-    }
-    saferetry::CallResult r = floor.Call(*transport, request, call);
-    if (r.outcome != saferetry::Outcome::kSucceeded) {
+    if (OneCall(scenario, next_key++, call, *transport, [&] {
+          return floor.Call(*transport, request, call);
+        }) != saferetry::Outcome::kSucceeded) {
       state.SkipWithError("the floor's call did not succeed");
       break;
     }
-    benchmark::DoNotOptimize(r);
-    transport->Recycle(r.last_response);
   }
 }
 
@@ -490,16 +495,15 @@ bool RunCallsForInstructions(const std::string& arg) {
   Floor floor(clock);
   const saferetry::Request request = RequestOf(scenario);
   saferetry::CallOptions call;
-  const std::vector<std::string>& keys = CallerKeys();
+  CallerKeys();  // made before the first counted call
+  const bool through_client = side == "call";
   for (int i = 0; i < n; ++i) {
-    if (scenario == Scenario::kKeyedPostCallerKey) {
-      call.idempotency_key = keys[static_cast<std::size_t>(i) % keys.size()];
+    if (OneCall(scenario, static_cast<std::size_t>(i), call, *transport, [&] {
+          return through_client ? client->Execute(request, call)
+                                : floor.Call(*transport, request, call);
+        }) != saferetry::Outcome::kSucceeded) {
+      return false;
     }
-    saferetry::CallResult r =
-        side == "call" ? client->Execute(request, call) : floor.Call(*transport, request, call);
-    if (r.outcome != saferetry::Outcome::kSucceeded) return false;
-    benchmark::DoNotOptimize(r);
-    transport->Recycle(r.last_response);
   }
   return true;
 }

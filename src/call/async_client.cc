@@ -250,11 +250,10 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     f.start = call.session.SendStart(call.machine);
     const CallId id = call.id;
     // Validated when the call began: the transport need not check again.
-    std::optional<internal::ValidatedSend> validated;
-    if (marks_sends_ && !status_query && call.session.request_validated())
-      validated.emplace(request, ao.extra_headers);
-    f.transport_id = transport_->Start(request, ao, TransportCallback(id, attempt_id));
-    validated.reset();
+    f.transport_id = internal::SendMarked(
+        marks_sends_ && !status_query && call.session.request_validated(), request,
+        ao.extra_headers,
+        [&] { return transport_->Start(request, ao, TransportCallback(id, attempt_id)); });
     call.flights.push_back(f);
   }
 

@@ -114,12 +114,9 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
         const TimePoint t0 = session.SendStart(machine);
         // Validated when the call began: a transport that reads the mark
         // need not check again.
-        std::optional<internal::ValidatedSend> validated;
-        if (marks_sends_ && session.request_validated()) {
-          validated.emplace(session.request(), ao.extra_headers);
-        }
-        TransportResult tr = transport.Send(session.request(), ao);
-        validated.reset();
+        TransportResult tr = internal::SendMarked(
+            marks_sends_ && session.request_validated(), session.request(), ao.extra_headers,
+            [&] { return transport.Send(session.request(), ao); });
         const std::uint32_t id = action.attempt_id;
         Replace(action, [&] { return session.AfterAttempt(machine, id, std::move(tr), t0); });
         break;

@@ -12,6 +12,8 @@
 #define SAFERETRY_SRC_COMMON_VALIDATED_SEND_H_
 
 #include <cstddef>
+#include <optional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "saferetry/request.h"
@@ -71,6 +73,17 @@ class SendMarkReader {
 template <typename T>
 bool ReadsSendMarks(const T* transport) {
   return dynamic_cast<const SendMarkReader*>(transport) != nullptr;
+}
+
+/// Returns `send()`, run with `request` and `extra` marked (`ValidatedSend`)
+/// when `mark` is true: the drivers' one way to mark a send. `mark`: the
+/// driver's transport reads the marks (`ReadsSendMarks`) and this send is of
+/// the request its call validated.
+template <typename Send>
+decltype(auto) SendMarked(bool mark, const Request& request, HeaderRefs extra, Send&& send) {
+  std::optional<ValidatedSend> validated;
+  if (mark) validated.emplace(request, extra);
+  return std::forward<Send>(send)();
 }
 
 /// A transport's check of what it was asked to send: nothing when the call
