@@ -512,6 +512,11 @@ bool RunCallsForInstructions(const std::string& arg) {
 // repetitions) for the summary lines.
 class Collector final : public benchmark::ConsoleReporter {
  public:
+  // Without colours: the console reporter's default would colour its table
+  // whatever `--benchmark_color` says (the flag sets only the reporter the
+  // library makes itself), and its last escape would run into the first
+  // summary line.
+  Collector() : ConsoleReporter(OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
       if (run.error_occurred || run.iterations == 0) continue;
