@@ -361,7 +361,15 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
   if (expired_key && policy_->traits.keyed && !policy_->key_minted && !policy_->traits.safe) {
     maybe_effect_ = true;
   }
-  if (response.has_value()) result.last_response = std::move(response);
+  // Most answers are the call's first response: built in place, not
+  // assigned over an empty one (which would test both sides first).
+  if (response.has_value()) {
+    if (ABSL_PREDICT_TRUE(!result.last_response.has_value())) {
+      result.last_response.emplace(*std::move(response));
+    } else {
+      *result.last_response = *std::move(response);
+    }
+  }
   // The stored evidence's: nothing is recorded after it until the next answer.
   result.last_transport_status = evidence.transport_status;
   CompleteEvidence(evidence, now);
