@@ -201,19 +201,24 @@ void RunCalls(benchmark::State& state, Scenario scenario, bool system_clock) {
 // machine and no per-call policy: validate the request and the call's
 // options; read the options a call must read (its policy, timeout or
 // deadline, status URL; it refuses a listener, tracer, trace context or
-// cancellation token, which it does not serve); look for a key the request
+// cancellation token, which it does not serve, and a policy with parts it
+// does not serve: another key mode or form, a response predicate, hedging,
+// a header switched off); look for a key the request
 // carries itself; read the clock; deposit in the retry budget and the
 // status-query allowance; mint or check the key; bound the attempt under the
-// call's deadline (the time plan); stamp the key, deadline and attempt
+// call's deadline (the time plan), and refuse an attempt too short to be
+// useful, as the call does; stamp the key, deadline and attempt
 // headers into a buffer of its own; send; read the clock; extract the
-// server's hints and the request id in one pass; classify; fill the
-// `CallResult` the caller gets (outcome, the response, one attempt's evidence
-// with the deadline left and the budget's balance); report the success to
-// the budget, as its contract asks of every caller. It handles no failure, no retry and no status
-// query, so it is a lower bound, not a client. `CheckFloorMatchesCall`
-// proves, before anything is timed, that it puts the same headers on the
-// wire and returns the same result as `Client::Execute`; the call is then
-// measured against it (`floor_ratio=`).
+// server's hints and the request id in one pass; record the transport's
+// status and redirects; classify; fill the `CallResult` the caller gets
+// (outcome and what it rests on, the response, the transport's last status,
+// one attempt's evidence with the deadline left and the budget's balance);
+// report the success to the budget, as its contract asks of every caller.
+// It handles no failure, no retry and no status query, so it is a lower
+// bound, not a client. `CheckFloorMatchesCall` proves, before anything is
+// timed, that it puts the same headers on the wire and returns the same
+// result as `Client::Execute`, field by field; the call is then measured
+// against it (`floor_ratio=`).
 class Floor {
  public:
   explicit Floor(std::shared_ptr<saferetry::Clock> clock)
@@ -244,6 +249,16 @@ class Floor {
     }
     const saferetry::RetryPolicy& retry = call.policy != nullptr ? *call.policy : *policy_;
     const saferetry::RetryPolicyOptions& policy = retry.options();
+    // The policy's parts the floor does not serve: a key mode other than the
+    // default, the quoted key form, a response predicate, hedging, the
+    // deadline or attempt header switched off. A correct call under any
+    // policy must look at each of them, so the floor looks too, and refuses
+    // such a policy (one test of the six, as for the call's options).
+    if ((policy.key_mode != saferetry::KeyMode::kAuto) |
+        (policy.key_form != saferetry::KeyForm::kBare) | (retry.response_predicate() != nullptr) |
+        policy.hedging.enabled | policy.deadline_header.empty() | policy.attempt_header.empty()) {
+      return r;
+    }
     // A key the request carries itself is the call's key, sent as it is: a
     // safe call must look for one, or it would send a second. Found by the
     // one pass over the request's headers the call makes (none of the
@@ -300,6 +315,9 @@ class Floor {
         saferetry::MakeTimePlan(kind, deadline.Remaining(start), policy.deadline_options);
     const saferetry::Duration timeout =
         saferetry::PlannedAttemptTimeout(plan, deadline, start, policy.deadline_options);
+    // No send that could not do useful work before the deadline: a decision
+    // every call makes before it sends (the floor refuses such a call).
+    if (!deadline.is_infinite() && timeout < policy.deadline_options.min_useful_attempt) return r;
     // The deadline header: the value the policy wrote once for this
     // timeout, else formatted here (as the call does).
     std::string_view deadline_value = retry.deadline_header_value(timeout);
@@ -325,7 +343,11 @@ class Floor {
     ev.start = start;
     ev.end = end;
     ev.delivery = sent.delivery;
+    // What the transport said, which the classifier reads, and how often it
+    // was redirected: recorded as the call records them.
+    ev.transport_status = sent.status;
     ev.timings = sent.timings;
+    ev.redirects = sent.redirects;
     if (sent.response.has_value()) {
       ev.http_status = sent.response->status_code;
       std::optional<std::string_view> id;
@@ -347,6 +369,10 @@ class Floor {
     r.outcome = c.cls == saferetry::AttemptClass::kSuccess ? saferetry::Outcome::kSucceeded
                                                            : saferetry::Outcome::kUnknown;
     r.stop_reason = saferetry::StopReason::kSuccess;
+    // What the outcome rests on: the response (an UNKNOWN rests on nothing).
+    if (c.cls == saferetry::AttemptClass::kSuccess)
+      r.resolved_by = saferetry::ResolvedBy::kResponse;
+    r.last_transport_status = ev.transport_status;
     r.attempts = 1;
     r.last_response = std::move(sent.response);
     r.elapsed = end - start;
@@ -408,6 +434,9 @@ std::string CheckFloorMatchesCall(Scenario scenario) {
   if (a.outcome != b.outcome || a.stop_reason != b.stop_reason) return "outcome";
   if (a.status != b.status || a.last_transport_status != b.last_transport_status) return "status";
   if (a.attempts != b.attempts || a.status_queries != b.status_queries) return "attempts";
+  if (a.resolved_by != b.resolved_by || a.resolved_by_status_query != b.resolved_by_status_query) {
+    return "resolved_by";
+  }
   if (a.idempotency_key.has_value() != b.idempotency_key.has_value()) return "idempotency_key";
   if (scenario == Scenario::kKeyedPostCallerKey && a.idempotency_key != b.idempotency_key) {
     return "idempotency_key";
@@ -427,17 +456,46 @@ std::string CheckFloorMatchesCall(Scenario scenario) {
       x.http_status != y.http_status) {
     return "evidence: the send";
   }
-  if (x.hints.retry_after != y.hints.retry_after || x.hints.key_state != y.hints.key_state ||
-      x.hints.replayed != y.hints.replayed || x.hints.do_not_retry != y.hints.do_not_retry) {
+  if (x.hints.retry_after != y.hints.retry_after ||
+      x.hints.retry_after_above_max != y.hints.retry_after_above_max ||
+      x.hints.key_state != y.hints.key_state || x.hints.replayed != y.hints.replayed ||
+      x.hints.do_not_retry != y.hints.do_not_retry) {
     return "evidence: hints";
+  }
+  if (x.timings.dns != y.timings.dns || x.timings.connect != y.timings.connect ||
+      x.timings.tls != y.timings.tls || x.timings.first_byte != y.timings.first_byte ||
+      x.timings.total != y.timings.total) {
+    return "evidence: timings";
   }
   if (x.classification != y.classification || x.reason != y.reason) return "evidence: class";
   if (x.downstream_request_id != y.downstream_request_id) return "evidence: request id";
   if (x.budget_balance != y.budget_balance) return "evidence: budget_balance";
   if (x.deadline_remaining != y.deadline_remaining) return "evidence: deadline_remaining";
-  if (x.delay_after != y.delay_after || x.resend_count != y.resend_count ||
-      x.redirects != y.redirects || x.trace_flags != y.trace_flags) {
+  if (x.delay_after != y.delay_after || x.delay_from_server_hint != y.delay_from_server_hint ||
+      x.resend_count != y.resend_count || x.redirects != y.redirects || x.trace_id != y.trace_id ||
+      x.span_id != y.span_id || x.trace_flags != y.trace_flags) {
     return "evidence: the rest";
+  }
+  // What the floor does not serve it refuses, sending nothing, where the
+  // call would act on it: a policy with hedging, and (a decision every call
+  // makes) an attempt too short to be useful, which the call does not send
+  // either.
+  saferetry::RetryPolicyOptions hedged;
+  hedged.hedging.enabled = true;
+  saferetry::CallOptions refused;
+  refused.policy = saferetry::RetryPolicy::Create(hedged).value();
+  if (floor.Call(*floor_transport, request, refused).outcome == saferetry::Outcome::kSucceeded ||
+      floor_transport->send_count() != 1) {
+    return "the floor served a policy with hedging";
+  }
+  saferetry::CallOptions too_short = options;
+  too_short.timeout = std::chrono::milliseconds(1);
+  const saferetry::CallResult short_a = client->Execute(request, too_short);
+  const saferetry::CallResult short_b = floor.Call(*floor_transport, request, too_short);
+  if (call_transport->send_count() != 1 || floor_transport->send_count() != 1 ||
+      short_a.outcome == saferetry::Outcome::kSucceeded ||
+      short_b.outcome == saferetry::Outcome::kSucceeded) {
+    return "an attempt too short to be useful was sent";
   }
   return "";
 }
