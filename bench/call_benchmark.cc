@@ -266,6 +266,9 @@ class Floor {
     saferetry::internal::RequestScan scan;
     if (!request.headers.empty()) {
       scan = saferetry::internal::ScanRequestHeaders(request.headers, policy.idempotency_header);
+      // A trace context the request carries, which the call records in its
+      // evidence: not served.
+      if ((scan.traceparents | scan.tracestates) != 0) return r;
     }
     const saferetry::TimePoint start = clock_->Now();
     const saferetry::Deadline deadline = call.deadline.value_or(
@@ -282,29 +285,35 @@ class Floor {
       saferetry::HeaderRef at[3];
     } headers;
     std::size_t n = 0;
-    if (!safe) {
-      // The request's own key, else the caller's, else one minted here.
-      const std::string_view given =
-          scan.key_header > 0 ? std::string_view(request.headers[scan.key_header - 1].second)
-                              : std::string_view(call.idempotency_key);
-      if (given.empty()) {
-        r.idempotency_key = saferetry::MintIdempotencyKey().value();
-      } else {
-        // The caller's key was validated with the call's options.
-        if ((scan.key_header > 0 && !saferetry::ValidateIdempotencyKey(given).ok()) ||
-            !fingerprints_.CheckAndRemember(given, request.method, request.url, request.body)
-                 .ok()) {
-          return r;
-        }
-        r.idempotency_key.emplace(given);
+    // The call's key, by the call's rule: the request's own, else the
+    // caller's (on any method), else one minted for a request that is not
+    // idempotent (the default key mode, the only one the floor serves).
+    const std::string_view given =
+        scan.key_header > 0 ? std::string_view(request.headers[scan.key_header - 1].second)
+                            : std::string_view(call.idempotency_key);
+    if (!given.empty()) {
+      // The caller's key was validated with the call's options; the
+      // request's is checked here, and must agree with the caller's.
+      if (scan.key_header > 0 &&
+          (!saferetry::ValidateIdempotencyKey(given).ok() ||
+           (!call.idempotency_key.empty() && call.idempotency_key != given))) {
+        return r;
       }
-      // A key the request carries goes as it is, in its own header.
-      if (scan.key_header == 0) headers[n++] = {policy.idempotency_header, *r.idempotency_key};
+      if (!fingerprints_.CheckAndRemember(given, request.method, request.url, request.body).ok()) {
+        return r;
+      }
+      r.idempotency_key.emplace(given);
+    } else if (!idempotent) {
+      r.idempotency_key = saferetry::MintIdempotencyKey().value();
+    }
+    const bool keyed = r.idempotency_key.has_value();
+    // A key the request carries goes as it is, in its own header.
+    if (keyed && scan.key_header == 0) {
+      headers[n++] = {policy.idempotency_header, *r.idempotency_key};
     }
     // The time plan: a keyed write that a status query or the server's
     // deduplication can resolve keeps time for that; a retryable request's
     // attempt gets at most half of the call; any other gets all of it.
-    const bool keyed = !safe;  // the default key mode: every unsafe request
     const bool has_query = keyed && (!call.status_url.empty() || retry.has_status_query());
     const saferetry::TimePlanKind kind =
         keyed && !idempotent && (has_query || policy.server_deduplicates)
@@ -355,7 +364,7 @@ class Floor {
                                                   ev.hints, policy.request_id_header, id);
       if (id.has_value()) ev.downstream_request_id.assign(id->data(), id->size());
     }
-    const saferetry::Classification c = classifier_->Classify(ev, {idempotent, safe, !safe});
+    const saferetry::Classification c = classifier_->Classify(ev, {idempotent, safe, keyed});
     ev.classification = c.cls;
     // Field by field, as the call does: one wide load of the view the
     // classifier has just stored would stall on those narrower stores.
@@ -390,8 +399,10 @@ class Floor {
 
 // The floor is a floor of this call only if it does the same: the same
 // headers on the wire (a minted key aside, which differs by design) and the
-// same result, field by field. Returns what differs, or "" when nothing.
-std::string CheckFloorMatchesCall(Scenario scenario) {
+// same result, field by field, for `request` with `options`. `minted`: each
+// side mints its own key. Returns what differs, or "" when nothing.
+std::string CompareFloorWithCall(const saferetry::Request& request,
+                                 const saferetry::CallOptions& options, bool minted) {
   auto clock = std::make_shared<saferetry::testkit::FakeClock>();
   // Each side's send is recorded by the testing kit's transport, which
   // answers with the canned response and lets no time pass.
@@ -407,9 +418,6 @@ std::string CheckFloorMatchesCall(Scenario scenario) {
   auto floor_transport = script();
   auto client = MakeClient(call_transport, clock);
   Floor floor(clock);
-  const saferetry::Request request = RequestOf(scenario);
-  saferetry::CallOptions options;
-  if (scenario == Scenario::kKeyedPostCallerKey) options.idempotency_key = "k-floor-check";
   const saferetry::CallResult a = client->Execute(request, options);
   const saferetry::CallResult b = floor.Call(*floor_transport, request, options);
   if (call_transport->send_count() != 1 || floor_transport->send_count() != 1) return "sends";
@@ -417,7 +425,7 @@ std::string CheckFloorMatchesCall(Scenario scenario) {
   const saferetry::testkit::SentRequest sent_b = floor_transport->sent()[0];
   saferetry::Headers wire_a = sent_a.request.headers;
   const saferetry::Headers& wire_b = sent_b.request.headers;
-  if (scenario == Scenario::kKeyedPostMinted) {
+  if (minted) {
     // The minted keys differ by design: each side sends its own result's.
     const std::optional<std::string_view> key_a = saferetry::FindHeader(wire_a, "Idempotency-Key");
     const std::optional<std::string_view> key_b = saferetry::FindHeader(wire_b, "Idempotency-Key");
@@ -438,9 +446,7 @@ std::string CheckFloorMatchesCall(Scenario scenario) {
     return "resolved_by";
   }
   if (a.idempotency_key.has_value() != b.idempotency_key.has_value()) return "idempotency_key";
-  if (scenario == Scenario::kKeyedPostCallerKey && a.idempotency_key != b.idempotency_key) {
-    return "idempotency_key";
-  }
+  if (!minted && a.idempotency_key != b.idempotency_key) return "idempotency_key";
   if (!a.last_response || !b.last_response ||
       a.last_response->status_code != b.last_response->status_code ||
       a.last_response->headers != b.last_response->headers ||
@@ -498,6 +504,28 @@ std::string CheckFloorMatchesCall(Scenario scenario) {
     return "an attempt too short to be useful was sent";
   }
   return "";
+}
+
+// `CompareFloorWithCall` for the scenario's call and, beside the GET, for a
+// GET and a PUT that carry the caller's key (a key on a method that would
+// not mint one) and a PUT without one (an idempotent write: no key minted).
+std::string CheckFloorMatchesCall(Scenario scenario) {
+  const saferetry::Request request = RequestOf(scenario);
+  saferetry::CallOptions options;
+  if (scenario == Scenario::kKeyedPostCallerKey) options.idempotency_key = "k-floor-check";
+  std::string differs =
+      CompareFloorWithCall(request, options, scenario == Scenario::kKeyedPostMinted);
+  if (!differs.empty() || scenario != Scenario::kGet) return differs;
+  saferetry::Request put = RequestOf(Scenario::kKeyedPostMinted);
+  put.method = "PUT";
+  saferetry::CallOptions keyed;
+  keyed.idempotency_key = "k-floor-keyed";
+  for (const saferetry::Request* r : {&request, static_cast<const saferetry::Request*>(&put)}) {
+    differs = CompareFloorWithCall(*r, keyed, false);
+    if (!differs.empty()) return r->method + " with the caller's key: " + differs;
+  }
+  differs = CompareFloorWithCall(put, saferetry::CallOptions(), false);
+  return differs.empty() ? differs : "PUT: " + differs;
 }
 
 void RunFloor(benchmark::State& state, Scenario scenario, bool system_clock) {

@@ -65,8 +65,8 @@ while read -r scenario bound; do
     failed=1
   fi
 done <<'SCENARIOS'
-get 1.23
-keyed_post_minted 1.19
+get 1.22
+keyed_post_minted 1.18
 keyed_post_caller_key 1.15
 SCENARIOS
 exit $failed
