@@ -348,6 +348,28 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
     }
   }
 
+  // Most answers are the call's first response: built in place, not
+  // assigned over an empty one (which would test both sides first).
+  if (response.has_value()) {
+    if (ABSL_PREDICT_TRUE(!result.last_response.has_value())) {
+      result.last_response.emplace(*std::move(response));
+    } else {
+      *result.last_response = *std::move(response);
+    }
+  }
+  // The stored evidence's: nothing is recorded after it until the next answer.
+  result.last_transport_status = evidence.transport_status;
+  CompleteEvidence(evidence, now);
+
+  // A success settles the call: what it says of the history below cannot
+  // change its outcome, so it is read only for the other classes.
+  if (c.cls == AttemptClass::kSuccess) {
+    services_->budget->OnSuccess(kPlain ? BudgetReceipt{} : later().last_retry_receipt, now);
+    if (ABSL_PREDICT_FALSE(maybe_effect_)) result.resolved_by = ResolvedBy::kResponse;
+    maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
+    return FinishAs<kPlain>(result, Outcome::kSucceeded, StopReason::kSuccess, now);
+  }
+
   // History: could this attempt have taken effect? The classifier says what
   // the evidence shows, whatever the request's idempotency; safe methods have
   // no effect at all.
@@ -361,26 +383,9 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
   if (expired_key && policy_->traits.keyed && !policy_->key_minted && !policy_->traits.safe) {
     maybe_effect_ = true;
   }
-  // Most answers are the call's first response: built in place, not
-  // assigned over an empty one (which would test both sides first).
-  if (response.has_value()) {
-    if (ABSL_PREDICT_TRUE(!result.last_response.has_value())) {
-      result.last_response.emplace(*std::move(response));
-    } else {
-      *result.last_response = *std::move(response);
-    }
-  }
-  // The stored evidence's: nothing is recorded after it until the next answer.
-  result.last_transport_status = evidence.transport_status;
-  CompleteEvidence(evidence, now);
   const ServerHints& hints = evidence.hints;
 
   switch (c.cls) {
-    case AttemptClass::kSuccess:
-      services_->budget->OnSuccess(kPlain ? BudgetReceipt{} : later().last_retry_receipt, now);
-      if (ABSL_PREDICT_FALSE(maybe_effect_)) result.resolved_by = ResolvedBy::kResponse;
-      maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
-      return FinishAs<kPlain>(result, Outcome::kSucceeded, StopReason::kSuccess, now);
     case AttemptClass::kPermanent:
     case AttemptClass::kPreconditionFailed: {
       // What the answer proves, read where a definite failure is settled.
