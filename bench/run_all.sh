@@ -79,3 +79,5 @@ echo
 echo "# measured: in-process figures are Google Benchmark CPU time, median of 9 repetitions in random order, pinned to CPU $cpu;"
 echo "# libcurl figures are the client thread's CPU time with client and server pinned to one CPU, medians of"
 echo "# alternating rounds; async figures are the client process's CPU time against a raw curl multi loop."
+echo "# A call / floor ratio read from one binary moves by several per cent with its code layout:"
+echo "# bench/layout_sweep.sh reads it across five layouts (docs/performance.md, eighteenth pass)."
