@@ -379,8 +379,9 @@ class Floor {
                                                            : saferetry::Outcome::kUnknown;
     r.stop_reason = saferetry::StopReason::kSuccess;
     // What the outcome rests on: the response (an UNKNOWN rests on nothing).
-    if (c.cls == saferetry::AttemptClass::kSuccess)
+    if (c.cls == saferetry::AttemptClass::kSuccess) {
       r.resolved_by = saferetry::ResolvedBy::kResponse;
+    }
     r.last_transport_status = ev.transport_status;
     r.attempts = 1;
     r.last_response = std::move(sent.response);
