@@ -18,6 +18,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-build-layouts}
 rounds=${2:-3}
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS: a whole number >= 1, got '$rounds'" >&2; exit 2; }
 # The layouts: the compiler's defaults, then function, loop and jump alignments that move every
 # function and hot loop of both sides.
 layouts=(
