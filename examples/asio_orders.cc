@@ -5,7 +5,8 @@
 // `asio::io_context` run by two threads, over the libcurl multi transport on
 // `saferetry::AsioEventLoop`, against an order server in the same process
 // (an Asio HTTP/1.1 server on 127.0.0.1, on the same context). The server
-// answers every 11th new order with a 503 (a key at most once) and deduplicates
+// answers every 11th new order with a 503 marked `Idempotency-Key-State:
+// rejected` (a key at most once) and deduplicates
 // by `Idempotency-Key`, so the retries are sent with the same key and every
 // order is created exactly once. Prints a one-line summary; exits 1 if any
 // call did not succeed or any order was created twice.
@@ -127,7 +128,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     const std::string body = status == 201 ? "{\"id\":" + std::to_string(id) + "}" : "busy";
     reply_ =
-        "HTTP/1.1 " + std::string(status == 201 ? "201 Created" : "503 Service Unavailable") +
+        "HTTP/1.1 " +
+        std::string(status == 201 ? "201 Created"
+                                  // Refused before any work, and marked so (the server
+                                  // contract): the client retries it with the same key.
+                                  : "503 Service Unavailable\r\nIdempotency-Key-State: rejected") +
         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
         "\r\n\r\n" + body;
     asio::async_write(socket_, asio::buffer(reply_),

@@ -38,7 +38,7 @@ int main() {
   auto transport =
       std::make_shared<saferetry::testkit::AsyncFakeTransport>(*loop, saferetry::SystemClock());
   // The simulated server, on the loop thread: every 7th POST commits and
-  // loses its response, every 11th answers 503; status queries find orders
+  // loses its response, every 11th answers 503 marked `rejected`; status queries find orders
   // that committed.
   std::mutex mu;
   std::map<std::string, bool> committed;  // by key
@@ -57,7 +57,8 @@ int main() {
               .After(latency);
         }
         ++posts;
-        if (posts % 11 == 0) return saferetry::testkit::Step::Respond(503).After(latency);
+        // Refused before any work, and marked so: retried as transient.
+        if (posts % 11 == 0) return saferetry::testkit::Step::RespondRejected().After(latency);
         committed[key] = true;
         if (posts % 7 == 0) return saferetry::testkit::Step::CommitThenLost().After(latency);
         return saferetry::testkit::Step::Respond(201, {}, "created").After(latency);

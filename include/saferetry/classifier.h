@@ -16,10 +16,11 @@
 //   not delivered (refused, DNS, TLS setup)        RetryableNotDelivered
 //   maybe delivered (timeout/reset after send)     Ambiguous
 //   2xx                                            Success
-//   408, 425, 429, 503                             RetryableTransient
-//   Idempotency-Key-State: rejected + 408, 425,    RetryableTransient
-//     429, 503 (refused before any work; status
-//     overrides do not apply)
+//   408, 421, 425, 429                             RetryableTransient
+//   503 without a mark                             UnavailableUnproven
+//   Idempotency-Key-State: rejected + 408, 421,    RetryableTransient
+//     425, 429, 503 (refused before any work;
+//     status overrides do not apply)
 //   Idempotency-Key-State: rejected, other         Permanent
 //   409 with an idempotency key                    InProgress
 //   412, 428                                       PreconditionFailed
@@ -27,10 +28,11 @@
 //     422, 409 without a key, ...)
 //   500, 502, 504, other 5xx, 1xx, 3xx             Ambiguous
 //
-// 503 is transient by default because RFC 9110 §15.6.4 says the server did
-// not process the request. Seed wisdom warns that "unavailable proves
-// nothing" when a gateway answers 503 after forwarding: such callers set
-// `status_overrides[503] = AttemptClass::kAmbiguous`.
+// An unmarked 503 proves nothing about the effect: a gateway that forwarded
+// the request answers 503 too when its upstream fails after the origin
+// committed (docs/adr/0031-unmarked-503-is-doubt.md). An endpoint whose 503s
+// come from the origin before any work declares it:
+// `status_overrides[503] = AttemptClass::kRetryableTransient`.
 
 #ifndef SAFERETRY_CLASSIFIER_H_
 #define SAFERETRY_CLASSIFIER_H_

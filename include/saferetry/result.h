@@ -51,7 +51,12 @@ enum class StopReason {
   kNoTimeForUsefulAttempt,    ///< Time is left, but less than a minimum useful attempt (+ margin).
   kBudgetExhausted,           ///< The retry budget (or the status-query allowance) refused.
   kRetryAfterBeyondDeadline,  ///< The server's Retry-After ends past the deadline; never shortened.
-  kAmbiguousUnresolved,     ///< May have taken effect; no status query and no deduplicating resend.
+  kAmbiguousUnresolved,  ///< May have taken effect; no status query and no deduplicating resend.
+  /// An unmarked 503 (`AttemptClass::kUnavailableUnproven`) to a request
+  /// that is not idempotent, and neither a status query nor a deduplicating
+  /// resend is available: the server, or a gateway in front of it, answered,
+  /// but nothing proves the request was not processed. Always UNKNOWN.
+  kUnavailableUnresolved,
   kNotFoundNoAttemptsLeft,  ///< Status says "not found" (unfenced) but no attempt is left.
   kFenced,                  ///< Fenced (a status answer or a 410): no effect, ever.
   /// The server's record of the key is gone (410 `expired` or without a
@@ -110,8 +115,15 @@ enum class AttemptClass {
   kPreconditionFailed,     ///< 412, 428: the caller must change state first; stop, FAILED.
   kInProgress,             ///< 409 on a keyed request: the first attempt is still running; poll.
   kRetryableNotDelivered,  ///< Connection refused, DNS failure: safe to retry, even for POST.
-  kRetryableTransient,     ///< 408, 425, 429, 503: the server did not process it; retry.
+  kRetryableTransient,     ///< 408, 421, 425, 429, a marked 503: not processed; retry.
   kAmbiguous,              ///< May have taken effect: timeout/reset after sending, 500/502/504.
+  /// Answered, not proven: a 503 without `Idempotency-Key-State: rejected`.
+  /// A gateway that forwarded the request may answer 503 after the origin
+  /// committed, so the attempt may have taken effect. Resent only where doubt
+  /// may be (idempotent requests; same key to a deduplicating server or after
+  /// a status query's "not found"); a keyless write is never resent. Budgets
+  /// and breakers count it as a failure of the host.
+  kUnavailableUnproven,
 };
 
 /// Curl's (or the fake's) per-phase timers for one attempt, each measured from

@@ -17,7 +17,8 @@
 //   status answer 2xx (found)                                    took effect
 //   status answer 404 + completed (the stored final error)       no effect
 //   status answer 404 + fenced                                   no effect
-//   anything else: 5xx, 409, 410 (expired or without a state),   nothing
+//   anything else: 5xx (a 503 too, marked `rejected` or not), 409, 410 (expired or without a
+//   state),   nothing
 //     422, 429, an unmarked 4xx, `rejected` (about this attempt
 //     only), a status "not found", "expired", "processing", a
 //     transport failure
@@ -56,6 +57,15 @@ Proof ProofOfAnswer(const AttemptEvidence& evidence);
 /// The proof of a status answer: found took effect; a stored final error and
 /// a fenced "not found" have no effect; everything else proves nothing.
 Proof ProofOfStatusAnswer(StatusAnswer answer);
+
+/// Whether an attempt of class `cls` may have taken effect (for a request
+/// that is not safe): its answer was lost (`kAmbiguous`), was an unmarked 503
+/// (`kUnavailableUnproven`), or said the key is still being processed
+/// (`kInProgress`). The one rule the state machine and the drivers share.
+inline bool MayHaveTakenEffect(AttemptClass cls) {
+  return cls == AttemptClass::kAmbiguous || cls == AttemptClass::kUnavailableUnproven ||
+         cls == AttemptClass::kInProgress;
+}
 
 /// A 410 that is not fenced (`expired`, or no key state): the server's record
 /// of the key is gone, so the key was used before and the effect may exist.

@@ -36,6 +36,8 @@ std::string_view StopReasonName(StopReason reason) {
       return "retry_after_beyond_deadline";
     case StopReason::kAmbiguousUnresolved:
       return "ambiguous_unresolved";
+    case StopReason::kUnavailableUnresolved:
+      return "unavailable_unresolved";
     case StopReason::kNotFoundNoAttemptsLeft:
       return "not_found_no_attempts_left";
     case StopReason::kFenced:
@@ -90,6 +92,8 @@ std::string_view AttemptClassName(AttemptClass cls) {
       return "retryable_transient";
     case AttemptClass::kAmbiguous:
       return "ambiguous";
+    case AttemptClass::kUnavailableUnproven:
+      return "unavailable_unproven";
   }
   return "ambiguous";
 }

@@ -571,13 +571,14 @@ absl::Status Loader::ClassificationObject(const json& j, const std::string& path
     }
     constexpr std::string_view kWhat =
         "one of \"success\", \"permanent\", \"precondition_failed\", \"in_progress\", "
-        "\"retryable_transient\", \"ambiguous\"";
+        "\"retryable_transient\", \"ambiguous\", \"unavailable_unproven\"";
     const json& v = it.value();
     if (!v.is_string()) return Expected(p, kWhat, v);
     bool found = false;
     for (AttemptClass c :
          {AttemptClass::kSuccess, AttemptClass::kPermanent, AttemptClass::kPreconditionFailed,
-          AttemptClass::kInProgress, AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous}) {
+          AttemptClass::kInProgress, AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous,
+          AttemptClass::kUnavailableUnproven}) {
       if (v.get_ref<const std::string&>() == AttemptClassName(c)) {
         policy->status_overrides[status] = c;
         found = true;

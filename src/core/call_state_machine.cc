@@ -373,10 +373,7 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
   // History: could this attempt have taken effect? The classifier says what
   // the evidence shows, whatever the request's idempotency; safe methods have
   // no effect at all.
-  if (!policy_->traits.safe &&
-      (c.cls == AttemptClass::kAmbiguous || c.cls == AttemptClass::kInProgress)) {
-    maybe_effect_ = true;
-  }
+  if (!policy_->traits.safe && MayHaveTakenEffect(c.cls)) maybe_effect_ = true;
 
   // A 410 for a key someone used before this call: its effect may exist.
   const bool expired_key = IsExpiredKeyAnswer(evidence);
@@ -441,8 +438,10 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
 
   switch (c.cls) {
     case AttemptClass::kAmbiguous:
-      // An idempotent request may simply be sent again (unless the
-      // classifier's policy forbids it); the history keeps the doubt.
+    case AttemptClass::kUnavailableUnproven:
+      // Doubt, whether the answer was lost or was an unmarked 503: an
+      // idempotent request may simply be sent again (unless the classifier's
+      // policy forbids it); the history keeps the doubt.
       if ((policy_->traits.idempotent || policy_->traits.safe) && !c.no_retry) {
         return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
       }
@@ -452,7 +451,10 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
       if (policy_->traits.keyed && (policy_->server_deduplicates || later().seen_in_progress)) {
         return ScheduleNext(Next::kAttempt, false, c.cls, hints, now);
       }
-      return FinishFailure(StopReason::kAmbiguousUnresolved, now);
+      return FinishFailure(c.cls == AttemptClass::kUnavailableUnproven
+                               ? StopReason::kUnavailableUnresolved
+                               : StopReason::kAmbiguousUnresolved,
+                           now);
     case AttemptClass::kInProgress:
       MutableLater().seen_in_progress = true;
       return ScheduleNext(policy_->has_status_query ? Next::kStatusQuery : Next::kAttempt, true,

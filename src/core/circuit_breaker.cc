@@ -59,6 +59,7 @@ bool IsHostFailure(AttemptClass cls, const absl::Status& transport_status) {
     case AttemptClass::kRetryableTransient:
     case AttemptClass::kRetryableNotDelivered:
     case AttemptClass::kAmbiguous:
+    case AttemptClass::kUnavailableUnproven:
       return true;
     case AttemptClass::kSuccess:
     case AttemptClass::kPermanent:

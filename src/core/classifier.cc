@@ -22,16 +22,24 @@ Classification ByStatus(int status, const RequestTraits& traits) {
   if (status >= 200 && status < 300) return {AttemptClass::kSuccess, "2xx"};
   switch (status) {
     case 408:
+      // RFC 9110 §15.5.9: the server did not receive a complete request.
       return {AttemptClass::kRetryableTransient, "408: request timeout, not processed"};
+    case 421:
+      // RFC 9110 §15.5.20: sent to a server that cannot answer for this
+      // origin; it may be retried, whatever the method.
+      return {AttemptClass::kRetryableTransient, "421: misdirected, not processed"};
     case 425:
+      // RFC 8470: refused because it arrived in early data.
       return {AttemptClass::kRetryableTransient, "425: too early, not processed"};
     case 429:
       return {AttemptClass::kRetryableTransient, "429: rate limited, not processed"};
     case 503:
-      // RFC 9110 §15.6.4: the server is unable to handle the request. A
-      // gateway that forwards before answering 503 proves nothing: such
-      // callers override 503 to kAmbiguous.
-      return {AttemptClass::kRetryableTransient, "503: unavailable, not processed"};
+      // RFC 9110 §15.6.4 says the origin could not handle the request, but
+      // a gateway that forwarded it answers 503 too when the upstream fails
+      // after it committed: without the server's mark (or the policy's
+      // declaration that this endpoint's 503s come from the origin) the
+      // answer proves nothing about the effect (docs/adr/0031).
+      return {AttemptClass::kUnavailableUnproven, "503: unavailable, may have taken effect"};
     case 409:
       if (traits.keyed) return {AttemptClass::kInProgress, "409: same key still in progress"};
       return {AttemptClass::kPermanent, "409: conflict"};
@@ -55,18 +63,24 @@ Classification ByStatus(int status, const RequestTraits& traits) {
       break;
   }
   if (status >= 400 && status < 500) return {AttemptClass::kPermanent, "4xx: client error"};
-  // Other 5xx, and 1xx/3xx left unresolved by the transport: nothing proves
+  // Other 5xx (the ones CDNs and meshes invent among them: 520-527, 529,
+  // 598, 599), and 1xx/3xx left unresolved by the transport: nothing proves
   // the server did not act.
   return AmbiguousOr(traits, "unexpected status, may have taken effect");
 }
 
+// The statuses that say "come back later" when the server marks them as
+// refused before any work.
+bool IsRetryableRefusal(int status) {
+  return status == 408 || status == 421 || status == 425 || status == 429 || status == 503;
+}
+
 // `Idempotency-Key-State: rejected`: the server refused this request before
 // doing any work, so the attempt had no effect whatever its status. It is
-// retried only when the table would retry that status for any request
-// (408, 425, 429, 503); anything else is final.
+// retried when its status says "come back later" (408, 421, 425, 429, 503);
+// anything else is final.
 Classification RejectedBeforeWork(int status) {
-  constexpr RequestTraits kAnyRequest{/*idempotent=*/false, /*safe=*/false, /*keyed=*/false};
-  if (ByStatus(status, kAnyRequest).cls == AttemptClass::kRetryableTransient) {
+  if (IsRetryableRefusal(status)) {
     return {AttemptClass::kRetryableTransient,
             "rejected before any work (Idempotency-Key-State): not applied, retryable status"};
   }
@@ -100,6 +114,10 @@ Classification DefaultClassifier::Classify(const AttemptEvidence& evidence,
     if (it != options_.status_overrides.end()) {
       if (it->second == AttemptClass::kAmbiguous) {
         return AmbiguousOr(traits, "override: may have taken effect");
+      }
+      if (it->second == AttemptClass::kRetryableTransient && status == 503) {
+        return {AttemptClass::kRetryableTransient,
+                "503 from the origin (status override): not processed"};
       }
       return {it->second, "status override"};
     }

@@ -156,6 +156,14 @@ Classification GrpcCodesClassifier::Classify(const AttemptEvidence& evidence,
       }
       return {AttemptClass::kAmbiguous,
               "may have taken effect; its code is not in retryableStatusCodes", true};
+    case AttemptClass::kUnavailableUnproven:
+      // UNAVAILABLE without the server's mark: doubt, as above.
+      if (listed) {
+        return {AttemptClass::kUnavailableUnproven,
+                "retryableStatusCodes: 503 may have taken effect, its code is listed"};
+      }
+      return {AttemptClass::kUnavailableUnproven,
+              "503 may have taken effect; its code is not in retryableStatusCodes", true};
     case AttemptClass::kRetryableTransient:
       if (listed) return base;
       return {AttemptClass::kPermanent, "not processed; its code is not in retryableStatusCodes"};

@@ -163,6 +163,7 @@ bool MayJudge(const Classification& base, const AttemptEvidence& evidence) {
     case AttemptClass::kPreconditionFailed:
       break;
     case AttemptClass::kAmbiguous:
+    case AttemptClass::kUnavailableUnproven:
     case AttemptClass::kInProgress:
     case AttemptClass::kRetryableTransient:
     case AttemptClass::kRetryableNotDelivered:

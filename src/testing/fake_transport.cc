@@ -48,6 +48,11 @@ Step Step::RespondRetryAfter(int status, std::string retry_after) {
   return Respond(status, {{"Retry-After", std::move(retry_after)}});
 }
 
+Step Step::RespondRejected(int status, Headers headers) {
+  headers.emplace_back("Idempotency-Key-State", "rejected");
+  return Respond(status, std::move(headers));
+}
+
 FakeTransport::FakeTransport(std::shared_ptr<FakeClock> clock) : clock_(std::move(clock)) {}
 
 FakeTransport& FakeTransport::Push(Step step) {

@@ -206,6 +206,9 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
       status = rec.status;
       body = rec.response_body;
       if (fault == OrderFault::kCommitThenHang) return hang();
+      if (fault == OrderFault::kCommitThenGatewayUnavailable) {
+        return Answer(503, "upstream connect error or disconnect/reset before headers");
+      }
       if (fault == OrderFault::kCommitThenLoseResponse ||
           fault == OrderFault::kDisconnectWhileProcessing ||
           fault == OrderFault::kStoredFinalErrorThenLose) {
@@ -252,6 +255,8 @@ TransportResult SimulatedOrderServer::Send(const Request& request, const Attempt
       return Lost(absl::UnavailableError("connection reset while the server was processing"));
     case OrderFault::kInternalErrorAfterCommit:
       return Answer(500, R"({"error":"internal"})");
+    case OrderFault::kCommitThenGatewayUnavailable:
+      return Answer(503, "upstream connect error or disconnect/reset before headers");
     case OrderFault::kInProgressThenCommit:
       return Answer(409, R"({"state":"PROCESSING"})", {{"Idempotency-Key-State", "processing"}});
     default:

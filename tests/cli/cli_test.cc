@@ -296,6 +296,16 @@ Step WithHeaders(Step s, Headers headers) {
   return s;
 }
 
+// The service's own 503, marked `Idempotency-Key-State: rejected` as the
+// server half marks it: refused before any work, so retried as transient.
+// An unmarked 503 is doubt (docs/adr/0031-unmarked-503-is-doubt.md).
+Step Refused503(std::string body = "", Headers headers = {}) {
+  Step s = Respond(503, std::move(body));
+  headers.emplace_back("Idempotency-Key-State", "rejected");
+  s.headers = std::move(headers);
+  return s;
+}
+
 struct ServerOptions {
   std::vector<Step> script;
   std::vector<Step> status_script;
@@ -688,7 +698,7 @@ TEST(CliTest, ExplicitKeyIsSentBareOnEveryAttemptAndPercentEncodedInTheStatusUrl
 
 TEST(CliTest, HeadersGoOnEveryAttemptAndOnStatusQueriesExceptBodyHeaders) {
   ServerOptions o;
-  o.script = {Respond(503), CommitThen(Fault::kDrop)};
+  o.script = {Refused503(), CommitThen(Fault::kDrop)};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-H", "X-Trace: t1", "-H", "Content-Type:application/json",
                        "--status-url", server.StatusUrl(), "-d", "{}", server.OrdersUrl()});
@@ -1076,7 +1086,10 @@ TEST(CliTest, AlwaysUnavailableKeepsTryingUntilNoUsefulAttemptFits) {
   for (int run_index = 0; run_index < 8 && on_time_runs < 3; ++run_index) {
     SCOPED_TRACE(run_index);
     ServerOptions o;
-    for (int i = 0; i < 12; ++i) o.script.push_back(Respond(503, "busy"));
+    for (int i = 0; i < 12; ++i) {
+      o.script.push_back(
+          WithHeaders(Respond(503, "busy"), {{"Idempotency-Key-State", "rejected"}}));
+    }
     OrderService server(o);
     CliRun run = RunCli({"--summary-json", "-v", "--deadline", "1500ms", "--max-attempts", "50",
                          "--attempt-timeout", "1s", "-d", "x", server.OrdersUrl()});
@@ -1320,6 +1333,109 @@ TEST(CliTest, FiveHundredAfterCommitIsUnknownWithItsBody) {
   EXPECT_EQ(server.effects(), 1);
 }
 
+// A forwarding gateway answers 503 itself after the origin committed (the
+// body is Envoy's local reply), with no Retry-After and no key state.
+constexpr char kGatewayReset[] = "upstream connect error or disconnect/reset before headers";
+
+TEST(CliTest, GatewayUnavailableAfterCommitIsSettledByTheStatusQuery) {
+  ServerOptions o;
+  o.script = {Respond(503, kGatewayReset, true), Respond(503, kGatewayReset, true),
+              Respond(503, kGatewayReset, true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "3", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "SUCCEEDED");
+  EXPECT_EQ(run.summary["resolved_by"], "status_query");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(run.summary["status_queries"], 1);
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, GatewayUnavailableAfterCommitWithoutAStatusUrlIsUnknown) {
+  ServerOptions o;
+  o.script = {Respond(503, kGatewayReset, true), Respond(503, kGatewayReset, true),
+              Respond(503, kGatewayReset, true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "3", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "unavailable_unresolved");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 1);
+}
+
+TEST(CliTest, GatewayUnavailableAfterCommitWithoutAKeyIsSentOnce) {
+  ServerOptions o;
+  o.script = {Respond(503, kGatewayReset, true), Respond(503, kGatewayReset, true),
+              Respond(503, kGatewayReset, true)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "3", "--no-idempotency-key", "-d", "x",
+                       server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "unavailable_unresolved");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  EXPECT_TRUE(run.summary["idempotency_key"].is_null());
+  EXPECT_THAT(Keys(server.orders_requests()), ElementsAre(""));
+  EXPECT_EQ(server.effects(), 1);
+}
+
+// The same server answering 503 without committing: the status query comes
+// before the end, and its plain "not found" proves nothing, so the same key
+// is resent; with every send answered so, the call ends UNKNOWN, not FAILED.
+TEST(CliTest, UnavailableWithoutCommitIsQueriedAndNeverFailedOnAPlainNotFound) {
+  ServerOptions o;
+  o.script = {Respond(503, kGatewayReset), Respond(503, kGatewayReset),
+              Respond(503, kGatewayReset)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "3", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "not_found_no_attempts_left");
+  EXPECT_EQ(run.summary["attempts"], 3);
+  EXPECT_EQ(run.summary["status_queries"], 3);
+  EXPECT_EQ(server.status_requests().size(), 3u);
+  EXPECT_EQ(server.effects(), 0);
+  const std::vector<std::string> sent = Keys(server.orders_requests());
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(std::set<std::string>(sent.begin(), sent.end()).size(), 1u);  // one key
+}
+
+TEST(CliTest, UnavailableWithoutCommitOrStatusUrlIsUnknown) {
+  ServerOptions o;
+  o.script = {Respond(503, kGatewayReset)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "3", "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "UNKNOWN");
+  EXPECT_EQ(run.summary["stop_reason"], "unavailable_unresolved");
+  EXPECT_EQ(server.orders_requests().size(), 1u);
+  EXPECT_EQ(server.effects(), 0);
+}
+
+// `Idempotency-Key-State: rejected` proves the 503 did nothing: retried, and
+// FAILED once the attempts are used up.
+TEST(CliTest, MarkedUnavailableIsRetriedThenFailed) {
+  const Headers rejected = {{"Idempotency-Key-State", "rejected"}};
+  ServerOptions o;
+  o.script = {WithHeaders(Respond(503, "busy"), rejected),
+              WithHeaders(Respond(503, "busy"), rejected),
+              WithHeaders(Respond(503, "busy"), rejected)};
+  OrderService server(o);
+  CliRun run = RunCli({"--summary-json", "--max-attempts", "3", "--status-url", server.StatusUrl(),
+                       "-d", "x", server.OrdersUrl()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 3);
+  EXPECT_EQ(run.summary["status_queries"], 0);
+  EXPECT_EQ(server.effects(), 0);
+}
+
 TEST(CliTest, FiveHundredAfterCommitResolvedByStatusQuery) {
   ServerOptions o;
   o.script = {Respond(500, "internal error", true)};
@@ -1411,7 +1527,7 @@ TEST(CliTest, FailedPrintsTheBody) {
 
 TEST(CliTest, ServiceUnavailableUntilAttemptsRunOut) {
   ServerOptions o;
-  o.script = {Respond(503, "busy"), Respond(503, "busy"), Respond(503, "still busy")};
+  o.script = {Refused503("busy"), Refused503("busy"), Refused503("still busy")};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -1425,7 +1541,7 @@ TEST(CliTest, ServiceUnavailableUntilAttemptsRunOut) {
 
 TEST(CliTest, RetryAfterSecondsIsHonoured) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503), {{"Retry-After", "1"}})};
+  o.script = {Refused503("", {{"Retry-After", "1"}})};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "--verbose", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
@@ -1445,7 +1561,7 @@ TEST(CliTest, RetryAfterSecondsIsHonoured) {
 
 TEST(CliTest, VerboseNeverPrintsUrlCredentialsOrSecretHeaders) {
   ServerOptions o;
-  o.script = {Respond(503)};
+  o.script = {Refused503()};
   OrderService server(o);
   const std::string clean = server.OrdersUrl();
   ASSERT_TRUE(clean.rfind("http://", 0) == 0);
@@ -1475,8 +1591,8 @@ TEST(CliTest, TransportErrorsNeverPrintUrlCredentials) {
 
 TEST(CliTest, RetryAfterDateIsMeasuredAgainstTheResponseDate) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503), {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
-                                         {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
+  o.script = {Refused503("", {{"Date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                              {"Retry-After", "Sun, 06 Nov 1994 08:49:38 GMT"}})};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
@@ -1488,7 +1604,7 @@ TEST(CliTest, RetryAfterDateIsMeasuredAgainstTheResponseDate) {
 
 TEST(CliTest, RetryAfterPastTheDeadlineGivesUpAtOnce) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503, "later"), {{"Retry-After", "5"}})};
+  o.script = {Refused503("later", {{"Retry-After", "5"}})};
   OrderService server(o);
   CliRun run = RunCli({"--summary-json", "--deadline", "2s", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -1516,7 +1632,7 @@ TEST(CliTest, DeadlineTooShortForAnyAttemptSendsNothing) {
 // --max-attempts and --policy.
 
 TEST(CliTest, MaxAttemptsAboveTheCapIsClampedWithAWarning) {
-  OrderService server(Scripted(std::vector<Step>(12, Respond(503))));
+  OrderService server(Scripted(std::vector<Step>(12, Refused503())));
   const std::string fast =
       TempFile("fast.json",
                R"({"retryPolicy": {"initialBackoff": "0.001s", "maxBackoff": "0.002s",
@@ -1534,7 +1650,7 @@ TEST(CliTest, MaxAttemptsAboveTheCapIsClampedWithAWarning) {
 }
 
 TEST(CliTest, MaxAttemptsOne) {
-  OrderService server(Scripted({Respond(503)}));
+  OrderService server(Scripted({Refused503()}));
   CliRun run = RunCli({"--summary-json", "--max-attempts", "1", "-d", "x", server.OrdersUrl()});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
@@ -1543,7 +1659,7 @@ TEST(CliTest, MaxAttemptsOne) {
 
 TEST(CliTest, PolicyDoNotRetryHeaderStopsTheCall) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503, "go away"), {{"X-Do-Not-Retry", "1"}})};
+  o.script = {Refused503("go away", {{"X-Do-Not-Retry", "1"}})};
   OrderService server(o);
   const std::string policy =
       TempFile("dnr.json", R"({"saferetry": {"doNotRetryHeader": "X-Do-Not-Retry"}})");
@@ -1557,7 +1673,7 @@ TEST(CliTest, PolicyDoNotRetryHeaderStopsTheCall) {
 
 TEST(CliTest, PolicyWithNoRetryBudgetStopsAtTheFirstRetry) {
   ServerOptions o;
-  o.script = {Respond(503, "busy")};
+  o.script = {Refused503("busy")};
   OrderService server(o);
   const std::string policy = TempFile("budget.json", R"({"saferetry": {"budget": "ratio",
                                        "ratioBudget": {"percent": 0, "minPerSecond": 0}}})");
@@ -1622,7 +1738,7 @@ TEST(CliTest, SigintWhileAnAttemptMayHaveBeenDeliveredIsUnknown) {
 
 TEST(CliTest, SigintDuringAWaitAfterACleanRefusalFails) {
   ServerOptions o;
-  o.script = {WithHeaders(Respond(503), {{"Retry-After", "20"}})};
+  o.script = {Refused503("", {{"Retry-After", "20"}})};
   OrderService server(o);
   Child child({"--summary-json", "-d", "x", server.OrdersUrl()});
   ASSERT_TRUE(WaitUntil([&] { return server.orders_requests().size() == 1; }));

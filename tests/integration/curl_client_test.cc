@@ -230,7 +230,9 @@ TEST(CurlClientTest, RetryAfterSecondsIsHonoured) {
   std::atomic<int> seen{0};
   LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
     if (seen.fetch_add(1) == 0) {
-      conn.Write(LoopbackServer::Reply(503, {{"Retry-After", "1"}}, ""));
+      // The server's own 503, marked as refused before any work.
+      conn.Write(LoopbackServer::Reply(
+          503, {{"Retry-After", "1"}, {"Idempotency-Key-State", "rejected"}}, ""));
     } else {
       conn.Write(LoopbackServer::Reply(201, {}, "made"));
     }
@@ -348,7 +350,7 @@ TEST(CurlClientTest, ChunkedResponseSucceeds) {
 TEST(CurlClientTest, DeadlineHeaderDecreasesAcrossAttempts) {
   LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
     std::this_thread::sleep_for(milliseconds(30));
-    conn.Write(LoopbackServer::Reply(503, {}, ""));
+    conn.Write(LoopbackServer::Reply(503, {{"Idempotency-Key-State", "rejected"}}, ""));
     return AfterRequest::kKeepAlive;
   });
   auto client = MakeClient();

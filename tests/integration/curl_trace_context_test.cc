@@ -67,15 +67,15 @@ std::vector<std::string> Values(const ReceivedRequest& r, std::string_view name)
   return out;
 }
 
-// POST /orders: 503, then read and closed unanswered (may have taken
-// effect); GET /orders/by-key/...: 202, then 200.
+// POST /orders: 503 refused before any work (marked), then read and closed
+// unanswered (may have taken effect); GET /orders/by-key/...: 202, then 200.
 class RetriedCallServer {
  public:
   RetriedCallServer()
       : server_([this](const ReceivedRequest& req, LoopbackConnection& conn) {
           if (req.method == "POST") {
             if (posts_.fetch_add(1) == 0) {
-              conn.Write(LoopbackServer::Reply(503, {}, ""));
+              conn.Write(LoopbackServer::Reply(503, {{"Idempotency-Key-State", "rejected"}}, ""));
               return AfterRequest::kKeepAlive;
             }
             return AfterRequest::kClose;  // read, then gone: ambiguous

@@ -182,7 +182,7 @@ TEST_F(ClientJournalTest, RecordFailureSendsNothing) {
 TEST_F(ClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   auto client = MakeClient();
   journal_->fail_mark_sent = true;
-  transport_->Push(Step::Respond(503));
+  transport_->Push(Step::RespondRejected());
   CallOptions call = Keyed("k-1", true);
   saferetry::RetryPolicyOptions call_policy;
   call_policy.max_attempts = 2;
@@ -440,7 +440,7 @@ TEST_F(AsyncClientJournalTest, RecordFailureSendsNothing) {
 TEST_F(AsyncClientJournalTest, MarkSentFailureMeansTheAttemptIsNotSent) {
   auto client = MakeAsync();
   journal_->fail_mark_sent = true;
-  async_transport_->Push(Step::Respond(503));
+  async_transport_->Push(Step::RespondRejected());
   CallOptions call = Keyed("k-async");
   saferetry::RetryPolicyOptions call_policy;
   call_policy.max_attempts = 2;

@@ -64,21 +64,29 @@ constexpr char kOrdersUrl[] = "http://orders.test/orders";
 constexpr char kByKey[] = "http://orders.test/orders/by-key/{key}";
 constexpr char kByKeyPrefix[] = "http://orders.test/orders/by-key/";
 
+// An unmarked 503 is an answer, not a proof: a gateway may have forwarded
+// the request first (docs/adr/0031). Written here, not read from the code.
+bool UnmarkedUnavailable(const AttemptEvidence& ev) {
+  return ev.http_status == 503 && ev.hints.key_state != KeyState::kRejected;
+}
+
 // What the server does with one POST.
 enum class Fault {
   kOk,
-  kNotDelivered,         // connection refused
-  kDropBeforeCommit,     // delivered, reset before the server acted
-  kCommitThenLost,       // committed, reply lost (reset)
-  kTimeoutNoCommit,      // no reply within the attempt timeout, nothing done
-  kTimeoutCommit,        // committed, no reply within the attempt timeout
-  kTimeoutLateCommit,    // still running when the client gives up; commits later
-  kConflict,             // 409: the key is in progress (commits later)
-  kUnprocessable,        // 422
-  kTooManyRequests,      // 429 with Retry-After (seconds or HTTP-date)
-  kUnavailable,          // 503, sometimes with Retry-After
-  kInternalAfterCommit,  // committed, then 500
-  kSlow,                 // committed; the reply takes 100 ms to 3 s
+  kNotDelivered,          // connection refused
+  kDropBeforeCommit,      // delivered, reset before the server acted
+  kCommitThenLost,        // committed, reply lost (reset)
+  kTimeoutNoCommit,       // no reply within the attempt timeout, nothing done
+  kTimeoutCommit,         // committed, no reply within the attempt timeout
+  kTimeoutLateCommit,     // still running when the client gives up; commits later
+  kConflict,              // 409: the key is in progress (commits later)
+  kUnprocessable,         // 422
+  kTooManyRequests,       // 429 with Retry-After (seconds or HTTP-date)
+  kUnavailable,           // 503, nothing done; sometimes with Retry-After, sometimes marked
+                          // `Idempotency-Key-State: rejected`
+  kCommitThenGateway503,  // committed, then a gateway's own 503 (unmarked)
+  kInternalAfterCommit,   // committed, then 500
+  kSlow,                  // committed; the reply takes 100 ms to 3 s
   kCount,
 };
 
@@ -245,9 +253,16 @@ class ScriptedServer final : public Transport {
       case Fault::kTooManyRequests:
         Spend(Latency(), o);
         return Answer(429, RetryAfterHeaders());
-      case Fault::kUnavailable:
+      case Fault::kUnavailable: {
         Spend(Latency(), o);
-        return Answer(503, (*rng_)() % 2 == 0 ? RetryAfterHeaders() : Headers{});
+        Headers headers = (*rng_)() % 2 == 0 ? RetryAfterHeaders() : Headers{};
+        if ((*rng_)() % 2 == 0) headers.emplace_back("Idempotency-Key-State", "rejected");
+        return Answer(503, std::move(headers));
+      }
+      case Fault::kCommitThenGateway503:
+        Spend(Latency(), o);
+        Commit();
+        return Answer(503);
       case Fault::kInternalAfterCommit:
         Spend(Latency(), o);
         Commit();
@@ -439,7 +454,7 @@ RunReport RunOne(std::uint64_t seed, bool verbose) {
     bool may = false;
     for (const AttemptEvidence& ev : r.evidence) {
       if (ev.is_status_query) continue;
-      if (ev.delivery == Delivery::kMaybeDelivered ||
+      if (ev.delivery == Delivery::kMaybeDelivered || UnmarkedUnavailable(ev) ||
           ev.classification == AttemptClass::kAmbiguous ||
           ev.classification == AttemptClass::kInProgress) {
         may = true;
@@ -637,6 +652,8 @@ const char* FaultName(OrderFault f) {
       return "503-retry-after-1";
     case OrderFault::kInternalErrorAfterCommit:
       return "commit-then-500";
+    case OrderFault::kCommitThenGatewayUnavailable:
+      return "commit-then-gateway-503";
     case OrderFault::kInProgressThenCommit:
       return "409-then-commit";
     case OrderFault::kDisconnectWhileProcessing:
@@ -677,6 +694,7 @@ RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
       OrderFault::kDropBeforeCommit,
       OrderFault::kRefuse,
       OrderFault::kUnavailable,
+      OrderFault::kCommitThenGatewayUnavailable,
       OrderFault::kInternalErrorAfterCommit,
       OrderFault::kInProgressThenCommit,
       OrderFault::kStoredFinalErrorThenLose,
@@ -778,9 +796,10 @@ RunReport RunDefaultsOne(std::uint64_t seed, bool verbose) {
         if (ev.classification == AttemptClass::kSuccess) {
           v.push_back("UNKNOWN after a success or a \"found\" answer");
         }
-        if (!ev.is_status_query && (ev.delivery == Delivery::kMaybeDelivered ||
-                                    ev.classification == AttemptClass::kAmbiguous ||
-                                    ev.classification == AttemptClass::kInProgress)) {
+        if (!ev.is_status_query &&
+            (ev.delivery == Delivery::kMaybeDelivered || UnmarkedUnavailable(ev) ||
+             ev.classification == AttemptClass::kAmbiguous ||
+             ev.classification == AttemptClass::kInProgress)) {
           may_have_applied = true;
         }
       }

@@ -274,7 +274,7 @@ TEST_P(ParityTest, TraceContextAndTracerSpansOnEveryAttemptAndQuery) {
     std::string starts, ends;
     int call_ends = 0;
   } tracer;
-  h_.Push(Step::Respond(503));
+  h_.Push(Step::RespondRejected());
   h_.Push(Step::CommitThenLost());
   h_.Push(Step::Respond(202));
   h_.Push(Step::Respond(200));
@@ -444,6 +444,142 @@ TEST_P(ParityTest, CommitThenLostIsResolvedByStatusQuery) {
   EXPECT_THAT(Waits(r), ElementsAre(microseconds(37500)));
 }
 
+// A gateway in front of the server answers 503 itself, unmarked, after the
+// origin committed (or before it did: the client cannot tell). On every
+// driver: doubt, settled by a status query where there is one, never a
+// fresh request, never FAILED without proof (docs/adr/0031).
+std::shared_ptr<const RetryPolicy> KeylessPolicy() {
+  RetryPolicyOptions o;
+  o.key_mode = KeyMode::kNever;
+  return RetryPolicy::Create(o).value();
+}
+
+std::shared_ptr<const RetryPolicy> FencingPolicy() {
+  RetryPolicyOptions o;
+  o.status_query.fence_when_giving_up = true;
+  return RetryPolicy::Create(o).value();
+}
+
+TEST_P(ParityTest, GatewayUnavailableAfterCommitIsSettledByTheStatusQuery) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kCommitThenGatewayUnavailable});
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallOptions call;
+  call.status_url = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 1);
+  ASSERT_FALSE(r.evidence.empty());
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kUnavailableUnproven);
+  ASSERT_TRUE(r.idempotency_key.has_value());
+  EXPECT_EQ(server->effects(*r.idempotency_key), 1);
+  EXPECT_EQ(server->total_effects(), 1);
+  EXPECT_EQ(server->posts_received(), 1);
+}
+
+TEST_P(ParityTest, GatewayUnavailableAfterCommitWithoutAStatusQueryIsUnknown) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kCommitThenGatewayUnavailable,
+                        OrderFault::kCommitThenGatewayUnavailable,
+                        OrderFault::kCommitThenGatewayUnavailable});
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallResult r = h_.Run(Post(), CallOptions{});
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kUnavailableUnresolved);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.status_queries, 0);
+  EXPECT_EQ(server->posts_received(), 1);
+  EXPECT_EQ(server->total_effects(), 1);
+}
+
+TEST_P(ParityTest, GatewayUnavailableKeylessPostIsSentOnceAndEndsUnknown) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kCommitThenGatewayUnavailable,
+                        OrderFault::kCommitThenGatewayUnavailable,
+                        OrderFault::kCommitThenGatewayUnavailable});
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallOptions call;
+  call.policy = KeylessPolicy();
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kUnavailableUnresolved);
+  EXPECT_FALSE(r.idempotency_key.has_value());
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(server->posts_received(), 1);
+  EXPECT_EQ(server->total_effects(), 1);
+}
+
+// Not committed: the status query's plain "not found" proves nothing, so
+// the same key is resent and the order is created once.
+TEST_P(ParityTest, UnmarkedUnavailableNotCommittedIsQueriedThenResentWithTheSameKey) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kUnavailable});
+  h_.UseServer(server);
+  h_.UseDefaults();
+  CallOptions call;
+  call.status_url = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kResponse);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.status_queries, 1);
+  ASSERT_TRUE(r.idempotency_key.has_value());
+  EXPECT_EQ(server->effects(*r.idempotency_key), 1);
+  EXPECT_EQ(server->total_effects(), 1);
+}
+
+// Never committed, three unmarked 503s: the plain "not found" answers leave
+// it UNKNOWN; with the fence the last query proves it absent: FAILED.
+TEST_P(ParityTest, UnmarkedUnavailableEveryTimeIsFailedOnlyWhenTheFenceProvesIt) {
+  for (const bool fence : {false, true}) {
+    SCOPED_TRACE(fence);
+    Harness h(GetParam());
+    auto server = std::make_shared<SimulatedOrderServer>(h.shared_clock());
+    server->ScriptFaults(
+        {OrderFault::kUnavailable, OrderFault::kUnavailable, OrderFault::kUnavailable});
+    h.UseServer(server);
+    h.SetBudget(MakeUnlimitedBudget());
+    CallOptions call;
+    call.status_url = kStatus;
+    call.timeout = seconds(30);
+    if (fence) call.policy = FencingPolicy();
+    CallResult r = h.Run(Post(), call);
+    EXPECT_EQ(r.attempts, 3);
+    EXPECT_EQ(server->total_effects(), 0);
+    if (fence) {
+      EXPECT_EQ(r.outcome, Outcome::kFailed);
+      EXPECT_EQ(r.stop_reason, StopReason::kFenced);
+      EXPECT_EQ(r.status_queries, 4);
+    } else {
+      EXPECT_EQ(r.outcome, Outcome::kUnknown);
+      EXPECT_EQ(r.stop_reason, StopReason::kNotFoundNoAttemptsLeft);
+      EXPECT_EQ(r.status_queries, 3);
+    }
+  }
+}
+
+// `Idempotency-Key-State: rejected` proves the 503 was not processed: retried
+// as transient, and FAILED at the cap with nothing sent but the attempts.
+TEST_P(ParityTest, MarkedUnavailableIsRetriedAndFailsWithoutAQuery) {
+  auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
+  server->ScriptFaults({OrderFault::kRejectBeforeWork, OrderFault::kRejectBeforeWork,
+                        OrderFault::kRejectBeforeWork});
+  h_.UseServer(server);
+  CallOptions call;
+  call.status_url = kStatus;
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.status_queries, 0);
+  EXPECT_EQ(server->total_effects(), 0);
+}
+
 TEST_P(ParityTest, InProgressPollsWithTheSameKey) {
   auto server = std::make_shared<SimulatedOrderServer>(h_.shared_clock());
   server->ScriptFaults({OrderFault::kInProgressThenCommit});
@@ -599,7 +735,7 @@ TEST_P(ParityTest, CancelledDuringAWaitStopsBeforeTheNextAttempt) {
     void OnWaitScheduled(Duration, bool) override { token->Cancel(); }
   } listener;
   listener.token = &token;
-  h_.Push(Step::Respond(503));
+  h_.Push(Step::RespondRejected());
   h_.Push(Step::Respond(201));
   CallOptions call;
   call.cancellation = &token;

@@ -52,6 +52,13 @@ AttemptEvidence Answered(int status, ServerHints hints = {}) {
   return ev;
 }
 
+// `Idempotency-Key-State: rejected`: refused before any work.
+ServerHints Rejected() {
+  ServerHints h;
+  h.key_state = KeyState::kRejected;
+  return h;
+}
+
 ServerHints RetryAfter(Duration d) {
   ServerHints h;
   h.retry_after = d;
@@ -624,7 +631,8 @@ TEST_F(CallStateMachineTest, RetryableFailureAtTheDeadlineStopsDeadlineExceeded)
   CallPolicy p = KeyedPostWithoutQuery(seconds(1));  // single plan: 990 ms
   CallStateMachine& m = Make(p, {0.5});
   EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(990)));
-  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(990)))));
+  EXPECT_TRUE(
+      IsFinish(m.OnAttemptDone(Answered(503, Rejected()), ResponseOf(503), At(milliseconds(990)))));
   const CallResult r = Result();
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kDeadlineExceeded);
@@ -823,6 +831,109 @@ TEST_F(CallStateMachineTest, AmbiguousKeyedWriteWithNoResolutionStopsAmbiguousUn
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(budget_.charges(), 0);
+}
+
+// kUnavailableUnresolved: rule 5, an unmarked 503 is doubt (the attempt may
+// have taken effect behind a gateway): a write with no key is never resent.
+TEST_F(CallStateMachineTest, UnmarkedUnavailableWriteWithoutKeyStopsUnavailableUnresolved) {
+  CallStateMachine& m = Make(UnkeyedPost(seconds(1)));
+  EXPECT_TRUE(IsSend(m.Start(kT0), 1, milliseconds(990)));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kUnavailableUnresolved);
+  EXPECT_EQ(r.attempts, 1);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kUnavailableUnproven);
+  EXPECT_EQ(budget_.charges(), 0);
+}
+
+// kUnavailableUnresolved: keyed, but no status query and no deduplication.
+// A Retry-After on the 503 is not proof: the call still stops.
+TEST_F(CallStateMachineTest, UnmarkedUnavailableKeyedWriteWithNoResolutionStopsUnresolved) {
+  CallStateMachine& m = Make(KeyedPostWithoutQuery(seconds(5)));
+  m.Start(kT0);
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503, RetryAfter(seconds(1))), ResponseOf(503),
+                                       At(milliseconds(10)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kUnavailableUnresolved);
+  EXPECT_EQ(budget_.charges(), 0);
+}
+
+// Rule 5: an unmarked 503 to a keyed write with a status query is settled
+// by the query, charged to the allowance, never resent blindly.
+TEST_F(CallStateMachineTest, UnmarkedUnavailableKeyedWriteIsQueried) {
+  CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.0});
+  m.Start(kT0);
+  EXPECT_TRUE(IsWait(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(100))),
+                     milliseconds(25)));
+  EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kFound, Answered(200), ResponseOf(200),
+                                        At(milliseconds(130)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(allowance_.charges(), 1);
+  EXPECT_EQ(budget_.charges(), 0);
+}
+
+// Rule 5: with a deduplicating server the same key is resent; the doubt
+// stays, so the attempt cap ends the call UNKNOWN, not FAILED.
+TEST_F(CallStateMachineTest, UnmarkedUnavailableToADeduplicatingServerIsResentAndNeverFailed) {
+  CallPolicy p = KeyedPostWithoutQuery(seconds(5));
+  p.server_deduplicates = true;
+  p.max_attempts = 2;
+  CallStateMachine& m = Make(p, {0.5});
+  m.Start(kT0);
+  EXPECT_TRUE(
+      IsKind(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))), Kind::kWait));
+  EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(100))), Kind::kSendAttempt));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(110)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_THAT(budget_.charged_classes(), ElementsAre(AttemptClass::kUnavailableUnproven));
+}
+
+// The server's mark proves the 503 did nothing: the same write is retried
+// as transient and ends FAILED at the cap.
+TEST_F(CallStateMachineTest, MarkedUnavailableWriteIsRetriedAndFailsAtTheCap) {
+  CallPolicy p = UnkeyedPost(seconds(5));
+  p.max_attempts = 2;
+  CallStateMachine& m = Make(p, {0.5});
+  m.Start(kT0);
+  EXPECT_TRUE(
+      IsKind(m.OnAttemptDone(Answered(503, Rejected()), ResponseOf(503), At(milliseconds(10))),
+             Kind::kWait));
+  EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(100))), Kind::kSendAttempt));
+  EXPECT_TRUE(
+      IsFinish(m.OnAttemptDone(Answered(503, Rejected()), ResponseOf(503), At(milliseconds(110)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_THAT(budget_.charged_classes(), ElementsAre(AttemptClass::kRetryableTransient));
+}
+
+// An idempotent write is retried after an unmarked 503, but the doubt stays
+// in its history: at the cap it is UNKNOWN. A GET never is.
+TEST_F(CallStateMachineTest, UnmarkedUnavailablePutIsRetriedAndUnknownAtTheCapGetIsFailed) {
+  for (const bool put : {true, false}) {
+    SCOPED_TRACE(put);
+    CallPolicy p = put ? Put(seconds(5)) : Get(seconds(5));
+    p.max_attempts = 2;
+    CallStateMachine& m = Make(p, {0.5});
+    m.Start(kT0);
+    EXPECT_TRUE(
+        IsKind(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(10))), Kind::kWait));
+    EXPECT_TRUE(IsKind(m.OnWaitOver(At(milliseconds(100))), Kind::kSendAttempt));
+    EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(503), ResponseOf(503), At(milliseconds(110)))));
+    const CallResult r = Result();
+    EXPECT_EQ(r.outcome, put ? Outcome::kUnknown : Outcome::kFailed);
+    EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  }
 }
 
 // kNotFoundNoAttemptsLeft: an unfenced "not found" with no attempt left.
@@ -1175,7 +1286,7 @@ TEST_F(CallStateMachineTest, BudgetChargedOncePerWaitWithTheFailureClass) {
   // The second is the ambiguous kind (a timeout-like failure, priced as
   // such by a cost quota), whatever the request's idempotency.
   EXPECT_THAT(budget_.charged_classes(),
-              ElementsAre(AttemptClass::kRetryableTransient, AttemptClass::kAmbiguous));
+              ElementsAre(AttemptClass::kUnavailableUnproven, AttemptClass::kAmbiguous));
   EXPECT_THAT(budget_.throttled(), ElementsAre(false, false));
   EXPECT_TRUE(budget_.refunds().empty());
 }

@@ -66,7 +66,7 @@ TEST(ClassifierTest, ConflictIsInProgressOnlyWithAKey) {
 }
 
 TEST(ClassifierTest, TransientStatusesForEveryMethod) {
-  for (int s : {408, 425, 429, 503}) {
+  for (int s : {408, 421, 425, 429}) {
     for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
       EXPECT_EQ(Classify(WithStatus(s), t), AttemptClass::kRetryableTransient) << s;
     }
@@ -126,6 +126,23 @@ AttemptEvidence Rejected(int status) {
   AttemptEvidence ev = WithStatus(status);
   ev.hints.key_state = KeyState::kRejected;
   return ev;
+}
+
+// An unmarked 503 is an answer, not a proof (docs/adr/0031): the class says
+// so for every request, a Retry-After included; the server's mark makes it
+// transient, and so does the policy's declaration for its endpoint.
+TEST(ClassifierTest, UnmarkedUnavailableIsUnprovenForEveryRequest) {
+  for (const RequestTraits& t : {kPost, kPostNoKey, kPut, kGet}) {
+    EXPECT_EQ(Classify(WithStatus(503), t), AttemptClass::kUnavailableUnproven);
+    AttemptEvidence hinted = WithStatus(503);
+    hinted.hints.retry_after = std::chrono::seconds(1);
+    EXPECT_EQ(Classify(hinted, t), AttemptClass::kUnavailableUnproven);
+    EXPECT_EQ(Classify(Rejected(503), t), AttemptClass::kRetryableTransient);
+  }
+  ClassifierOptions origin;
+  origin.status_overrides[503] = AttemptClass::kRetryableTransient;
+  const DefaultClassifier declared(origin);
+  EXPECT_EQ(declared.Classify(WithStatus(503), kPost).cls, AttemptClass::kRetryableTransient);
 }
 
 TEST(ClassifierTest, TlsCertificateRejectedIsPermanent) {
@@ -204,7 +221,7 @@ TEST(ClassifierTest, OnlyRejectedKeyStateChangesTheClass) {
     EXPECT_EQ(Classify(ev, kPost), AttemptClass::kAmbiguous) << static_cast<int>(state);
     ev = WithStatus(503);
     ev.hints.key_state = state;
-    EXPECT_EQ(Classify(ev, kPost), AttemptClass::kRetryableTransient) << static_cast<int>(state);
+    EXPECT_EQ(Classify(ev, kPost), AttemptClass::kUnavailableUnproven) << static_cast<int>(state);
   }
 }
 

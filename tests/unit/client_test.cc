@@ -298,7 +298,7 @@ TEST_F(ClientTest, StatusQueryCallback) {
 }
 
 TEST_F(ClientTest, TransientErrorsExhaustAttemptsAndFail) {
-  fake_->Push(Step::Respond(503)).Push(Step::Respond(429)).Push(Step::Respond(503));
+  fake_->Push(Step::RespondRejected()).Push(Step::Respond(429)).Push(Step::RespondRejected());
   CallResult r = Make(fake_)->Execute(Post(), CallOptions{});
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
@@ -371,7 +371,7 @@ TEST_F(ClientTest, ServerDoNotRetryHeaderStops) {
 }
 
 TEST_F(ClientTest, RetryAfterPastTheDeadlineStopsAtOnce) {
-  fake_->Push(Step::RespondRetryAfter(503, "5"));
+  fake_->Push(Step::RespondRejected(503, {{"Retry-After", "5"}}));
   CallOptions call;
   call.timeout = seconds(2);
   CallResult r = Make(fake_)->Execute(Post(), call);
@@ -543,7 +543,7 @@ TEST_F(ClientTest, CancelledDuringAWaitStopsBeforeTheNextAttempt) {
     void OnWaitScheduled(Duration, bool) override { token->Cancel(); }
   } listener;
   listener.token = &token;
-  fake_->Push(Step::Respond(503)).Push(Step::Respond(201));
+  fake_->Push(Step::RespondRejected()).Push(Step::Respond(201));
   CallOptions call;
   call.cancellation = &token;
   call.listener = &listener;

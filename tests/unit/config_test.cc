@@ -249,9 +249,9 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
       {R"({"saferetry": {"classification": {"5xx": "ambiguous"}}})",
        R"($.saferetry.classification["5xx"]: expected an HTTP status 100..599 as the field name)"},
       {R"({"saferetry": {"classification": {"503": "maybe"}}})",
-       R"($.saferetry.classification["503"]: expected one of "success", "permanent", "precondition_failed", "in_progress", "retryable_transient", "ambiguous", got "maybe")"},
+       R"($.saferetry.classification["503"]: expected one of "success", "permanent", "precondition_failed", "in_progress", "retryable_transient", "ambiguous", "unavailable_unproven", got "maybe")"},
       {R"({"saferetry": {"classification": {"503": "retryable_not_delivered"}}})",
-       R"($.saferetry.classification["503"]: expected one of "success", "permanent", "precondition_failed", "in_progress", "retryable_transient", "ambiguous", got "retryable_not_delivered")"},
+       R"($.saferetry.classification["503"]: expected one of "success", "permanent", "precondition_failed", "in_progress", "retryable_transient", "ambiguous", "unavailable_unproven", got "retryable_not_delivered")"},
       {R"({"saferetry": {"colour": "blue"}})",
        "$.saferetry.colour: unknown field (expected one of jitter, deadline, attemptTimeout, "
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
@@ -659,6 +659,12 @@ class RetryableCodesTest : public ::testing::Test {
     ev.http_status = code;
     return ev;
   }
+  // A 503 marked `Idempotency-Key-State: rejected`: refused before any work.
+  static AttemptEvidence Rejected503() {
+    AttemptEvidence ev = Status(503);
+    ev.hints.key_state = KeyState::kRejected;
+    return ev;
+  }
   static AttemptEvidence NoResponse(absl::Status s) {
     AttemptEvidence ev;
     ev.delivery = Delivery::kMaybeDelivered;
@@ -712,11 +718,20 @@ TEST_F(RetryableCodesTest, IdempotentRequestsRetryAmbiguousStatusesOnlyWhenListe
 }
 
 TEST_F(RetryableCodesTest, NotProcessedStatusesAreRetriedOnlyWhenListed) {
-  EXPECT_EQ(Classify(kUnavailableOnly, Status(503), false).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ(Classify(kUnavailableOnly, Rejected503(), false).cls,
+            AttemptClass::kRetryableTransient);
   const Classification c = Classify(kUnavailableOnly, Status(429), false);
   EXPECT_EQ(c.cls, AttemptClass::kPermanent);
   EXPECT_EQ(c.reason, "not processed; its code is not in retryableStatusCodes");
-  EXPECT_EQ(Classify(kInternal, Status(503), false).cls, AttemptClass::kPermanent);
+  EXPECT_EQ(Classify(kInternal, Rejected503(), false).cls, AttemptClass::kPermanent);
+  // An unmarked 503 is doubt (docs/adr/0031): listed, an idempotent request
+  // may be resent; not listed, nothing is, and a write is settled or UNKNOWN.
+  const Classification listed = Classify(kUnavailableOnly, Status(503), true);
+  EXPECT_EQ(listed.cls, AttemptClass::kUnavailableUnproven);
+  EXPECT_FALSE(listed.no_retry);
+  const Classification not_listed = Classify(kInternal, Status(503), true);
+  EXPECT_EQ(not_listed.cls, AttemptClass::kUnavailableUnproven);
+  EXPECT_TRUE(not_listed.no_retry);
   // Statuses no code names keep their default class.
   EXPECT_EQ(Classify(kInternal, Status(408), false).cls, AttemptClass::kRetryableTransient);
   EXPECT_EQ(Classify(kInternal, Status(422), false).cls, AttemptClass::kPermanent);
@@ -759,7 +774,10 @@ TEST(GrpcCodesClassifierTest, ClassifiesLikeTheJsonPolicy) {
     ev.http_status = code;
     return ev;
   };
-  EXPECT_EQ((*classifier)->Classify(status(503), unsafe).cls, AttemptClass::kRetryableTransient);
+  AttemptEvidence rejected = status(503);
+  rejected.hints.key_state = KeyState::kRejected;
+  EXPECT_EQ((*classifier)->Classify(rejected, unsafe).cls, AttemptClass::kRetryableTransient);
+  EXPECT_EQ((*classifier)->Classify(status(503), unsafe).cls, AttemptClass::kUnavailableUnproven);
   EXPECT_EQ((*classifier)->Classify(status(502), unsafe).cls, AttemptClass::kAmbiguous);
   EXPECT_EQ((*classifier)->Classify(status(502), idempotent).cls, AttemptClass::kAmbiguous);
   EXPECT_FALSE((*classifier)->Classify(status(502), idempotent).no_retry);

@@ -336,7 +336,7 @@ TEST(RejectedBeforeWork, IsRetriedAndCreatesOneOrder) {
 TEST(BudgetHonesty, RetryRefusedByTheDeadlineIsNotCharged) {
   auto clock = std::make_shared<FakeClock>();
   auto fake = std::make_shared<FakeTransport>(clock);
-  fake->Push(Step::RespondRetryAfter(503, "5"));
+  fake->Push(Step::RespondRejected(503, {{"Retry-After", "5"}}));
   auto budget = std::make_shared<CountingBudget>();
   ClientOptions o;
   o.transport = fake;

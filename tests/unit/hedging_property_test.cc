@@ -63,8 +63,11 @@ bool IsFinal(Scripted::Answer a) {
   return a == Scripted::Answer::k200 || a == Scripted::Answer::k404;
 }
 
+// The scripted 503 carries no mark: a gateway may have forwarded the request
+// before answering it (docs/adr/0031), so it is doubt like a lost answer.
 bool MayHaveTakenEffect(Scripted::Answer a) {
-  return a == Scripted::Answer::kLost || a == Scripted::Answer::kHang;
+  return a == Scripted::Answer::kLost || a == Scripted::Answer::kHang ||
+         a == Scripted::Answer::k503;
 }
 
 TEST(HedgingPropertyTest, InvariantsHoldForSeededRandomCalls) {

@@ -284,10 +284,11 @@ class TraceCallTest : public ::testing::Test {
     call_.status_url = "http://127.0.0.1:8080/orders/by-key/{key}";
   }
 
-  // 503, then committed and lost, then two status queries: processing, found.
+  // 503 (refused before any work), then committed and lost, then two status
+  // queries: processing, found.
   CallResult RetriedAndQueried(const Request& request) {
     const int before = fake_->send_count();
-    fake_->Push(Step::Respond(503))
+    fake_->Push(Step::RespondRejected())
         .Push(Step::CommitThenLost())
         .Push(Step::Respond(202))
         .Push(Step::Respond(200, {}, R"({"order":1})"));

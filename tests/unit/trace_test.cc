@@ -1,7 +1,8 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
 // The per-call trace of a scripted call (a refused connection, a 503 with
-// Retry-After, a lost response resolved by a status query), compared with an
+// Retry-After marked refused before any work, a lost response resolved by a
+// status query), compared with an
 // exact expected record; and redaction of every secret.
 
 #include "saferetry/trace.h"
@@ -54,7 +55,7 @@ class TraceTest : public ::testing::Test {
     Step refused = Step::NotSent();
     refused.result.status =
         absl::UnavailableError("connect to http://bob:pa55word@127.0.0.1:8080 refused");
-    Step busy = Step::Respond(503, {{"Retry-After", "2"}, {"X-Request-Id", "down-1"}});
+    Step busy = Step::RespondRejected(503, {{"Retry-After", "2"}, {"X-Request-Id", "down-1"}});
     busy.result.timings.connect = microseconds(250);
     busy.result.timings.first_byte = microseconds(750);
     Step lost = Step::CommitThenLost();
@@ -126,7 +127,7 @@ TEST_F(TraceTest, ScriptedCallProducesTheExactRecord) {
        "transport_status": {"code": "OK", "message": ""},
        "http_status": 503,
        "classification": "retryable_transient",
-       "reason": "503: unavailable, not processed",
+       "reason": "rejected before any work (Idempotency-Key-State): not applied, retryable status",
        "retry_after_ms": 2000, "do_not_retry": false, "downstream_request_id": "down-1",
        "budget_balance": 8.0, "deadline_remaining_ms": 29948,
        "delay_after_ms": 2000, "delay_source": "server_hint",

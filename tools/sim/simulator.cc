@@ -605,7 +605,10 @@ void Engine::Deliver(std::int32_t call, std::size_t flight, Reply reply, TimePoi
       ev.http_status = 200;
       break;
     case Reply::kUnavailable:
+      // Refused before any work, and said so as the server half says it
+      // (docs/server-contract.md): the client may retry it as transient.
       ev.http_status = 503;
+      ev.hints.key_state = saferetry::KeyState::kRejected;
       break;
     case Reply::kConflict:
     case Reply::kProcessing:

@@ -108,7 +108,8 @@ struct LatencyModel {
 /// The downstream service.
 struct ServerModel {
   /// Independent failures: this fraction of processed attempts answers 503
-  /// (nothing committed). Status queries are not affected.
+  /// (nothing committed), marked `Idempotency-Key-State: rejected` as the
+  /// server half marks every 503 it sends. Status queries are not affected.
   double failure_rate = 0;
   /// Lost responses: this fraction of committed attempts loses its reply (the
   /// client sees a connection reset after sending: maybe delivered).
@@ -144,7 +145,7 @@ struct ServerModel {
   LatencyModel service{LatencyModel::Kind::kExponential, std::chrono::milliseconds(20),
                        Duration{0}};
   /// Concurrent requests (attempts and queries) the server can hold; a
-  /// request arriving above it gets 503 at once (load-driven overload). 0 =
+  /// request arriving above it gets 503 `rejected` at once (load-driven overload). 0 =
   /// unlimited.
   int capacity = 0;
   /// An outage: between these offsets from the start every request is

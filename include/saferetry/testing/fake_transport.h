@@ -42,6 +42,11 @@ struct Step {
   static Step Respond(int status, Headers headers = {}, std::string body = {});
   /// A `status` response carrying `Retry-After: <retry_after>`.
   static Step RespondRetryAfter(int status, std::string retry_after);
+  /// A `status` response (503 by default) marked `Idempotency-Key-State:
+  /// rejected`: the server refused it before any work, as the server half
+  /// marks every 503 it sends. An unmarked 503 is doubt for a write
+  /// (docs/adr/0031-unmarked-503-is-doubt.md); this one is not.
+  static Step RespondRejected(int status = 503, Headers headers = {});
 
   /// Sets the time the step takes (default 1 ms; capped by the timeout).
   Step& After(Duration d) {

@@ -43,10 +43,16 @@ enum class OrderFault {
   /// The server commits the order; the client times out waiting (the
   /// attempt hangs for its whole timeout on the fake clock).
   kCommitThenHang,
-  /// 503 with `Retry-After: 1`, nothing committed.
+  /// 503 with `Retry-After: 1`, nothing committed, and no
+  /// `Idempotency-Key-State`: the client cannot tell it from
+  /// `kCommitThenGatewayUnavailable`.
   kUnavailable,
   /// The server commits, then answers 500.
   kInternalErrorAfterCommit,
+  /// The server commits the order (or replays it), then a gateway in front
+  /// of it answers 503 itself, unmarked (a mesh sidecar whose upstream reset
+  /// after the request was forwarded).
+  kCommitThenGatewayUnavailable,
   /// The request is still running: the server answers 409 and commits the
   /// order right after (so a later poll finds it).
   kInProgressThenCommit,
