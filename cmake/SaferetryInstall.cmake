@@ -1,6 +1,7 @@
 # Install rules: headers, libraries, tools, the CMake package and a pkg-config file.
 include(CMakePackageConfigHelpers)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/saferetry DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/include/saferetry/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/saferetry)
 install(TARGETS saferetry saferetry_curl saferetry_testing
         EXPORT saferetryTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -60,8 +61,10 @@ endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/saferetryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/saferetryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
+# find_package(saferetry 0.3) accepts 0.3.x only while the major version is 0, any 1.x from 1.0 on: the rule of
+# docs/api-stability.md, set beside the SONAME in cmake/SaferetryVersion.cmake.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/saferetryConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
+  COMPATIBILITY ${SAFERETRY_PACKAGE_COMPATIBILITY})
 install(FILES ${PROJECT_BINARY_DIR}/saferetryConfig.cmake ${PROJECT_BINARY_DIR}/saferetryConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/saferetry)
 file(RELATIVE_PATH SAFERETRY_PC_PREFIX_REL "/r/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/r")

@@ -588,6 +588,21 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
   EXPECT_EQ(run.err, "");
 }
 
+TEST(HelpTest, HelpListsTheSubcommands) {
+  CliRun run = RunCli({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("Subcommands:\n  reconcile "));
+  EXPECT_THAT(run.out, HasSubstr("--version"));
+}
+
+TEST(HelpTest, VersionPrintsTheProjectVersionAndExitsZero) {
+  // Without a URL too: --version needs nothing else.
+  CliRun run = RunCli({"--version"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.out, "saferetry " SAFERETRY_PROJECT_VERSION "\n");
+  EXPECT_EQ(run.err, "");
+}
+
 // ---------------------------------------------------------------------------
 // Success and the default key.
 

@@ -4,13 +4,23 @@
 // server, and the libcurl transport factory.
 
 #include <cstdio>
+#include <string_view>
 
 #include "saferetry/client.h"
 #include "saferetry/curl_transport.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/simulated_order_server.h"
+#include "saferetry/version.h"
 
 int main() {
+#ifdef SAFERETRY_EXPECTED_VERSION
+  // The installed saferetry/version.h is the package's version (find_package's saferetry_VERSION).
+  if (std::string_view(saferetry::kVersion) != SAFERETRY_EXPECTED_VERSION) {
+    std::printf("saferetry/version.h says %s, the package %s\n", saferetry::kVersion,
+                SAFERETRY_EXPECTED_VERSION);
+    return 1;
+  }
+#endif
   auto curl = saferetry::MakeCurlTransport({});
   if (!curl.ok()) return 1;
   auto clock = std::make_shared<saferetry::testkit::FakeClock>();

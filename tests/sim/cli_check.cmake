@@ -1,7 +1,7 @@
 # Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 #
-# cmake -DSIM=<saferetry-sim> -P cli_check.cmake: bad flags exit 64 with a message naming the flag;
-# the tail preset's JSON carries the hedging figures.
+# cmake -DSIM=<saferetry-sim> -DVERSION=<project version> -P cli_check.cmake: bad flags exit 64 with a message
+# naming the flag; --version prints "saferetry-sim VERSION"; the tail preset's JSON carries the hedging figures.
 foreach(case "--clients;x;--clients" "--failure-rate;2;--failure-rate" "--jitter;wild;--jitter"
              "--loss-rate;-0.5;--loss-rate" "--slow-rate;2;--slow-rate"
              "--tail-rate;2;--tail-rate" "--tail-factor;0.5;--tail-factor"
@@ -40,3 +40,8 @@ foreach(field p99_ms_no_hedge p99_ms_hedged extra_request_ratio)
     message(FATAL_ERROR "--preset tail --json: no ${field} in ${out}")
   endif()
 endforeach()
+
+execute_process(COMMAND ${SIM} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out STREQUAL "saferetry-sim ${VERSION}\n" OR NOT err STREQUAL "")
+  message(FATAL_ERROR "--version: exit ${rc}, printed \"${out}\" (${err}), expected \"saferetry-sim ${VERSION}\"")
+endif()

@@ -27,10 +27,10 @@ saferetry_set_warnings(exhaustive_test)
 gtest_discover_tests(exhaustive_test DISCOVERY_TIMEOUT 60
                      PROPERTIES LABELS "exhaustive;property;sim" TIMEOUT 300)
 
-# The tool: a bad flag is named (exit code 64 is checked by tests/sim/cli_check.cmake), and
-# --json carries the contention fields.
+# The tool: a bad flag is named (exit code 64 is checked by tests/sim/cli_check.cmake), --version prints
+# project()'s version, and --json carries the contention fields.
 add_test(NAME saferetry_sim_bad_flag
-         COMMAND ${CMAKE_COMMAND} -DSIM=$<TARGET_FILE:saferetry_sim>
+         COMMAND ${CMAKE_COMMAND} -DSIM=$<TARGET_FILE:saferetry_sim> -DVERSION=${PROJECT_VERSION}
                  -P ${PROJECT_SOURCE_DIR}/tests/sim/cli_check.cmake)
 set_tests_properties(saferetry_sim_bad_flag PROPERTIES LABELS sim)
 add_test(NAME saferetry_sim_json_contention

@@ -8,6 +8,8 @@
 // saferetry reconcile --journal FILE ...: resolves the journal's unfinished
 // intents by status queries and prints one JSON line per intent.
 //
+// saferetry --version: prints "saferetry MAJOR.MINOR.PATCH".
+//
 // Exit codes: 0 SUCCEEDED, 1 FAILED, 2 UNKNOWN, 64 usage error or bad input,
 // 74 the journal cannot be opened, read or written.
 
@@ -46,6 +48,7 @@
 #include "saferetry/redaction.h"
 #include "saferetry/result.h"
 #include "saferetry/sqlite_journal.h"
+#include "saferetry/version.h"
 #ifdef SAFERETRY_CLI_HAS_POSTGRES
 #include "saferetry/postgres_journal.h"
 #endif
@@ -703,6 +706,12 @@ int Run(int argc, char** argv) {
       "request SUCCEEDED (exit 0), FAILED (exit 1) or is UNKNOWN (exit 2); exit 64 for bad "
       "input.",
       "saferetry"};
+  app.set_version_flag("--version", "saferetry " SAFERETRY_VERSION_STRING,
+                       "Print the version (saferetry MAJOR.MINOR.PATCH) and exit");
+  app.footer(
+      "Subcommands:\n"
+      "  reconcile   Resolve a journal's unfinished intents by status queries (saferetry "
+      "reconcile --help)");
   app.add_option("URL", flags.url, "Absolute http:// or https:// URL")->required();
   CLI::Option* method = app.add_option("-X,--request", flags.method,
                                        "Method (default GET, or POST when a body is given)");
@@ -767,6 +776,8 @@ int Run(int argc, char** argv) {
     return app.exit(e);  // Prints the help on stdout; 0.
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);  // Prints the version on stdout; 0.
   } catch (const CLI::RequiredError& e) {
     // CLI11 checks required arguments before unexpected ones: name an unknown
     // flag first, it is the likelier mistake.

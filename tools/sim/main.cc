@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "saferetry/version.h"
 #include "tools/sim/policy_file.h"
 #include "tools/sim/presets.h"
 
@@ -125,6 +126,8 @@ bool Plot(const std::string& csv, const std::string& png, const std::string& tit
 
 int main(int argc, char** argv) {
   CLI::App app{"saferetry-sim: a deterministic discrete-event simulation of retry policies"};
+  app.set_version_flag("--version", "saferetry-sim " SAFERETRY_VERSION_STRING,
+                       "Print the version (saferetry-sim MAJOR.MINOR.PATCH) and exit");
   std::string preset;
   bool sweep = false;
   bool breaker = false;
@@ -194,6 +197,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return Usage(e.what());
