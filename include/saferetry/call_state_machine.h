@@ -12,10 +12,6 @@
 //   OnStatusAnswer(answer, evidence)   Finish  -> TakeResult()
 //   OnCancelled(now)
 //
-// The drivers report answers in place (`NewEvidence`, then
-// `OnAttemptDoneInPlace` / `OnStatusAnswerInPlace`): the same decisions,
-// with the evidence written where the result keeps it.
-//
 // Order of checks after an attempt (docs/design.md; each rule is proved by a
 // test in tests/unit/call_state_machine_test.cc):
 //   1. classify (then the response predicate, when the policy has one:
@@ -69,7 +65,6 @@
 #include <optional>
 #include <vector>
 
-#include "absl/base/optimization.h"
 #include "saferetry/backoff.h"
 #include "saferetry/cancellation.h"
 #include "saferetry/circuit_breaker.h"
@@ -238,11 +233,7 @@ class CallStateMachine {
   CallStateMachine& operator=(CallStateMachine&&) noexcept = default;
   CallStateMachine(const CallStateMachine&) = delete;
   CallStateMachine& operator=(const CallStateMachine&) = delete;
-  ~CallStateMachine() {
-    // Most calls allocate neither: the checks are laid out for that.
-    if (ABSL_PREDICT_FALSE(later_ != nullptr)) later_.reset();
-    if (ABSL_PREDICT_FALSE(owned_ != nullptr)) owned_.reset();
-  }
+  ~CallStateMachine() = default;
 
   /// Starts the call in both budgets and returns the first send. Chooses the
   /// time plan (`plan()`) and completes the policy with the default
@@ -277,22 +268,6 @@ class CallStateMachine {
   CallAction OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
                             std::optional<Response> response, TimePoint now);
 
-  /// The evidence written where it stays. `NewEvidence` appends a
-  /// default-constructed `AttemptEvidence` to the result and returns it; the
-  /// driver writes the evidence of the attempt or status query that just
-  /// ended into it, then reports that answer with `OnAttemptDoneInPlace`
-  /// (given that reference back: `evidence` must be the one `NewEvidence`
-  /// returned) or `OnStatusAnswerInPlace`, which read it there instead of
-  /// taking it by value (the 248-byte evidence is never moved). Exactly one report
-  /// follows each `NewEvidence`; the reference is valid until it. The
-  /// decisions are those of `OnAttemptDone` and `OnStatusAnswer`, which are
-  /// these with the evidence moved in; a late answer to a finished call is
-  /// dropped from the result, as it was before.
-  AttemptEvidence& NewEvidence();
-  CallAction OnAttemptDoneInPlace(std::uint32_t attempt_id, AttemptEvidence& evidence,
-                                  std::optional<Response>&& response, TimePoint now);
-  CallAction OnStatusAnswerInPlace(StatusAnswer answer, std::optional<Response>&& response,
-                                   TimePoint now);
   CallAction OnCancelled(TimePoint now);
   /// Cancels the call as its token would (for a driver that cancels calls
   /// itself, e.g. `AsyncClient::Cancel`, with no token of its own): from
@@ -303,8 +278,7 @@ class CallStateMachine {
   /// Whether the call is cancelled: `Cancel()`, or the token given to the
   /// constructor.
   bool cancelled() const {
-    return cancelled_ ||
-           (ABSL_PREDICT_FALSE(cancellation_ != nullptr) && cancellation_->IsCancelled());
+    return cancelled_ || (cancellation_ != nullptr && cancellation_->IsCancelled());
   }
 
   bool finished() const { return finished_; }
@@ -324,11 +298,6 @@ class CallStateMachine {
   const CallPolicy& policy() const { return *policy_; }
   /// The result; valid once an action of kind kFinish was returned.
   CallResult TakeResult() { return std::move(Synced()); }
-  /// The result where the machine built it, for a driver that completes it
-  /// and hands it on from there: one move fewer than `TakeResult`. Valid
-  /// once an action of kind kFinish was returned; the machine does not read
-  /// it again, so the driver may move from it.
-  CallResult& finished_result() { return Synced(); }
   /// Read-only view of the result being built (evidence so far, and the
   /// sends counted). Without `BuildResultIn`, reading it before the first
   /// answer allocates the machine's result.
@@ -341,27 +310,14 @@ class CallStateMachine {
   /// Without it the machine allocates its result when the first answer
   /// comes (or the call ends), so a call waiting for its first answer holds
   /// no result.
-  void BuildResultIn(CallResult* out) { result_.Borrow(out); }
+  void BuildResultIn(CallResult* out) {
+    owned_result_.reset();
+    result_ = out;
+  }
 
  private:
   enum class Next : std::uint8_t { kAttempt, kStatusQuery };
   CallAction Finish(Outcome outcome, StopReason reason, TimePoint now);
-  // `SendNow`, `OnAttemptDoneInPlace` and `Finish` as the plain path
-  // (`plain_`, kPlain true) or the full one: one body each, in which a plain
-  // call's checks of a breaker, a response predicate, hedges, polls and the
-  // `Later` block are not compiled in.
-  template <bool kPlain>
-  CallAction SendNowAs(TimePoint now);
-  template <bool kPlain>
-  CallAction OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEvidence& evidence,
-                             std::optional<Response>&& response, TimePoint now);
-  template <bool kPlain>
-  CallAction FinishAs(CallResult& r, Outcome outcome, StopReason reason,
-                      TimePoint now);     // `r`: `out()`
-  CallAction SendNowFull(TimePoint now);  // `SendNowAs<false>`, out of line
-  CallAction OnAttemptDoneFull(std::uint32_t attempt_id, AttemptEvidence& evidence,
-                               std::optional<Response>&& response,
-                               TimePoint now);  // `OnAttemptDoneAs<false>`, out of line
   CallAction FinishFailure(StopReason reason, TimePoint now);
   // `poll`: the next send is a poll (a status query, or a resend while the
   // server says "in progress"), paced and capped as such.
@@ -386,49 +342,11 @@ class CallStateMachine {
   };
   std::unique_ptr<Owned> owned_;
 
-  // The result being built, in one word: `BuildResultIn`'s (borrowed), else
-  // allocated on first use (`NewResult`) and owned, told apart by the
-  // pointer's low bit (a `CallResult` is aligned to 8).
-  class ResultPtr {
-   public:
-    ResultPtr() = default;
-    ResultPtr(ResultPtr&& other) noexcept : bits_(other.bits_) { other.bits_ = 0; }
-    ResultPtr& operator=(ResultPtr&& other) noexcept {
-      if (this != &other) {
-        Reset();
-        bits_ = other.bits_;
-        other.bits_ = 0;
-      }
-      return *this;
-    }
-    ResultPtr(const ResultPtr&) = delete;
-    ResultPtr& operator=(const ResultPtr&) = delete;
-    ~ResultPtr() { Reset(); }
-    CallResult* get() const { return reinterpret_cast<CallResult*>(bits_ & ~kOwned); }
-    void Borrow(CallResult* result) {
-      Reset();
-      bits_ = reinterpret_cast<std::uintptr_t>(result);
-    }
-    void Own(std::unique_ptr<CallResult> result) {
-      Reset();
-      bits_ = reinterpret_cast<std::uintptr_t>(result.release()) | kOwned;
-    }
-
-   private:
-    static constexpr std::uintptr_t kOwned = 1;
-    static_assert(alignof(CallResult) > 1, "the low bit is free");
-    void Reset() {
-      if (ABSL_PREDICT_FALSE((bits_ & kOwned) != 0)) delete get();
-      bits_ = 0;
-    }
-    std::uintptr_t bits_ = 0;
-  };
-  // Inline: a call reads it a dozen times.
-  CallResult& out() const {
-    CallResult* const r = result_.get();
-    return ABSL_PREDICT_TRUE(r != nullptr) ? *r : NewResult();
-  }
-  CallResult& NewResult() const;
+  // The result being built: `BuildResultIn`'s, else allocated on first use
+  // (`out()`) and owned.
+  CallResult& out() const;
+  mutable CallResult* result_ = nullptr;
+  mutable std::unique_ptr<CallResult> owned_result_;
   // `out()` with the counts the machine keeps until then written in.
   CallResult& Synced() const {
     CallResult& r = out();
@@ -436,7 +354,6 @@ class CallStateMachine {
     r.status_queries = status_queries_;
     return r;
   }
-  mutable ResultPtr result_;
   int attempts_ = 0;        // `CallResult::attempts`
   int status_queries_ = 0;  // `CallResult::status_queries`
   TimePoint start_{};
@@ -473,11 +390,7 @@ class CallStateMachine {
   Next pending_ = Next::kAttempt;
   std::uint8_t plan_kind_ = 0;  // `plan()`'s `TimePlanKind`, chosen by `Start`
   bool cancelled_ = false;      // `Cancel()`
-  // No breaker, response predicate or hedging, the request sent first (not
-  // a status query), and no `Later` block yet: set by `Start`, cleared when
-  // `MutableLater` allocates the block.
-  bool plain_ = false;
-  int attempts_counted_ = 0;  // sends that count against max_attempts
+  int attempts_counted_ = 0;    // sends that count against max_attempts
 
   // What a call needs only once it waits, polls, hedges or meets a final
   // answer it cannot trust, allocated then (`MutableLater`): a call whose
@@ -515,15 +428,13 @@ class CallStateMachine {
     bool seen_in_progress = false;
   };
   static const Later kNoLater;
-  const Later& later() const { return ABSL_PREDICT_FALSE(later_ != nullptr) ? *later_ : kNoLater; }
+  const Later& later() const { return later_ != nullptr ? *later_ : kNoLater; }
   Later& MutableLater();
   InFlight& Slot(int i) {
-    return ABSL_PREDICT_TRUE(i == 0) ? in_flight0_
-                                     : later_->hedges[static_cast<std::size_t>(i - 1)];
+    return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
   }
   const InFlight& Slot(int i) const {
-    return ABSL_PREDICT_TRUE(i == 0) ? in_flight0_
-                                     : later_->hedges[static_cast<std::size_t>(i - 1)];
+    return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
   }
   std::unique_ptr<Later> later_;
 };

@@ -385,9 +385,7 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
       if (decided_by_answer && !f.status_query) latencies_.Add(now - f.start);
     }
     call.flights.clear();
-    // Finished where the machine built it, and moved once: into the
-    // caller's callback.
-    CallResult& result = call.machine.finished_result();
+    CallResult result = call.machine.TakeResult();
     call.session.FinishIn(result);
     Calls::node_type node = calls_.extract(call.id);
     std::unique_ptr<Call> keep = std::move(node.mapped());

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/base/attributes.h"
-#include "absl/base/optimization.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_internal.h"
@@ -31,7 +30,7 @@ CallResult Unresolved(std::string_view key, StopReason reason, absl::Status stat
 
 }  // namespace
 
-ABSL_ATTRIBUTE_NOINLINE CallResult CallSession::EndEarly(CallResult result) const {
+CallResult CallSession::EndEarly(CallResult result) const {
   if (listener_ != nullptr) listener_->OnFinish(result);
   return result;
 }
@@ -41,7 +40,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   // Bad input never reaches the listener: nothing started.
   RequestScan scan;
   if (absl::Status s = PrepareCall(client_, fingerprints, *request_, options, start, call_, &scan);
-      ABSL_PREDICT_FALSE(!s.ok())) {
+      !s.ok()) {
     return InvalidCall(std::move(s));
   }
   request_validated_ = true;
@@ -51,8 +50,7 @@ std::optional<CallResult> CallSession::Begin(KeyFingerprints& fingerprints, Unse
   SetUpTrace(options.tracer, options.trace_context, scan);
   // Only in-memory work between the start and the first send without a
   // listener, a tracer or a journal: that send's start is the call's.
-  start_unused_ = (listener_ == nullptr) & (active_ == nullptr) & (call_.journal() == nullptr);
-  plain_ = start_unused_ & !call_.policy.hedging;
+  start_unused_ = listener_ == nullptr && active_ == nullptr && call_.journal() == nullptr;
   return std::nullopt;
 }
 
@@ -157,9 +155,9 @@ void CallSession::KeepCallOptions(CallOptions& options) {
   if (is_template) call_.status_url = &kept;
 }
 
-ABSL_ATTRIBUTE_NOINLINE void CallSession::ReadTraceContext(
-    AttemptTracer* tracer, const std::optional<TraceContext>& given_context,
-    const RequestScan& scan) {
+void CallSession::ReadTraceContext(AttemptTracer* tracer,
+                                   const std::optional<TraceContext>& given_context,
+                                   const RequestScan& scan) {
   AttemptTracer* const chosen = tracer != nullptr ? tracer : client_.tracer.get();
   const bool active = chosen != nullptr || given_context.has_value();
   const std::size_t parents = scan.traceparents;
@@ -220,8 +218,8 @@ ABSL_ATTRIBUTE_NOINLINE void CallSession::ReadTraceContext(
   }
 }
 
-ABSL_ATTRIBUTE_NOINLINE void CallSession::StampTrace(const AttemptSpanStart& start,
-                                                     std::size_t slot, SendHeaders& headers) {
+void CallSession::StampTrace(const AttemptSpanStart& start, std::size_t slot,
+                             SendHeaders& headers) {
   std::optional<TraceParent>& sent = active_->sent[slot];
   sent = active_->caller;
   std::string_view parent_value = active_->traceparent;
@@ -248,8 +246,8 @@ ABSL_ATTRIBUTE_NOINLINE void CallSession::StampTrace(const AttemptSpanStart& sta
 }
 
 std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
-  if (ABSL_PREDICT_TRUE(first_trace_.attempt_id == attempt_id)) return 0;
-  if (ABSL_PREDICT_TRUE(rare_ == nullptr)) {
+  if (first_trace_.attempt_id == attempt_id) return 0;
+  if (rare_ == nullptr) {
     return attempt_id == 0 ? 1 : kTraceSlots;  // the hedges' are all free
   }
   for (std::size_t i = 1; i < kQuerySlot; ++i) {
@@ -258,8 +256,7 @@ std::size_t CallSession::TraceSlot(std::uint32_t attempt_id) const {
   return kTraceSlots;
 }
 
-ABSL_ATTRIBUTE_NOINLINE void CallSession::RecordTraceContext(std::size_t slot,
-                                                             AttemptEvidence& ev) const {
+void CallSession::RecordTraceContext(std::size_t slot, AttemptEvidence& ev) const {
   const std::optional<TraceParent> sent =
       active_ != nullptr ? active_->sent[slot]
       : caller_trace_header_ > 0
@@ -276,14 +273,6 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
-  if (ABSL_PREDICT_TRUE(plain_)) {
-    // One send at a time (no hedges): the first slot is free.
-    first_trace_.attempt_id = action.attempt_id;
-    first_trace_.resend_count = request_sends_++;
-    ao.timeout = action.timeout;
-    ao.extra_headers = headers.view();
-    return std::nullopt;
-  }
   if (listener_ != nullptr) listener_->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
@@ -315,7 +304,7 @@ void CallSession::HoldResolve(std::string key, ResolveOptions options) {
   rare().held_resolve.emplace(std::move(key), std::move(options));
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallSession::Rare& CallSession::rare() {
+CallSession::Rare& CallSession::rare() {
   if (rare_ == nullptr) rare_ = std::make_unique<Rare>();
   return *rare_;
 }
@@ -324,22 +313,14 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
                                      TransportResult&& tr, TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  // Written where it stays: in the result the machine builds.
-  AttemptEvidence& ev = machine.NewEvidence();
+  AttemptEvidence ev;
   FillEvidence(tr, t0, t1, clock, call_.retry->options(), ev);
-  if (ABSL_PREDICT_TRUE(plain_)) {
-    // The one send in flight is in the first slot (`BeforeAttempt`).
-    RecordTrace(0, tr.redirects, ev);
-    first_trace_.attempt_id = 0;
-  } else if (const std::size_t slot = TraceSlot(attempt_id);
-             slot != kTraceSlots && attempt_id != 0) {
+  if (const std::size_t slot = TraceSlot(attempt_id); slot != kTraceSlots && attempt_id != 0) {
     RecordTrace(slot, tr.redirects, ev);
     TraceAt(slot).attempt_id = 0;
   }
   request_sends_ += tr.redirects;
-  CallAction next = machine.OnAttemptDoneInPlace(attempt_id, ev, std::move(tr.response), t1);
-  // Who is told first: most calls have neither a listener nor a tracer.
-  if (ABSL_PREDICT_TRUE(plain_)) return next;
+  CallAction next = machine.OnAttemptDone(attempt_id, std::move(ev), std::move(tr.response), t1);
   AttemptTracer* const t = tracer();
   if ((listener_ != nullptr || t != nullptr) && !machine.result().evidence.empty()) {
     const AttemptEvidence& recorded = machine.result().evidence.back();
@@ -349,9 +330,10 @@ CallAction CallSession::AfterAttempt(CallStateMachine& machine, std::uint32_t at
   return next;
 }
 
-ABSL_ATTRIBUTE_NOINLINE std::optional<CallAction> CallSession::BeforeStatusQuery(
-    CallStateMachine& machine, const CallAction& action, const Request** query,
-    SendHeaders& headers, AttemptOptions& ao) {
+std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machine,
+                                                         const CallAction& action,
+                                                         const Request** query,
+                                                         SendHeaders& headers, AttemptOptions& ao) {
   if (listener_ != nullptr) listener_->OnAttemptStart(action.number, true);
   if (call_.use_callback) {
     const StatusQuery& spec = call_.retry->options().status_query;
@@ -360,12 +342,12 @@ ABSL_ATTRIBUTE_NOINLINE std::optional<CallAction> CallSession::BeforeStatusQuery
     const TimePoint t0 = clock.Now();
     StatusQueryReply reply = spec.callback(call_.key, action.timeout);
     const TimePoint t1 = clock.Now();
-    AttemptEvidence& ev = machine.NewEvidence();
+    AttemptEvidence ev;
     FillEvidence(reply.result, t0, t1, clock, call_.retry->options(), ev);
     // Not a request: no trace context, but counted with the queries.
     ev.resend_count = query_sends_++;
     CallAction next =
-        machine.OnStatusAnswerInPlace(reply.answer, std::move(reply.result.response), t1);
+        machine.OnStatusAnswer(reply.answer, std::move(ev), std::move(reply.result.response), t1);
     if (listener_ != nullptr) {
       listener_->OnAttemptEnd(machine.result().evidence.back());
     }
@@ -392,17 +374,16 @@ ABSL_ATTRIBUTE_NOINLINE std::optional<CallAction> CallSession::BeforeStatusQuery
   return std::nullopt;
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallSession::AfterStatusQuery(CallStateMachine& machine,
-                                                                 TransportResult&& tr,
-                                                                 TimePoint t0) {
+CallAction CallSession::AfterStatusQuery(CallStateMachine& machine, TransportResult&& tr,
+                                         TimePoint t0) {
   Clock& clock = *client_.clock;
   const TimePoint t1 = clock.Now();
-  AttemptEvidence& ev = machine.NewEvidence();
+  AttemptEvidence ev;
   FillEvidence(tr, t0, t1, clock, call_.retry->options(), ev);
   RecordTrace(kQuerySlot, tr.redirects, ev);
   query_sends_ += tr.redirects;
   const StatusAnswer answer = MapStatusAnswer(tr);
-  CallAction next = machine.OnStatusAnswerInPlace(answer, std::move(tr.response), t1);
+  CallAction next = machine.OnStatusAnswer(answer, std::move(ev), std::move(tr.response), t1);
   if (listener_ != nullptr) {
     listener_->OnAttemptEnd(machine.result().evidence.back());
   }
@@ -411,28 +392,24 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallSession::AfterStatusQuery(CallStateMachin
   return next;
 }
 
-ABSL_ATTRIBUTE_NOINLINE void CallSession::OnWait(const CallAction& action) const {
+void CallSession::OnWait(const CallAction& action) const {
   if (listener_ != nullptr) {
     listener_->OnWaitScheduled(action.delay, action.delay_from_server_hint);
   }
 }
 
 void CallSession::FinishIn(CallResult& result) {
-  if (ABSL_PREDICT_TRUE(plain_)) {
-    if (!call_.key.empty()) result.idempotency_key = std::move(call_.key);
-    return;
-  }
   if (AttemptTracer* const t = tracer(); t != nullptr) t->OnCallEnd();
-  if (ABSL_PREDICT_FALSE(resolve_)) {
+  if (resolve_) {
     result = FinishResolve(std::move(result));
     return;
   }
   JournalFinish(call_, result);
   if (!call_.key.empty()) result.idempotency_key = std::move(call_.key);
-  if (ABSL_PREDICT_FALSE(listener_ != nullptr)) listener_->OnFinish(result);
+  if (listener_ != nullptr) listener_->OnFinish(result);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallResult CallSession::FinishResolve(CallResult result) {
+CallResult CallSession::FinishResolve(CallResult result) {
   IntentJournal& journal = *call_.journal();
   const std::string& key = call_.key;
   result.idempotency_key = key;

@@ -31,7 +31,6 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/base/optimization.h"
 #include "call/call_setup.h"
 #include "saferetry/call_state_machine.h"
 #include "saferetry/client.h"
@@ -63,8 +62,8 @@ class CallSession {
   // Few calls have a rare block or a trace context: the checks are laid
   // out for that.
   ~CallSession() {
-    if (ABSL_PREDICT_FALSE(rare_ != nullptr)) rare_.reset();
-    if (ABSL_PREDICT_FALSE(active_ != nullptr)) active_.reset();
+    if (rare_ != nullptr) rare_.reset();
+    if (active_ != nullptr) active_.reset();
   }
 
   /// Prepares a call: validation, key, fingerprint guard, policy, headers,
@@ -130,7 +129,7 @@ class CallSession {
     // only without them.
     const bool fresh = start_unused_;
     start_unused_ = false;
-    return ABSL_PREDICT_TRUE(fresh) ? machine.start() : client_.clock->Now();
+    return fresh ? machine.start() : client_.clock->Now();
   }
 
   /// After a send of the request: its evidence to the machine, the listener.
@@ -192,7 +191,7 @@ class CallSession {
     // read: one test of the five, not five tests.
     const bool any = (tracer != nullptr) | (client_.tracer != nullptr) | given_context.has_value() |
                      ((scan.traceparents | scan.tracestates) != 0);
-    if (ABSL_PREDICT_FALSE(any)) {
+    if (any) {
       ReadTraceContext(tracer, given_context, scan);
     }
   }
@@ -218,7 +217,7 @@ class CallSession {
   void RecordTrace(std::size_t slot, int redirects, AttemptEvidence& ev) const {
     ev.resend_count = ResendCount(slot);
     ev.redirects = redirects;
-    if (ABSL_PREDICT_FALSE(active_ != nullptr || caller_trace_header_ > 0)) {
+    if (active_ != nullptr || caller_trace_header_ > 0) {
       RecordTraceContext(slot, ev);
     }
   }
@@ -265,9 +264,7 @@ class CallSession {
   };
   // The call's tracer (the call's, else the client's), kept with the active
   // context: a tracer makes the context active.
-  AttemptTracer* tracer() const {
-    return ABSL_PREDICT_FALSE(active_ != nullptr) ? active_->tracer : nullptr;
-  }
+  AttemptTracer* tracer() const { return active_ != nullptr ? active_->tracer : nullptr; }
   std::unique_ptr<ActiveTrace> active_;
   // Inactive: 1 + the index of the request's one traceparent header when
   // it is valid, else 0. Read again for each send's evidence rather than
@@ -275,10 +272,6 @@ class CallSession {
   std::uint32_t caller_trace_header_ = 0;
   bool resolve_ = false;
   bool request_validated_ = false;  // `request_validated()`
-  // Neither a listener, a trace context (nor so a tracer), a journal nor
-  // hedges (one send at a time, in the first trace slot): the checks of
-  // each are skipped with this one (set by `Begin`).
-  bool plain_ = false;
   // A call without a listener, a tracer or a journal whose first send has
   // not used the call's start yet (`SendStart`).
   bool start_unused_ = false;

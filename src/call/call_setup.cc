@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/base/attributes.h"
-#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_internal.h"
@@ -63,7 +62,7 @@ absl::Status JournalError(const absl::Status& s) {
 
 }  // namespace
 
-ABSL_ATTRIBUTE_NOINLINE CallResult StoredOutcome(const Intent& intent) {
+CallResult StoredOutcome(const Intent& intent) {
   CallResult r;
   r.outcome = intent.state == IntentState::kSucceeded ? Outcome::kSucceeded : Outcome::kFailed;
   r.stop_reason =
@@ -101,13 +100,13 @@ IntentSummary SummaryOf(const CallResult& result) {
   return summary;
 }
 
-ABSL_ATTRIBUTE_NOINLINE void UnsentRecords::Add(std::string_view key) {
+void UnsentRecords::Add(std::string_view key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (keys_.size() >= capacity_) keys_.pop_front();
   keys_.emplace_back(key);
 }
 
-ABSL_ATTRIBUTE_NOINLINE bool UnsentRecords::Take(std::string_view key) {
+bool UnsentRecords::Take(std::string_view key) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = keys_.begin(); it != keys_.end(); ++it) {
     if (*it == key) {
@@ -118,11 +117,9 @@ ABSL_ATTRIBUTE_NOINLINE bool UnsentRecords::Take(std::string_view key) {
   return false;
 }
 
-ABSL_ATTRIBUTE_NOINLINE std::optional<CallResult> RecordIntent(const ClientOptions& client,
-                                                               PreparedCall& call,
-                                                               const Request& request,
-                                                               TimePoint start,
-                                                               UnsentRecords* unsent) {
+std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall& call,
+                                       const Request& request, TimePoint start,
+                                       UnsentRecords* unsent) {
   IntentJournal& journal = *client.journal;
   const WallTime now = client.clock->WallNow();
   const Duration remaining =
@@ -220,8 +217,7 @@ ABSL_ATTRIBUTE_NOINLINE std::optional<CallResult> RecordIntent(const ClientOptio
   return std::nullopt;
 }
 
-ABSL_ATTRIBUTE_NOINLINE std::optional<TransportResult> MarkAttemptSent(PreparedCall& call,
-                                                                       int number) {
+std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number) {
   IntentJournal* const journal = call.journal();
   const PreparedCall::Extras& extras = *call.extras;
   if (number == 1 && extras.first_attempt_marked) return std::nullopt;  // marked by the record
@@ -236,7 +232,7 @@ ABSL_ATTRIBUTE_NOINLINE std::optional<TransportResult> MarkAttemptSent(PreparedC
   return std::nullopt;
 }
 
-ABSL_ATTRIBUTE_NOINLINE void WriteOutcome(PreparedCall& call, const CallResult& result) {
+void WriteOutcome(PreparedCall& call, const CallResult& result) {
   IntentJournal* const journal = call.journal();
   const IntentState state = result.outcome == Outcome::kSucceeded ? IntentState::kSucceeded
                             : result.outcome == Outcome::kFailed  ? IntentState::kFailed
@@ -248,7 +244,7 @@ ABSL_ATTRIBUTE_NOINLINE void WriteOutcome(PreparedCall& call, const CallResult& 
   call.extras->journal = nullptr;
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallResult InvalidCall(absl::Status status) {
+CallResult InvalidCall(absl::Status status) {
   CallResult r;
   r.outcome = Outcome::kFailed;
   r.stop_reason = StopReason::kInvalidArgument;
@@ -303,10 +299,10 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   const RetryPolicy& retry = *call.retry;
   const RetryPolicyOptions& p = retry.options();
   // Each status lives in its own test: an OK one is never assigned over.
-  if (absl::Status s = ValidateRequest(request); ABSL_PREDICT_FALSE(!s.ok())) return s;
-  if (absl::Status s = ValidateCallOptions(options); ABSL_PREDICT_FALSE(!s.ok())) return s;
+  if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
+  if (absl::Status s = ValidateCallOptions(options); !s.ok()) return s;
   if (!request.headers.empty()) *scan = ScanRequestHeaders(request.headers, p.idempotency_header);
-  if (ABSL_PREDICT_FALSE(!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever)) {
+  if (!options.idempotency_key.empty() && p.key_mode == KeyMode::kNever) {
     return absl::InvalidArgumentError(
         "call.idempotency_key: set while the policy's key_mode is kNever");
   }
@@ -374,10 +370,10 @@ absl::Status PrepareCall(const ClientOptions& client, KeyFingerprints& fingerpri
   policy.has_status_query = !key.empty() && has_query;
   // A call's own status URL wins over the policy's callback.
   call.use_callback = !own_url && static_cast<bool>(p.status_query.callback);
-  if (ABSL_PREDICT_FALSE(call.use_callback)) policy.fence_when_giving_up = false;
+  if (call.use_callback) policy.fence_when_giving_up = false;
   policy.key_minted = key_minted;
   policy.hedging = MayHedge(p.hedging, policy.traits, p.server_deduplicates);
-  if (ABSL_PREDICT_FALSE(client.circuit_breakers != nullptr)) {
+  if (client.circuit_breakers != nullptr) {
     AssignCircuitBreakers(client, request,
                           call.use_callback ? std::string_view() : call.status_url_template(),
                           policy);
@@ -401,7 +397,7 @@ void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
     // A first attempt under the policy's own timeout sends the value the
     // policy wrote when it was built; any other formats its own.
     std::string_view value = call.retry->deadline_header_value(timeout);
-    if (ABSL_PREDICT_FALSE(value.empty())) {
+    if (value.empty()) {
       char* const begin = out.deadline_value.data();
       const std::to_chars_result r =
           std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
@@ -421,8 +417,7 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
     const RetryPolicy& retry = *call.retry;
     // A first send of the policy's own attempt count sends the value the
     // policy wrote when it was built.
-    if (ABSL_PREDICT_TRUE(action.number == 1 &&
-                          call.policy.max_attempts == retry.options().max_attempts)) {
+    if (action.number == 1 && call.policy.max_attempts == retry.options().max_attempts) {
       out.refs[out.count++] = {retry.options().attempt_header, retry.first_attempt_header_value()};
       return;
     }
@@ -440,14 +435,12 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
   }
 }
 
-ABSL_ATTRIBUTE_NOINLINE void StampStatusQueryHeaders(const PreparedCall& call,
-                                                     const CallAction& action, SendHeaders& out) {
+void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action, SendHeaders& out) {
   StampCommon(call, action.timeout, out);
   if (action.fence) out.refs[out.count++] = {kFenceHeader, "true"};
 }
 
-ABSL_ATTRIBUTE_NOINLINE Request StatusQueryRequest(const PreparedCall& call,
-                                                   const Request& original) {
+Request StatusQueryRequest(const PreparedCall& call, const Request& original) {
   StatusQuery query;
   query.url_template = std::string(call.status_url_template());
   return BuildStatusQueryRequest(query, original, call.key);

@@ -17,7 +17,6 @@
 #include <optional>
 #include <string>
 
-#include "absl/base/optimization.h"
 #include "absl/status/statusor.h"
 #include "common/request_scan.h"
 #include "saferetry/call_state_machine.h"
@@ -61,7 +60,7 @@ struct PreparedCall {
   PreparedCall& operator=(const PreparedCall&) = delete;
   // Few calls have extras: the check is laid out for that.
   ~PreparedCall() {
-    if (ABSL_PREDICT_FALSE(extras != nullptr)) extras.reset();
+    if (extras != nullptr) extras.reset();
   }
 
   /// The call's retry policy (the call's, or the client's); never null.
@@ -117,16 +116,12 @@ struct PreparedCall {
     return *extras;
   }
   std::string_view quoted_key() const {
-    return ABSL_PREDICT_FALSE(extras != nullptr) ? std::string_view(extras->quoted_key)
-                                                 : std::string_view();
+    return extras != nullptr ? std::string_view(extras->quoted_key) : std::string_view();
   }
   /// `Extras::journal`: null when the call is not journaled.
-  IntentJournal* journal() const {
-    return ABSL_PREDICT_FALSE(extras != nullptr) ? extras->journal : nullptr;
-  }
+  IntentJournal* journal() const { return extras != nullptr ? extras->journal : nullptr; }
   std::string_view journal_owner() const {
-    return ABSL_PREDICT_FALSE(extras != nullptr) ? std::string_view(extras->journal_owner)
-                                                 : std::string_view();
+    return extras != nullptr ? std::string_view(extras->journal_owner) : std::string_view();
   }
 };
 
@@ -167,7 +162,7 @@ inline void BuildExtraHeaders(const RetryPolicyOptions& policy, bool key_in_requ
   // Headers saferetry adds to every attempt: the key, the deadline, the
   // attempt number. Status queries carry the key and the deadline only.
   call.send_key_header = false;
-  if (ABSL_PREDICT_FALSE(call.extras != nullptr)) call.extras->quoted_key.clear();
+  if (call.extras != nullptr) call.extras->quoted_key.clear();
   if (!call.key.empty() && !key_in_request) {
     call.send_key_header = true;
     if (policy.key_form != KeyForm::kBare) {
@@ -224,7 +219,7 @@ void StampStatusQueryHeaders(const PreparedCall& call, const CallAction& action,
 Request StatusQueryRequest(const PreparedCall& call, const Request& original);
 
 /// Writes the evidence of one finished attempt or query into `ev` (a
-/// default-constructed one, `CallStateMachine::NewEvidence`), from the
+/// default-constructed one), from the
 /// transport's result: delivery, status, hints, timings, the downstream
 /// request id. `clock`'s wall time is read only for a `Retry-After` date.
 void FillEvidence(const TransportResult& result, TimePoint start, TimePoint end, Clock& clock,
@@ -262,7 +257,7 @@ std::optional<CallResult> RecordIntent(const ClientOptions& client, PreparedCall
 inline std::optional<CallResult> JournalBegin(const ClientOptions& client, PreparedCall& call,
                                               const Request& request, TimePoint start,
                                               UnsentRecords* unsent) {
-  if (ABSL_PREDICT_TRUE(client.journal == nullptr || call.key.empty())) return std::nullopt;
+  if (client.journal == nullptr || call.key.empty()) return std::nullopt;
   return RecordIntent(client, call, request, start, unsent);
 }
 
@@ -272,7 +267,7 @@ inline std::optional<CallResult> JournalBegin(const ClientOptions& client, Prepa
 /// a journaled call.
 std::optional<TransportResult> MarkAttemptSent(PreparedCall& call, int number);
 inline std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int number) {
-  if (ABSL_PREDICT_TRUE(call.journal() == nullptr)) return std::nullopt;
+  if (call.journal() == nullptr) return std::nullopt;
   return MarkAttemptSent(call, number);
 }
 
@@ -281,7 +276,7 @@ inline std::optional<TransportResult> JournalBeforeSend(PreparedCall& call, int 
 /// `WriteOutcome`: the same, for a journaled call.
 void WriteOutcome(PreparedCall& call, const CallResult& result);
 inline void JournalFinish(PreparedCall& call, const CallResult& result) {
-  if (ABSL_PREDICT_FALSE(call.journal() != nullptr)) WriteOutcome(call, result);
+  if (call.journal() != nullptr) WriteOutcome(call, result);
 }
 
 /// The stored outcome of a resolved intent, as a call result (no response).

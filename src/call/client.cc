@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <new>
 #include <optional>
-#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,31 +17,9 @@
 #include "common/validated_send.h"
 #include "saferetry/settlement.h"
 
-// `Execute` is flattened under optimisation (call_path.cc says how, and what
-// stays out of line).
-#if defined(__OPTIMIZE__) && (defined(__GNUC__) || defined(__clang__))
-#define SAFERETRY_INTERNAL_FLATTEN __attribute__((flatten))
-#else
-#define SAFERETRY_INTERNAL_FLATTEN
-#endif
-
 namespace saferetry {
 
 using internal::Prefixed;
-
-namespace {
-
-// Builds the machine's next action where the last one is, rather than in a
-// temporary copied over it: that copy loads the fields the callee has just
-// stored, a load the processor cannot forward from those narrower stores
-// (a stall of a dozen cycles on every call). `next` must not read `action`.
-template <typename Next>
-void Replace(CallAction& action, Next&& next) {
-  static_assert(std::is_trivially_destructible_v<CallAction>);
-  ::new (&action) CallAction(std::forward<Next>(next)());
-}
-
-}  // namespace
 
 namespace internal {
 
@@ -82,8 +58,7 @@ Client::Client(ClientOptions options)
       unsent_(std::make_shared<internal::UnsentRecords>()),
       marks_sends_(internal::ReadsSendMarks(options_.transport.get())) {}
 
-SAFERETRY_INTERNAL_FLATTEN CallResult Client::Execute(const Request& request,
-                                                      const CallOptions& options) {
+CallResult Client::Execute(const Request& request, const CallOptions& options) {
   internal::CallSession session(options_, request, options);
   const TimePoint start = options_.clock->Now();
   if (std::optional<CallResult> early = session.Begin(fingerprints_, *unsent_, options, start)) {
@@ -118,7 +93,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
             marks_sends_ && session.request_validated(), session.request(), ao.extra_headers,
             [&] { return transport.Send(session.request(), ao); });
         const std::uint32_t id = action.attempt_id;
-        Replace(action, [&] { return session.AfterAttempt(machine, id, std::move(tr), t0); });
+        action = session.AfterAttempt(machine, id, std::move(tr), t0);
         break;
       }
       case CallAction::Kind::kSendStatusQuery: {
@@ -133,7 +108,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
         }
         const TimePoint t0 = session.SendStart(machine);
         TransportResult tr = transport.Send(*query, ao);
-        Replace(action, [&] { return session.AfterStatusQuery(machine, std::move(tr), t0); });
+        action = session.AfterStatusQuery(machine, std::move(tr), t0);
         break;
       }
       case CallAction::Kind::kWait: {
@@ -143,7 +118,7 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
         } else {
           clock.SleepFor(action.delay);
         }
-        Replace(action, [&] { return machine.OnWaitOver(clock.Now()); });
+        action = machine.OnWaitOver(clock.Now());
         break;
       }
       case CallAction::Kind::kNone:

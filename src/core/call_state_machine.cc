@@ -5,9 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/base/attributes.h"
-#include "absl/base/macros.h"
-#include "absl/base/optimization.h"
 #include "saferetry/cancellation.h"
 
 namespace saferetry {
@@ -70,24 +67,26 @@ const CallStateMachine::Later CallStateMachine::kNoLater{};
 CallStateMachine::Later& CallStateMachine::MutableLater() {
   if (later_ == nullptr) {
     later_ = std::make_unique<Later>();
-    plain_ = false;  // `plain_` promises no `Later` block
   }
   return *later_;
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallResult& CallStateMachine::NewResult() const {
-  result_.Own(std::make_unique<CallResult>());
-  return *result_.get();
+CallResult& CallStateMachine::out() const {
+  if (result_ == nullptr) {
+    owned_result_ = std::make_unique<CallResult>();
+    result_ = owned_result_.get();
+  }
+  return *result_;
 }
 
 CallAction CallStateMachine::Start(TimePoint now) {
-  if (ABSL_PREDICT_FALSE(policy_->backoff == nullptr)) {
+  if (policy_->backoff == nullptr) {
     policy_->backoff = &RetryPolicy::Default()->backoff();
   }
-  if (ABSL_PREDICT_FALSE(policy_->poll_backoff == nullptr)) {
+  if (policy_->poll_backoff == nullptr) {
     policy_->poll_backoff = &RetryPolicy::Default()->options().poll_backoff;
   }
-  if (ABSL_PREDICT_FALSE(policy_->deadline_options == nullptr)) {
+  if (policy_->deadline_options == nullptr) {
     policy_->deadline_options = &RetryPolicy::Default()->options().deadline_options;
   }
   start_ = now;
@@ -98,27 +97,18 @@ CallAction CallStateMachine::Start(TimePoint now) {
   total_ = policy_->deadline.Remaining(now);
   plan_kind_ = static_cast<std::uint8_t>(ChooseTimePlanKind(*policy_));
   services_->budget->OnCallStart(now);
-  if (ABSL_PREDICT_TRUE(services_->query_budget != nullptr)) {
+  if (services_->query_budget != nullptr) {
     services_->query_budget->OnCallStart(now);
   }
-  // A continued intent starts with its predecessor's doubt. (Flags read
-  // with `&`, not `&&`: no branch.)
-  maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect & !policy_->traits.safe;
+  // A continued intent starts with its predecessor's doubt.
+  maybe_effect_ = policy_->earlier_attempt_may_have_taken_effect && !policy_->traits.safe;
   // A resolve asks before it does anything else.
-  pending_ = ABSL_PREDICT_FALSE(policy_->start_with_status_query & policy_->has_status_query)
-                 ? Next::kStatusQuery
-                 : Next::kAttempt;
-  // Neither a breaker, a response predicate nor hedges, and the request
-  // goes first: until a `Later` block is needed, the call takes the plain
-  // path, one test instead of one per part.
-  plain_ = later_ == nullptr && policy_->circuit_breaker == nullptr &&
-           policy_->status_query_circuit_breaker == nullptr &&
-           policy_->response_predicate == nullptr && !policy_->hedging &&
-           pending_ == Next::kAttempt;
+  pending_ = policy_->start_with_status_query && policy_->has_status_query ? Next::kStatusQuery
+                                                                           : Next::kAttempt;
   return SendNow(now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OutOfTime(TimePoint now) {
+CallAction CallStateMachine::OutOfTime(TimePoint now) {
   // Reached the deadline (or its margin) during an attempt, a query or a
   // wait, versus time left that is too short to be useful.
   if (!policy_->deadline.is_infinite() &&
@@ -129,24 +119,12 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OutOfTime(TimePoint now) {
 }
 
 CallAction CallStateMachine::SendNow(TimePoint now) {
-  return ABSL_PREDICT_TRUE(plain_) ? SendNowAs<true>(now) : SendNowFull(now);
-}
-
-// The full path out of line: a plain call's code holds only its own.
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::SendNowFull(TimePoint now) {
-  return SendNowAs<false>(now);
-}
-
-template <bool kPlain>
-CallAction CallStateMachine::SendNowAs(TimePoint now) {
-  // A plain call (`plain_`) has no `Later` block, no breaker and sends the
-  // request, not a status query: the checks of those are not compiled in.
-  if (ABSL_PREDICT_FALSE(cancelled())) {
+  if (cancelled()) {
     RefundPendingCharge(now);
     return FinishFailure(StopReason::kCancelled, now);
   }
   const Duration timeout =
-      kPlain || pending_ == Next::kAttempt
+      pending_ == Next::kAttempt
           ? PlannedAttemptTimeout(plan(), policy_->deadline, now, *policy_->deadline_options)
           : StatusQueryTimeout(policy_->deadline, now, *policy_->deadline_options);
   // No send starts that could not do useful work before the deadline (a
@@ -155,40 +133,35 @@ CallAction CallStateMachine::SendNowAs(TimePoint now) {
   // up late took some of it, and that lateness (up to half of a useful
   // attempt) is forgiven, so the wait still leads to its send.
   Duration needed = policy_->deadline_options->min_useful_attempt;
-  if (!kPlain && ABSL_PREDICT_FALSE(later_ != nullptr) && later_->wake_due.has_value()) {
+  if (later_ != nullptr && later_->wake_due.has_value()) {
     const Duration late = now - *later_->wake_due;
     if (late > Duration::zero()) needed -= std::min(late, needed / 2);
     later_->wake_due.reset();
   }
-  if (ABSL_PREDICT_FALSE(!policy_->deadline.is_infinite() && timeout < needed)) {
+  if (!policy_->deadline.is_infinite() && timeout < needed) {
     RefundPendingCharge(now);
     return OutOfTime(now);
   }
   // The breaker is asked last, right before the send: a half-open breaker
   // hands out a probe slot with each permit, so a permit must lead to a send.
   CircuitBreaker::Permit permit;
-  if constexpr (!kPlain) {
-    CircuitBreaker* breaker =
-        ABSL_PREDICT_TRUE(pending_ == Next::kAttempt) ? policy_->circuit_breaker : QueryBreaker();
-    if (ABSL_PREDICT_FALSE(breaker != nullptr)) {
-      permit = breaker->Allow(now);
-      if (!permit.allowed) {
-        RefundPendingCharge(now);
-        return FinishFailure(StopReason::kCircuitOpen, now);
-      }
-    }
-    if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
-      later_->pending_charge_budget = nullptr;  // the send happens: it stands
+  CircuitBreaker* breaker = pending_ == Next::kAttempt ? policy_->circuit_breaker : QueryBreaker();
+  if (breaker != nullptr) {
+    permit = breaker->Allow(now);
+    if (!permit.allowed) {
+      RefundPendingCharge(now);
+      return FinishFailure(StopReason::kCircuitOpen, now);
     }
   }
+  if (later_ != nullptr) later_->pending_charge_budget = nullptr;  // the send happens: it stands
   CallAction action;
   action.attempt_id = ++next_id_;
-  if (kPlain || ABSL_PREDICT_TRUE(pending_ == Next::kAttempt)) {
+  if (pending_ == Next::kAttempt) {
     action.kind = CallAction::Kind::kSendAttempt;
     action.number = ++attempts_;
     ++attempts_counted_;
-    const bool poll = !kPlain && later().pending_poll;
-    if (ABSL_PREDICT_FALSE(poll)) ++later_->polls;  // provisionally a poll; settled by the answer
+    const bool poll = later().pending_poll;
+    if (poll) ++later_->polls;  // provisionally a poll; settled by the answer
     in_flight0_ = InFlight{action.attempt_id, action.number, poll, permit};
     in_flight_count_ = 1;
   } else {
@@ -208,12 +181,11 @@ CallAction CallStateMachine::SendNowAs(TimePoint now) {
 }
 
 void CallStateMachine::CompleteEvidence(AttemptEvidence& evidence, TimePoint now) {
-  // The counts were written in by `NewEvidence`, and no send came since.
   evidence.deadline_remaining = policy_->deadline.Remaining(now);
   evidence.budget_balance = services_->budget->Balance(now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::StartHedge(TimePoint now) {
+CallAction CallStateMachine::StartHedge(TimePoint now) {
   CallAction none;
   none.kind = CallAction::Kind::kNone;
   if (!policy_->hedging || finished_ || in_flight_count_ == 0 || in_flight_count_ >= kMaxInFlight ||
@@ -260,87 +232,45 @@ CallAction CallStateMachine::OnAttemptDone(AttemptEvidence evidence,
                        std::move(response), now);
 }
 
-CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvidence evidence,
+CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvidence reported,
                                            std::optional<Response> response, TimePoint now) {
-  AttemptEvidence& stored = NewEvidence();
-  stored = std::move(evidence);
-  return OnAttemptDoneInPlace(attempt_id, stored, std::move(response), now);
-}
-
-AttemptEvidence& CallStateMachine::NewEvidence() { return Synced().evidence.emplace_back(); }
-
-CallAction CallStateMachine::OnAttemptDoneInPlace(std::uint32_t attempt_id,
-                                                  AttemptEvidence& evidence,
-                                                  std::optional<Response>&& response,
-                                                  TimePoint now) {
-  return ABSL_PREDICT_TRUE(plain_)
-             ? OnAttemptDoneAs<true>(attempt_id, evidence, std::move(response), now)
-             : OnAttemptDoneFull(attempt_id, evidence, std::move(response), now);
-}
-
-ABSL_ATTRIBUTE_NOINLINE CallAction
-CallStateMachine::OnAttemptDoneFull(std::uint32_t attempt_id, AttemptEvidence& evidence,
-                                    std::optional<Response>&& response, TimePoint now) {
-  return OnAttemptDoneAs<false>(attempt_id, evidence, std::move(response), now);
-}
-
-template <bool kPlain>
-CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEvidence& evidence,
-                                             std::optional<Response>&& response, TimePoint now) {
-  // A plain call (`plain_`): one attempt at most in flight, no poll, no
-  // `Later` block, no breaker, no response predicate; the checks of those
-  // are not compiled in. Looked up once: the result is read and written all through.
-  CallResult& result = out();
-  if (ABSL_PREDICT_FALSE(finished_)) {
-    // A late answer (a copy the driver was to cancel): not recorded.
-    result.evidence.pop_back();
-    return CallAction{};
-  }
-  // `evidence`: the stored one (`NewEvidence`'s, the result's last);
-  // nothing else is recorded until the next answer.
-  ABSL_ASSERT(&evidence == &result.evidence.back());
+  // A late answer (a copy the driver was to cancel): not recorded.
+  if (finished_) return CallAction{};
+  CallResult& result = Synced();
+  // Recorded where it stays; nothing else is recorded until the next answer.
+  AttemptEvidence& evidence = result.evidence.emplace_back(std::move(reported));
   // Which attempt this was; it is no longer in flight.
   InFlight done;
   int i = 0;
   // One attempt in flight (no hedge): the first slot is the one.
-  if (ABSL_PREDICT_FALSE(in_flight_count_ != 1 || in_flight0_.id != attempt_id)) {
-    while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
-  }
-  if (ABSL_PREDICT_TRUE(i < in_flight_count_)) {
-    done = kPlain ? in_flight0_ : Slot(i);
+  while (i < in_flight_count_ && Slot(i).id != attempt_id) ++i;
+  if (i < in_flight_count_) {
+    done = Slot(i);
     // The last slot fills the freed one; the last one itself is just dropped.
-    if (!kPlain && ABSL_PREDICT_FALSE(i != in_flight_count_ - 1)) {
-      Slot(i) = Slot(in_flight_count_ - 1);
-    }
+    if (i != in_flight_count_ - 1) Slot(i) = Slot(in_flight_count_ - 1);
     --in_flight_count_;
   } else {
-    done =
-        InFlight{attempt_id, attempts_, !kPlain && later().pending_poll, CircuitBreaker::Permit{}};
+    done = InFlight{attempt_id, attempts_, later().pending_poll, CircuitBreaker::Permit{}};
   }
-  const bool was_poll = !kPlain && done.poll;
+  const bool was_poll = done.poll;
   evidence.number = done.number;
   evidence.is_status_query = false;
   Classification c = services_->classifier->Classify(evidence, policy_->traits);
   // 1b. The response predicate, where the policy has one, may read the
   // answer and move a definite class towards a retry (never an ambiguous
   // one towards a retry, never a doubt away: ApplyResponsePredicate).
-  if (!kPlain && ABSL_PREDICT_FALSE(policy_->response_predicate != nullptr) &&
-      response.has_value()) {
+  if (policy_->response_predicate != nullptr && response.has_value()) {
     c = ApplyResponsePredicate(*policy_->response_predicate,
                                policy_->response_predicate_max_body_bytes, *response, evidence,
                                policy_->traits, c);
   }
   evidence.classification = c.cls;
-  // Field by field: the classifier has just stored them so, and one wide
-  // load of both would wait for those stores to reach the cache.
-  evidence.reason = std::string_view(c.reason.data(), c.reason.size());
-  if constexpr (!kPlain) {
-    ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
-  }
+  evidence.reason = c.reason;
+  ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
-  if (ABSL_PREDICT_FALSE(was_poll)) {  // a poll was scheduled: `later_` exists
+  if (was_poll) {  // a poll was scheduled: `later_` exists
     if (c.cls == AttemptClass::kInProgress) {
       --attempts_counted_;
     } else {
@@ -348,26 +278,17 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
     }
   }
 
-  // Most answers are the call's first response: built in place, not
-  // assigned over an empty one (which would test both sides first).
-  if (response.has_value()) {
-    if (ABSL_PREDICT_TRUE(!result.last_response.has_value())) {
-      result.last_response.emplace(*std::move(response));
-    } else {
-      *result.last_response = *std::move(response);
-    }
-  }
-  // The stored evidence's: nothing is recorded after it until the next answer.
+  if (response.has_value()) result.last_response = std::move(response);
   result.last_transport_status = evidence.transport_status;
   CompleteEvidence(evidence, now);
 
   // A success settles the call: what it says of the history below cannot
   // change its outcome, so it is read only for the other classes.
   if (c.cls == AttemptClass::kSuccess) {
-    services_->budget->OnSuccess(kPlain ? BudgetReceipt{} : later().last_retry_receipt, now);
-    if (ABSL_PREDICT_FALSE(maybe_effect_)) result.resolved_by = ResolvedBy::kResponse;
+    services_->budget->OnSuccess(later().last_retry_receipt, now);
+    if (maybe_effect_) result.resolved_by = ResolvedBy::kResponse;
     maybe_effect_ = false;  // this response (a replay, for a keyed request) settles it
-    return FinishAs<kPlain>(result, Outcome::kSucceeded, StopReason::kSuccess, now);
+    return Finish(Outcome::kSucceeded, StopReason::kSuccess, now);
   }
 
   // History: could this attempt have taken effect? The classifier says what
@@ -464,15 +385,10 @@ CallAction CallStateMachine::OnAttemptDoneAs(std::uint32_t attempt_id, AttemptEv
   }
 }
 
-CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence evidence,
+CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence reported,
                                             std::optional<Response> response, TimePoint now) {
-  NewEvidence() = std::move(evidence);
-  return OnStatusAnswerInPlace(answer, std::move(response), now);
-}
-
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnStatusAnswerInPlace(
-    StatusAnswer answer, std::optional<Response>&& response, TimePoint now) {
-  AttemptEvidence& evidence = out().evidence.back();
+  if (finished_) return CallAction{};
+  AttemptEvidence& evidence = Synced().evidence.emplace_back(std::move(reported));
   evidence.number = status_queries_;
   evidence.is_status_query = true;
   switch (answer) {
@@ -575,10 +491,8 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnStatusAnswerInPlace(
   return FinishFailure(StopReason::kAmbiguousUnresolved, now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::ScheduleNext(Next next, bool poll,
-                                                                  AttemptClass cls,
-                                                                  const ServerHints& hints,
-                                                                  TimePoint now) {
+CallAction CallStateMachine::ScheduleNext(Next next, bool poll, AttemptClass cls,
+                                          const ServerHints& hints, TimePoint now) {
   if (cancelled()) return FinishFailure(StopReason::kCancelled, now);
   // 0. After a final answer that was not definite only status queries may
   //    follow: a resend would repeat that answer, or execute an expired key.
@@ -682,23 +596,20 @@ ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::ScheduleNext(Next next, boo
   return action;
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnWaitOver(TimePoint now) {
-  return SendNow(now);
-}
+CallAction CallStateMachine::OnWaitOver(TimePoint now) { return SendNow(now); }
 
 void CallStateMachine::RefundPendingCharge(TimePoint now) {
   if (later_ == nullptr || later_->pending_charge_budget == nullptr) return;
   std::exchange(later_->pending_charge_budget, nullptr)->Refund(later_->pending_charge, now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::OnCancelled(TimePoint now) {
+CallAction CallStateMachine::OnCancelled(TimePoint now) {
   if (finished_) return CallAction{};
   RefundPendingCharge(now);
   return FinishFailure(StopReason::kCancelled, now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::FinishFailure(StopReason reason,
-                                                                   TimePoint now) {
+CallAction CallStateMachine::FinishFailure(StopReason reason, TimePoint now) {
   // Copies still in flight (hedges the driver will cancel) were handed to the
   // transport: they may have taken effect.
   const bool doubt = maybe_effect_ || (in_flight_count_ > 0 && !policy_->traits.safe);
@@ -713,7 +624,7 @@ CircuitBreaker* CallStateMachine::QueryBreaker() const {
 void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
                                        const CircuitBreaker::Permit& permit, AttemptClass cls,
                                        const absl::Status& transport_status, TimePoint now) {
-  if (ABSL_PREDICT_TRUE(breaker == nullptr || !permit.allowed)) return;
+  if (breaker == nullptr || !permit.allowed) return;
   if (absl::IsCancelled(transport_status)) {
     breaker->OnAbandoned(permit, now);  // the caller's doing, not the host's
     return;
@@ -721,31 +632,22 @@ void CallStateMachine::ReportToBreaker(CircuitBreaker* breaker,
   breaker->Report(permit, IsHostFailure(cls, transport_status), now);
 }
 
-ABSL_ATTRIBUTE_NOINLINE CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason,
-                                                            TimePoint now) {
-  return FinishAs<false>(out(), outcome, reason, now);
-}
-
-template <bool kPlain>
-CallAction CallStateMachine::FinishAs(CallResult& r, Outcome outcome, StopReason reason,
-                                      TimePoint now) {
-  if constexpr (!kPlain) {
-    // Sends still in flight (losing hedges, a send cut short by a
-    // cancellation) will not be reported: free their half-open probe slots.
-    // (A plain call has no breaker, so no slot.)
-    for (int i = 0; i < in_flight_count_; ++i) {
-      const InFlight& f = Slot(i);
-      if (ABSL_PREDICT_FALSE(f.permit_allowed && policy_->circuit_breaker != nullptr)) {
-        policy_->circuit_breaker->OnAbandoned(f.permit(), now);
-      }
-    }
-    if (ABSL_PREDICT_FALSE(later_ != nullptr)) {
-      if (later_->query_permit.allowed && QueryBreaker() != nullptr) {
-        QueryBreaker()->OnAbandoned(later_->query_permit, now);
-      }
-      later_->query_permit = CircuitBreaker::Permit{};
+CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoint now) {
+  // Sends still in flight (losing hedges, a send cut short by a
+  // cancellation) will not be reported: free their half-open probe slots.
+  for (int i = 0; i < in_flight_count_; ++i) {
+    const InFlight& f = Slot(i);
+    if (f.permit_allowed && policy_->circuit_breaker != nullptr) {
+      policy_->circuit_breaker->OnAbandoned(f.permit(), now);
     }
   }
+  if (later_ != nullptr) {
+    if (later_->query_permit.allowed && QueryBreaker() != nullptr) {
+      QueryBreaker()->OnAbandoned(later_->query_permit, now);
+    }
+    later_->query_permit = CircuitBreaker::Permit{};
+  }
+  CallResult& r = out();
   finished_ = true;
   r.attempts = attempts_;
   r.status_queries = status_queries_;

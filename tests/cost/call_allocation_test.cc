@@ -178,9 +178,7 @@ TEST(MachineAllocationTest, OnlyACallThatWaitsAllocatesItsWaitBlockOnce) {
     CallAction action = machine.Start(now);
     for (int status : statuses) {
       EXPECT_EQ(action.kind, CallAction::Kind::kSendAttempt);
-      AttemptEvidence& evidence = machine.NewEvidence();
-      evidence = answered(status);
-      action = machine.OnAttemptDoneInPlace(action.attempt_id, evidence, std::nullopt, now);
+      action = machine.OnAttemptDone(action.attempt_id, answered(status), std::nullopt, now);
       if (action.kind == CallAction::Kind::kWait) {
         now += action.delay;
         action = machine.OnWaitOver(now);

@@ -442,81 +442,6 @@ TEST_F(CallStateMachineTest, TheResultShowsTheSendsBeforeAnyAnswerAndSurvivesAMo
   EXPECT_EQ(r.evidence[0].number, 1);
 }
 
-// Evidence written in place (what the drivers do) is decided exactly as
-// evidence passed by value: the same actions, the same result, the same
-// stored evidence; an answer after the finish is not recorded.
-TEST_F(CallStateMachineTest, EvidenceWrittenInPlaceDecidesAsEvidencePassedByValue) {
-  CallPolicy p = KeyedPost(seconds(1));
-  p.max_attempts = 1;
-  p.fence_when_giving_up = true;
-  CancellationToken token;
-  CountingBudget budget;
-  CountingBudget allowance;
-  ScriptedRandom random({0.0});
-  CallStateMachine in_place(p, &budget, &classifier_, &random, &token, &allowance);
-  CallStateMachine& by_value = Make(p, {0.0});
-  ASSERT_TRUE(IsSend(in_place.Start(kT0), 1, milliseconds(690)));
-  ASSERT_TRUE(IsSend(by_value.Start(kT0), 1, milliseconds(690)));
-
-  AttemptEvidence* stored = &in_place.NewEvidence();
-  *stored = Lost();
-  EXPECT_TRUE(IsWait(in_place.OnAttemptDoneInPlace(1, *stored, std::nullopt, At(milliseconds(100))),
-                     milliseconds(25)));
-  EXPECT_TRUE(IsWait(by_value.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))),
-                     milliseconds(25)));
-  EXPECT_TRUE(IsQuery(in_place.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500), false));
-  EXPECT_TRUE(IsQuery(by_value.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500), false));
-  in_place.NewEvidence() = Answered(404);
-  EXPECT_TRUE(IsWait(in_place.OnStatusAnswerInPlace(StatusAnswer::kNotFound, ResponseOf(404),
-                                                    At(milliseconds(130))),
-                     microseconds(37500)));
-  EXPECT_TRUE(IsWait(by_value.OnStatusAnswer(StatusAnswer::kNotFound, Answered(404),
-                                             ResponseOf(404), At(milliseconds(130))),
-                     microseconds(37500)));
-  EXPECT_TRUE(
-      IsQuery(in_place.OnWaitOver(At(microseconds(167500))), 2, microseconds(411250), true));
-  EXPECT_TRUE(
-      IsQuery(by_value.OnWaitOver(At(microseconds(167500))), 2, microseconds(411250), true));
-  in_place.NewEvidence() = Answered(404);
-  EXPECT_TRUE(IsFinish(in_place.OnStatusAnswerInPlace(StatusAnswer::kFenced, ResponseOf(404),
-                                                      At(milliseconds(170)))));
-  EXPECT_TRUE(IsFinish(by_value.OnStatusAnswer(StatusAnswer::kFenced, Answered(404),
-                                               ResponseOf(404), At(milliseconds(170)))));
-  // A late answer after the finish: neither records it.
-  stored = &in_place.NewEvidence();
-  *stored = Answered(201);
-  EXPECT_TRUE(
-      IsFinish(in_place.OnAttemptDoneInPlace(1, *stored, ResponseOf(201), At(milliseconds(180)))));
-  EXPECT_TRUE(
-      IsFinish(by_value.OnAttemptDone(Answered(201), ResponseOf(201), At(milliseconds(180)))));
-
-  const CallResult a = in_place.TakeResult();
-  const CallResult b = Result();
-  EXPECT_EQ(a.outcome, Outcome::kFailed);
-  EXPECT_EQ(a.stop_reason, StopReason::kFenced);
-  EXPECT_EQ(a.outcome, b.outcome);
-  EXPECT_EQ(a.stop_reason, b.stop_reason);
-  EXPECT_EQ(a.resolved_by, b.resolved_by);
-  EXPECT_EQ(a.attempts, b.attempts);
-  EXPECT_EQ(a.status_queries, b.status_queries);
-  EXPECT_EQ(a.elapsed, b.elapsed);
-  ASSERT_TRUE(a.last_response.has_value());
-  EXPECT_EQ(a.last_response->status_code, 404);
-  ASSERT_EQ(a.evidence.size(), 3u);
-  ASSERT_EQ(b.evidence.size(), 3u);
-  for (std::size_t i = 0; i < a.evidence.size(); ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ(a.evidence[i].number, b.evidence[i].number);
-    EXPECT_EQ(a.evidence[i].is_status_query, b.evidence[i].is_status_query);
-    EXPECT_EQ(a.evidence[i].classification, b.evidence[i].classification);
-    EXPECT_EQ(a.evidence[i].reason, b.evidence[i].reason);
-    EXPECT_EQ(a.evidence[i].deadline_remaining, b.evidence[i].deadline_remaining);
-    EXPECT_EQ(a.evidence[i].budget_balance, b.evidence[i].budget_balance);
-    EXPECT_EQ(a.evidence[i].delay_after, b.evidence[i].delay_after);
-  }
-  EXPECT_EQ(allowance.charges(), allowance_.charges());
-}
-
 TEST_F(CallStateMachineTest, StartDepositsInBothBudgets) {
   CallStateMachine& m = Make(KeyedPost(seconds(1)));
   m.Start(kT0);
@@ -831,6 +756,21 @@ TEST_F(CallStateMachineTest, AmbiguousKeyedWriteWithNoResolutionStopsAmbiguousUn
   EXPECT_EQ(r.outcome, Outcome::kUnknown);
   EXPECT_EQ(r.stop_reason, StopReason::kAmbiguousUnresolved);
   EXPECT_EQ(budget_.charges(), 0);
+}
+
+// An answer that comes after the call finished (a copy the driver was to
+// cancel) is not recorded and changes nothing.
+TEST_F(CallStateMachineTest, AnAnswerAfterTheFinishIsNotRecorded) {
+  CallStateMachine& m = Make(Get(seconds(1)));
+  m.Start(kT0);
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(200), ResponseOf(200), At(milliseconds(10)))));
+  EXPECT_TRUE(IsFinish(m.OnAttemptDone(Answered(500), ResponseOf(500), At(milliseconds(20)))));
+  EXPECT_TRUE(IsFinish(m.OnStatusAnswer(StatusAnswer::kFenced, Answered(404), ResponseOf(404),
+                                        At(milliseconds(30)))));
+  const CallResult r = Result();
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.last_response->status_code, 200);
 }
 
 // kUnavailableUnresolved: rule 5, an unmarked 503 is doubt (the attempt may

@@ -1,14 +1,11 @@
 // Copyright 2026 The saferetry Authors. Licensed under the Apache License, Version 2.0.
 //
-// The state machine runs a call without a breaker, a response predicate or
-// hedging (and, until it first waits, without its `Later` block) on its
-// plain path: `SendNow`, `OnAttemptDone` and `Finish` compiled without the
-// checks of those parts. A call with a breaker takes the full path. This test
-// runs every sequence of three answers, for a GET and for a keyed POST whose
-// status queries answer too, through a client without breakers and through
-// one whose breakers never open, and asserts that both decide the same:
-// outcome, reason, sends, status queries, evidence, waits and the requests on
-// the wire.
+// A breaker that never opens changes no decision. This test runs every
+// sequence of three answers, for a GET and for a keyed POST whose status
+// queries answer too, through a client without breakers and through one
+// whose breakers never open, and asserts that both decide the same: outcome,
+// reason, sends, status queries, evidence, waits and the requests on the
+// wire.
 
 #include <gtest/gtest.h>
 
