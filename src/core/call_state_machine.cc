@@ -3,52 +3,14 @@
 #include "saferetry/call_state_machine.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "saferetry/cancellation.h"
+#include "saferetry/retry_policy.h"
+#include "saferetry/settlement.h"
 
 namespace saferetry {
-RatioBudgetOptions DefaultStatusQueryAllowance() {
-  RatioBudgetOptions o;
-  o.percent = 0.5;
-  o.min_per_second = 20;
-  o.window = std::chrono::seconds(10);
-  return o;
-}
-
-TimePlanKind ChooseTimePlanKind(const CallPolicy& policy) {
-  if (policy.traits.keyed && !policy.traits.idempotent && !policy.traits.safe &&
-      (policy.has_status_query || policy.server_deduplicates)) {
-    return TimePlanKind::kResolve;
-  }
-  if ((policy.traits.idempotent || policy.traits.safe) && policy.max_attempts > 1) {
-    return TimePlanKind::kRetry;
-  }
-  return TimePlanKind::kSingle;
-}
-
-int DefaultMaxStatusQueries(Duration total, const BackoffParams& poll_backoff) {
-  constexpr int kWithoutDeadline = 20;
-  constexpr int kMinimum = 5;
-  constexpr int kSlack = 2;
-  constexpr Duration kShortestCounted = std::chrono::milliseconds(1);
-  if (total == Duration::max()) return kWithoutDeadline;
-  // Counted at the pacing's shortest waits (the jitter's lower bound, u = 0),
-  // so that however the samples fall the cap is not reached before the
-  // deadline: polls are paced until the deadline, the cap only bounds them.
-  int count = 0;
-  Duration spent{0};
-  Duration previous{0};
-  while (count < kMaxStatusQueriesHardCap) {
-    const Duration d =
-        std::max(ComputeBackoff(poll_backoff, count + 1, previous, 0.0), kShortestCounted);
-    if (spent + d > total) break;
-    spent += d;
-    previous = d;
-    ++count;
-  }
-  return std::clamp(count + kSlack, kMinimum, kMaxStatusQueriesHardCap);
-}
 
 CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget,
                                    const Classifier* classifier, Random* random,
@@ -62,7 +24,60 @@ CallStateMachine::CallStateMachine(const CallPolicy& policy, RetryBudget* budget
   services_ = &owned_->services;
 }
 
-const CallStateMachine::Later CallStateMachine::kNoLater{};
+// The retry state: what a call needs only once it waits, polls, hedges or
+// meets a final answer it cannot trust.
+struct CallStateMachine::Later {
+  // Sends in flight beside `in_flight0_` (hedges): `Slot(1..)`.
+  std::array<InFlight, kMaxInFlight - 1> hedges{};
+  // A final answer that came while other copies were in flight, with no
+  // doubt before it: it stands if they come back without doubt.
+  std::optional<StopReason> held_final;
+  // The end of the pending wait: a send after it forgives a late wake-up.
+  std::optional<TimePoint> wake_due;
+  Duration previous_delay{0};
+  Duration previous_poll_delay{0};
+  // The charge of the pending wait, refunded if the send never happens:
+  // pending while `pending_charge_budget` (the budget charged) is set.
+  BudgetReceipt pending_charge;
+  RetryBudget* pending_charge_budget = nullptr;
+  BudgetReceipt last_retry_receipt;
+  // The permit of the status query in flight (allowed = false: none).
+  CircuitBreaker::Permit query_permit;
+  int polls = 0;        // status queries + resends answered 409
+  int hedges_sent = 0;  // `hedges()`
+  int retry_waits = 0;
+  int poll_waits = 0;
+  StopReason unsettled_reason = StopReason::kAnswerNotDefinite;
+  // A final answer that was not definite (or a 410 for a used key) came
+  // after that doubt: only status queries may settle it, never a resend.
+  bool no_resend = false;
+  bool pending_poll = false;   // the pending send is a poll
+  bool pending_fence = false;  // the pending status query carries the fence
+  bool fence_sent = false;
+  bool seen_in_progress = false;
+};
+
+CallStateMachine::CallStateMachine(CallPolicy* policy, const CallServices* services,
+                                   const CancellationToken* cancellation)
+    : policy_(policy), services_(services), cancellation_(cancellation) {}
+CallStateMachine::CallStateMachine(CallStateMachine&&) noexcept = default;
+CallStateMachine& CallStateMachine::operator=(CallStateMachine&&) noexcept = default;
+CallStateMachine::~CallStateMachine() = default;
+
+const CallStateMachine::Later& CallStateMachine::later() const {
+  static const Later kNoLater{};
+  return later_ != nullptr ? *later_ : kNoLater;
+}
+
+CallStateMachine::InFlight& CallStateMachine::Slot(int i) {
+  return i == 0 ? in_flight0_ : later_->hedges[static_cast<std::size_t>(i - 1)];
+}
+
+std::uint32_t CallStateMachine::in_flight(int i) const {
+  return i == 0 ? in_flight0_.id : later_->hedges[static_cast<std::size_t>(i - 1)].id;
+}
+
+int CallStateMachine::hedges() const { return later().hedges_sent; }
 
 CallStateMachine::Later& CallStateMachine::MutableLater() {
   if (later_ == nullptr) {
@@ -266,7 +281,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   }
   evidence.classification = c.cls;
   evidence.reason = c.reason;
-  ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
+  ReportToBreaker(policy_->circuit_breaker, done.permit, c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.
@@ -637,8 +652,8 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   // cancellation) will not be reported: free their half-open probe slots.
   for (int i = 0; i < in_flight_count_; ++i) {
     const InFlight& f = Slot(i);
-    if (f.permit_allowed && policy_->circuit_breaker != nullptr) {
-      policy_->circuit_breaker->OnAbandoned(f.permit(), now);
+    if (f.permit.allowed && policy_->circuit_breaker != nullptr) {
+      policy_->circuit_breaker->OnAbandoned(f.permit, now);
     }
   }
   if (later_ != nullptr) {
