@@ -9,4 +9,4 @@ apt-get install -y --no-install-recommends \
   libgtest-dev libgmock-dev googletest libbenchmark-dev \
   libcli11-dev libcpp-httplib-dev libasio-dev libsqlite3-dev sqlite3 libpq-dev postgresql nghttp2-server \
   prometheus-cpp-dev \
-  gnuplot-nox clang libclang-rt-14-dev clang-format valgrind
+  gnuplot-nox clang libclang-rt-14-dev clang-format valgrind python3

@@ -91,7 +91,7 @@
 #endif
 
 #include "absl/status/status.h"
-#include "saferetry/async_transport.h"
+#include "saferetry/async_seams.h"
 
 namespace saferetry {
 namespace asio_compat {

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "saferetry/backoff.h"
+#include "saferetry/call_listener.h"  // CallListener, for CallOptions::listener
 #include "saferetry/call_state_machine.h"
 #include "saferetry/cancellation.h"
 #include "saferetry/circuit_breaker.h"
@@ -56,21 +57,6 @@ namespace internal {
 class CallSession;
 class UnsentRecords;
 }  // namespace internal
-
-/// Hooks called on the calling thread, in order. Must not throw. Default
-/// implementations do nothing.
-class CallListener {
- public:
-  virtual ~CallListener() = default;
-  /// An attempt (or status query) is about to be sent.
-  virtual void OnAttemptStart(int /*number*/, bool /*is_status_query*/) {}
-  /// An attempt (or status query) finished; `evidence` is classified.
-  virtual void OnAttemptEnd(const AttemptEvidence& /*evidence*/) {}
-  /// A wait was scheduled.
-  virtual void OnWaitScheduled(Duration /*delay*/, bool /*from_server_hint*/) {}
-  /// The call finished.
-  virtual void OnFinish(const CallResult& /*result*/) {}
-};
 
 /// Per-call options: what differs from one call to the next. What is the
 /// same for many calls is in the `RetryPolicy` (saferetry/retry_policy.h),

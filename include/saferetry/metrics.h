@@ -35,7 +35,9 @@
 #include <utility>
 #include <vector>
 
-#include "saferetry/client.h"
+#include "saferetry/call_listener.h"
+#include "saferetry/circuit_breaker.h"
+#include "saferetry/journal.h"
 #include "saferetry/result.h"
 
 namespace saferetry {

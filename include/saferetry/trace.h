@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "saferetry/client.h"
+#include "saferetry/call_listener.h"
 #include "saferetry/redaction.h"
 #include "saferetry/request.h"
 #include "saferetry/result.h"

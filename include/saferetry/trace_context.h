@@ -28,14 +28,11 @@
 #include <string>
 #include <string_view>
 
+#include "saferetry/trace_ids.h"  // kTraceParentHeader, kTraceStateHeader, TraceId, SpanId
+
 namespace saferetry {
 
 struct AttemptEvidence;
-
-/// The header names (lower case, as the specification writes them; header
-/// names are matched case-insensitively).
-inline constexpr std::string_view kTraceParentHeader = "traceparent";
-inline constexpr std::string_view kTraceStateHeader = "tracestate";
 
 /// The length of a version-00 `traceparent` value.
 inline constexpr std::size_t kTraceParentLength = 55;
@@ -45,11 +42,6 @@ inline constexpr std::size_t kTraceParentLength = 55;
 inline constexpr std::size_t kMaxTraceStateLength = 512;
 /// The most `tracestate` list members; a value with more is invalid.
 inline constexpr std::size_t kMaxTraceStateMembers = 32;
-
-/// 16 bytes; all zero means "none".
-using TraceId = std::array<std::uint8_t, 16>;
-/// 8 bytes; all zero means "none".
-using SpanId = std::array<std::uint8_t, 8>;
 
 /// The fields of a `traceparent` value, in binary.
 struct TraceParent {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/request_scan.h"
 #include "common/strings_internal.h"
-#include "saferetry/trace_context.h"
+#include "saferetry/trace_ids.h"
 
 namespace saferetry {
 namespace {

@@ -19,6 +19,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
+#include "saferetry/client.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "saferetry/client.h"
 #include "saferetry/testing/fake_clock.h"
 #include "saferetry/testing/fake_random.h"
 #include "saferetry/testing/fake_transport.h"
