@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "saferetry/clock.h"
 #include "saferetry/request.h"
-#include "saferetry/trace_context.h"
+#include "saferetry/trace_ids.h"
 
 namespace saferetry {
 
@@ -170,11 +170,6 @@ struct ServerHints {
 
 /// The evidence of one attempt or one status query.
 struct AttemptEvidence {
-  /// Every field starts at the default written beside it. Provided, so that a
-  /// value-initialised record (`Evidence::emplace_back()`, once per attempt)
-  /// is not zero-filled before those defaults are written.
-  AttemptEvidence() noexcept {}
-
   /// 1-based; requests and status queries are numbered separately.
   int number = 0;
   /// True for a status query, false for a send of the request.

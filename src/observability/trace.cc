@@ -8,6 +8,7 @@
 
 #include "nlohmann/json.hpp"
 #include "saferetry/redaction.h"
+#include "saferetry/trace_context.h"
 
 namespace saferetry {
 namespace {

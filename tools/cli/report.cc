@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "saferetry/journal.h"
 #include "saferetry/redaction.h"
+#include "saferetry/trace_context.h"
 
 namespace saferetry {
 namespace internal {
