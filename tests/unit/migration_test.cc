@@ -38,7 +38,7 @@ const saferetry::Request kPost{"POST", "http://orders.test/orders", {}, "{}", {}
 
 std::shared_ptr<saferetry::testkit::FakeTransport> AlwaysUnavailable(int sends) {
   auto t = std::make_shared<saferetry::testkit::FakeTransport>();
-  for (int i = 0; i < sends; ++i) t->Push(saferetry::testkit::Step::Respond(503));
+  for (int i = 0; i < sends; ++i) t->Push(saferetry::testkit::Step::RespondRejected());
   return t;
 }
 
