@@ -276,6 +276,7 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
+  ao.phase_limits = call_.retry->options().phase_limits;
   if (ABSL_PREDICT_TRUE(plain_)) {
     // One send at a time (no hedges): the first slot is free.
     first_trace_.attempt_id = action.attempt_id;
@@ -388,6 +389,7 @@ ABSL_ATTRIBUTE_NOINLINE std::optional<CallAction> CallSession::BeforeStatusQuery
   }
   *query = &*query_request;
   ao.timeout = action.timeout;
+  ao.phase_limits = call_.retry->options().phase_limits;
   ao.extra_headers = headers.view();
   return std::nullopt;
 }
