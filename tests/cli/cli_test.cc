@@ -570,10 +570,26 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
   CliRun run = RunCli({"--help"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("Usage: saferetry [OPTIONS] URL"));
-  for (const char* flag : {"--request", "--data", "--header", "--idempotency-key",
-                           "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
-                           "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
-                           "--summary-json", "--http1.1", "--http2", "--http2-prior-knowledge"}) {
+  for (const char* flag : {"--request",
+                           "--data",
+                           "--header",
+                           "--idempotency-key",
+                           "--no-idempotency-key",
+                           "--status-url",
+                           "--assume-dedup",
+                           "--deadline",
+                           "--attempt-timeout",
+                           "--max-attempts",
+                           "--policy",
+                           "--verbose",
+                           "--summary-json",
+                           "--http1.1",
+                           "--http2",
+                           "--http2-prior-knowledge",
+                           "--connect-timeout",
+                           "--first-byte-timeout",
+                           "--speed-limit",
+                           "--speed-time"}) {
     EXPECT_THAT(run.out, HasSubstr(flag));
   }
   EXPECT_EQ(run.err, "");
