@@ -15,9 +15,9 @@ std::string Nanos(Duration d) { return absl::StrCat(static_cast<long long>(d.cou
 
 absl::Status ValidatePhaseLimits(const PhaseLimits& limits, std::string_view prefix) {
   const auto error = [&](std::string_view field, const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        absl::string_view(prefix.data(), prefix.size()),
-        absl::string_view(field.data(), field.size()), ": ", what));
+    return absl::InvalidArgumentError(absl::StrCat(absl::string_view(prefix.data(), prefix.size()),
+                                                   absl::string_view(field.data(), field.size()),
+                                                   ": ", what));
   };
   if (limits.connect < Duration(0)) {
     return error("connect", "must be >= 0, got " + Nanos(limits.connect));
@@ -26,8 +26,8 @@ absl::Status ValidatePhaseLimits(const PhaseLimits& limits, std::string_view pre
     return error("first_byte", "must be >= 0, got " + Nanos(limits.first_byte));
   }
   if (limits.speed_limit < 0) {
-    return error("speed_limit", absl::StrCat("must be >= 0 bytes per second, got ",
-                                             limits.speed_limit));
+    return error("speed_limit",
+                 absl::StrCat("must be >= 0 bytes per second, got ", limits.speed_limit));
   }
   if (limits.speed_time < Duration(0)) {
     return error("speed_time", "must be >= 0, got " + Nanos(limits.speed_time));
