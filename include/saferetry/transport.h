@@ -24,7 +24,8 @@ class CancellationToken;
 /// Limits on the phases of one attempt (docs/curl-transport.md, "Limits
 /// per phase"). Each runs inside the attempt's timeout and the call's
 /// deadline: a limit longer than what is left of the attempt changes
-/// nothing. Zero (the default of every field): no limit of the phase's own.
+/// nothing. Zero (the default of every field): no limit of the phase's own;
+/// at most a year.
 /// Each expiry is classified by what it proves, as any timeout is
 /// (`Delivery`): a connect that never finished sent nothing, so even a
 /// keyless POST may be retried; an expiry after the request was written may

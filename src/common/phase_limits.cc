@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "saferetry/transport.h"
@@ -19,11 +21,14 @@ absl::Status ValidatePhaseLimits(const PhaseLimits& limits, std::string_view pre
                                                    absl::string_view(field.data(), field.size()),
                                                    ": ", what));
   };
-  if (limits.connect < Duration(0)) {
-    return error("connect", "must be >= 0, got " + Nanos(limits.connect));
-  }
-  if (limits.first_byte < Duration(0)) {
-    return error("first_byte", "must be >= 0, got " + Nanos(limits.first_byte));
+  // At most a year: a longer limit is none, and would overflow the
+  // arithmetic of the transports' timers.
+  constexpr Duration kYear = std::chrono::hours(24 * 365);
+  const std::pair<std::string_view, Duration> durations[] = {{"connect", limits.connect},
+                                                             {"first_byte", limits.first_byte}};
+  for (const auto& [field, d] : durations) {
+    if (d < Duration(0)) return error(field, "must be >= 0, got " + Nanos(d));
+    if (d > kYear) return error(field, "must be at most a year, got " + Nanos(d));
   }
   if (limits.speed_limit < 0) {
     return error("speed_limit",
@@ -35,7 +40,7 @@ absl::Status ValidatePhaseLimits(const PhaseLimits& limits, std::string_view pre
   if (limits.speed_time % std::chrono::seconds(1) != Duration(0)) {
     return error("speed_time", "libcurl counts whole seconds, got " + Nanos(limits.speed_time));
   }
-  if (limits.speed_time > std::chrono::hours(24 * 365)) {
+  if (limits.speed_time > kYear) {
     return error("speed_time", "must be at most a year, got " + Nanos(limits.speed_time));
   }
   if ((limits.speed_limit > 0) != (limits.speed_time > Duration(0))) {

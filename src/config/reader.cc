@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -140,6 +141,14 @@ absl::Status Loader::PhaseLimitsObject(const json& j, const std::string& path) {
     if (l.speed_time % std::chrono::seconds(1) != Duration(0)) {
       return Invalid(Child(path, "speedTime"), Cat("libcurl counts whole seconds, got \"",
                                                    FormatProtoDuration(l.speed_time), "\""));
+    }
+  }
+  const std::pair<const char*, Duration> durations[] = {
+      {"connect", l.connect}, {"firstByte", l.first_byte}, {"speedTime", l.speed_time}};
+  for (const auto& [key, d] : durations) {
+    if (d > std::chrono::hours(24 * 365)) {
+      return Invalid(Child(path, key),
+                     Cat("must be at most a year, got \"", FormatProtoDuration(d), "\""));
     }
   }
   if ((l.speed_limit > 0) != (l.speed_time > Duration(0))) {

@@ -664,6 +664,8 @@ TEST(ConfigTest, PhaseLimitsAreReadAndRoundTripThroughTheDump) {
        R"($.saferetry.phaseLimits.firstByte: expected a duration >= 0 like "0.1s" (decimal seconds, "s" suffix), got "-1s")"},
       {R"({"saferetry": {"phaseLimits": {"speedTime": "1.5s", "speedLimit": 1}}})",
        R"($.saferetry.phaseLimits.speedTime: libcurl counts whole seconds, got "1.500s")"},
+      {R"({"saferetry": {"phaseLimits": {"connect": "31536001s"}}})",
+       R"($.saferetry.phaseLimits.connect: must be at most a year, got "31536001s")"},
       {R"({"saferetry": {"phaseLimits": {"speedLimit": 10}}})",
        "$.saferetry.phaseLimits.speedLimit: given without speedTime"},
       {R"({"saferetry": {"phaseLimits": {"read": "1s"}}})",

@@ -25,6 +25,10 @@ TEST(PhaseLimitsTest, EachBadFieldIsNamedWithThePrefix) {
   l.connect = milliseconds(-1);
   EXPECT_EQ(ValidatePhaseLimits(l, "x.").message(), "x.connect: must be >= 0, got -1000000ns");
   l = {};
+  l.first_byte = Duration::max();
+  EXPECT_EQ(ValidatePhaseLimits(l).message(),
+            "first_byte: must be at most a year, got 9223372036854775807ns");
+  l = {};
   l.first_byte = milliseconds(-2);
   EXPECT_EQ(ValidatePhaseLimits(l).message(), "first_byte: must be >= 0, got -2000000ns");
   l = {};
