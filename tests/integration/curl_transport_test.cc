@@ -181,6 +181,23 @@ TEST(CurlTransportTest, TheConnectLimitEndsAHangingConnectNotSent) {
   EXPECT_LT(r.timings.total, milliseconds(1500));
 }
 
+// A TLS handshake the server never answers (it waits for an HTTP request
+// that never comes): the connect limit covers it, nothing was sent, and the
+// phase is named tls.
+TEST(CurlTransportTest, TheConnectLimitCoversTheTlsHandshake) {
+  LoopbackServer server(AlwaysReply(200, {}, "never"));
+  AttemptOptions ao = WithTimeout(std::chrono::seconds(3));
+  ao.phase_limits.connect = milliseconds(300);
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port()) + "/orders";
+  TransportResult r = MakeTransport()->Send(Post(url, "x"), ao);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_EQ(r.timings.timed_out, Phase::kTls);
+  EXPECT_GE(r.timings.total, milliseconds(295));
+  EXPECT_LT(r.timings.total, milliseconds(1500));
+  EXPECT_TRUE(server.requests().empty());
+}
+
 TEST(CurlTransportTest, PhaseLimitsAreValidated) {
   CurlTransportOptions o;
   o.phase_limits.first_byte = milliseconds(-1);

@@ -442,7 +442,13 @@ Phase TimedOutPhase(const PooledHandle& h, const PhaseTimings& timings, bool htt
   curl_off_t request_size = 0;
   curl_easy_getinfo(h.curl, CURLINFO_REQUEST_SIZE, &request_size);
   if (ex.prereq_calls > 0 || request_size > 0) return Phase::kRequestWrite;
-  if (timings.connect > Duration(0)) {
+  // libcurl 7.88 stamps the connect only once the whole chain (TCP, then
+  // TLS) is up, but reports the peer's address as soon as TCP connected.
+  char* peer = nullptr;
+  curl_easy_getinfo(h.curl, CURLINFO_PRIMARY_IP, &peer);
+  const bool tcp_connected =
+      timings.connect > Duration(0) || (peer != nullptr && peer[0] != '\0');
+  if (tcp_connected) {
     return https && timings.tls <= Duration(0) ? Phase::kTls : Phase::kRequestWrite;
   }
   // libcurl stamps the lookup of an address literal too (a few
