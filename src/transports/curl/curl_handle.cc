@@ -446,8 +446,7 @@ Phase TimedOutPhase(const PooledHandle& h, const PhaseTimings& timings, bool htt
   // TLS) is up, but reports the peer's address as soon as TCP connected.
   char* peer = nullptr;
   curl_easy_getinfo(h.curl, CURLINFO_PRIMARY_IP, &peer);
-  const bool tcp_connected =
-      timings.connect > Duration(0) || (peer != nullptr && peer[0] != '\0');
+  const bool tcp_connected = timings.connect > Duration(0) || (peer != nullptr && peer[0] != '\0');
   if (tcp_connected) {
     return https && timings.tls <= Duration(0) ? Phase::kTls : Phase::kRequestWrite;
   }
