@@ -127,7 +127,7 @@ enum class Phase {
 };
 
 /// "dns", "connect", "tls", "request_write", "first_byte", "transfer", or
-/// "" for `kNone`: the names of the trace, the CLI's JSON and the metrics.
+/// "" for `kNone`: the names of the trace, the CLI's `-v` and the metrics.
 std::string_view PhaseName(Phase phase);
 
 /// Curl's (or the fake's) per-phase timers for one attempt, each measured from
