@@ -415,6 +415,37 @@ TEST(AsyncCurlTest, APolicysConnectLimitEndsTheAttemptAndAKeylessPostIsRetried) 
   }
 }
 
+// A hedge answers while the first copy waits for its first byte: the loser
+// is cancelled with its first-byte timer, which never fires on a transfer
+// that is gone, and the next call on the loop is untouched.
+TEST(AsyncCurlTest, ACancelledHedgeTakesItsFirstByteTimerWithIt) {
+  std::atomic<int> seen{0};
+  LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
+    if (seen++ == 0) {
+      conn.WaitForPeerClose(milliseconds(5000));
+      return AfterRequest::kClose;
+    }
+    conn.Write(LoopbackServer::Reply(200, {}, "hedge"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  RetryPolicyOptions o;
+  o.hedging.enabled = true;
+  o.hedging.delay = milliseconds(50);
+  o.phase_limits.first_byte = milliseconds(400);
+  CallOptions call = Bounded();
+  call.policy = RetryPolicy::Create(o).value();
+  CallResult r = Await(client->Execute(Get(server), call));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 2);
+  // Past the loser's limit: a second call still gets its answer.
+  std::this_thread::sleep_for(milliseconds(500));
+  CallResult again = Await(client->Execute(Get(server), call));
+  EXPECT_EQ(again.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(again.attempts, 1);
+  EXPECT_EQ(again.evidence[0].timings.timed_out, Phase::kNone);
+}
+
 // A response that arrives in time is untouched by the limits, and every
 // phase it went through is measured in order.
 TEST(AsyncCurlTest, AnAnswerInTimeIsMeasuredPhaseByPhase) {
