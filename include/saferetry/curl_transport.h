@@ -91,6 +91,14 @@ struct CurlTransportOptions {
   /// in flight costs (docs/adr/0027-failure-detail-without-the-error-buffer.md).
   /// Classification never reads either text.
   bool libcurl_error_text = false;
+  /// Limits per phase for every attempt: connect (name lookup, TCP and
+  /// TLS), first byte after the request was written, and libcurl's
+  /// low-speed limit (docs/curl-transport.md, "Limits per phase"). The
+  /// defaults under a policy's own (`RetryPolicyOptions::phase_limits`,
+  /// carried by `AttemptOptions::phase_limits`), field by field. Each runs
+  /// inside the attempt's timeout. Default: none, the attempt's timeout
+  /// alone bounds every phase.
+  PhaseLimits phase_limits;
 };
 
 /// Creates a thread-safe libcurl transport. InvalidArgument naming the field

@@ -47,6 +47,10 @@ namespace saferetry {
 inline constexpr std::array<double, 14> kLatencyBucketsSeconds = {
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10};
 
+/// The phases measured per exchange (`Phase` less `kNone`): dns, connect,
+/// tls, request_write, first_byte, transfer.
+inline constexpr int kPhaseCount = static_cast<int>(Phase::kTransfer);
+
 /// One histogram series. `counts[i]` counts observations in
 /// (bounds[i-1], bounds[i]]; the last entry counts those above every bound
 /// (+Inf). Not cumulative.
@@ -131,6 +135,15 @@ struct EndpointCallSeries {
   /// (attempt or status query), the time between its first exchange's start
   /// and its last one's end during which none was in flight.
   HistogramSnapshot retry_delay;
+  /// `saferetry.client.attempt.phase.duration` by `saferetry.phase`: per
+  /// exchange (attempt or status query), the time it spent in each phase it
+  /// went through (`PhaseTimings::Spent`), at index `Phase` - 1 (dns first,
+  /// transfer last). A phase not reached, or not needed (the connect of a
+  /// kept-alive connection), is not observed (docs/operations.md).
+  std::array<HistogramSnapshot, kPhaseCount> phase_duration;
+  /// `saferetry.client.attempt.timeouts` by `saferetry.phase`: exchanges
+  /// whose time ran out, by the phase it ran out in (same index).
+  std::array<std::int64_t, kPhaseCount> timeouts_by_phase{};
 };
 
 /// A point-in-time copy of the counters. Each counter is read atomically,

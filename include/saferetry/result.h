@@ -126,16 +126,46 @@ enum class AttemptClass {
   kUnavailableUnproven,
 };
 
+/// The phases of one attempt, in the order they happen
+/// (docs/operations.md, "Reading the phases").
+enum class Phase {
+  kNone,          ///< No phase: the attempt did not run out of time.
+  kDns,           ///< Resolving the host name.
+  kConnect,       ///< The TCP connect.
+  kTls,           ///< The TLS handshake.
+  kRequestWrite,  ///< Writing the request: its headers and body.
+  kFirstByte,     ///< Waiting for the first byte of the response once the request was written.
+  kTransfer,      ///< Reading the response, from its first byte to its last.
+};
+
+/// "dns", "connect", "tls", "request_write", "first_byte", "transfer", or
+/// "" for `kNone`: the names of the trace, the CLI's `-v` and the metrics.
+std::string_view PhaseName(Phase phase);
+
 /// Curl's (or the fake's) per-phase timers for one attempt, each measured from
 /// the attempt's start. Zero when the phase did not happen. The curl
 /// transports report the phases that happened in order (dns <= connect <=
-/// tls <= first_byte <= total).
+/// tls <= request_written <= first_byte <= total). A connection kept alive
+/// from an earlier attempt has no dns, connect or tls stamp.
 struct PhaseTimings {
   Duration dns{0};
   Duration connect{0};
   Duration tls{0};
+  /// The whole request (headers and body) was written: measured by the
+  /// transport itself, since libcurl 7.88 does not report it.
+  Duration request_written{0};
   Duration first_byte{0};
   Duration total{0};
+  /// The phase in which the attempt's time ran out (its timeout, the call's
+  /// deadline, or a limit of the phase's own: `PhaseLimits`), or `kNone`
+  /// when it did not.
+  Phase timed_out = Phase::kNone;
+
+  /// The time spent in `phase`: its stamp less the stamp before it, zero
+  /// for a phase that was not reached (or not needed, such as the connect
+  /// of a kept-alive connection); for `kTransfer`, total less first_byte;
+  /// for `kNone`, zero.
+  Duration Spent(Phase phase) const;
 };
 
 /// What the server said about the key, in the `Idempotency-Key-State`

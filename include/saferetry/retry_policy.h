@@ -41,6 +41,7 @@
 #include "saferetry/response_predicate.h"
 #include "saferetry/server_hints.h"
 #include "saferetry/status_query.h"
+#include "saferetry/transport.h"
 
 namespace saferetry {
 
@@ -134,6 +135,13 @@ struct RetryPolicyOptions {
   HintOptions hints;
   /// Hedging (`AsyncClient` only). Default off.
   HedgingOptions hedging;
+  /// Limits per phase of every attempt and status query of the endpoint:
+  /// connect, first byte after the request was written, low speed
+  /// (saferetry/transport.h, docs/curl-transport.md). A field left at zero
+  /// (the default) takes the transport's own
+  /// (`CurlTransportOptions::phase_limits`). Each runs inside the attempt's
+  /// timeout and the call's deadline.
+  PhaseLimits phase_limits;
   /// Reads an answer's headers and body prefix to retry a "throttled" 200
   /// or a "not applied" 400 (saferetry/response_predicate.h, which says
   /// what it may and may not change). Default off: nothing asked.

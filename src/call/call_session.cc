@@ -273,6 +273,7 @@ std::optional<CallAction> CallSession::BeforeAttempt(CallStateMachine& machine,
                                                      const CallAction& action, SendHeaders& headers,
                                                      AttemptOptions& ao) {
   StampAttemptHeaders(call_, action, headers);
+  ao.phase_limits = call_.retry->options().phase_limits;
   if (listener_ != nullptr) listener_->OnAttemptStart(action.number, false);
   // A free slot: at most 1 + max_hedges attempts are in flight.
   std::size_t slot = TraceSlot(0);
@@ -370,6 +371,7 @@ std::optional<CallAction> CallSession::BeforeStatusQuery(CallStateMachine& machi
   }
   *query = &*query_request;
   ao.timeout = action.timeout;
+  ao.phase_limits = call_.retry->options().phase_limits;
   ao.extra_headers = headers.view();
   return std::nullopt;
 }

@@ -110,4 +110,60 @@ std::string_view ResolvedByName(ResolvedBy by) {
   return "";
 }
 
+std::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kNone:
+      return "";
+    case Phase::kDns:
+      return "dns";
+    case Phase::kConnect:
+      return "connect";
+    case Phase::kTls:
+      return "tls";
+    case Phase::kRequestWrite:
+      return "request_write";
+    case Phase::kFirstByte:
+      return "first_byte";
+    case Phase::kTransfer:
+      return "transfer";
+  }
+  return "";
+}
+
+Duration PhaseTimings::Spent(Phase phase) const {
+  // Each phase ends at its stamp and starts at the latest stamp before it
+  // (a kept-alive connection has no dns, connect or tls stamp: its request
+  // write starts at the attempt's start).
+  const Duration stamps[] = {dns, connect, tls, request_written, first_byte};
+  int index = 0;
+  switch (phase) {
+    case Phase::kNone:
+      return Duration(0);
+    case Phase::kTransfer:
+      return first_byte > Duration(0) && total > first_byte ? total - first_byte : Duration(0);
+    case Phase::kDns:
+      index = 0;
+      break;
+    case Phase::kConnect:
+      index = 1;
+      break;
+    case Phase::kTls:
+      index = 2;
+      break;
+    case Phase::kRequestWrite:
+      index = 3;
+      break;
+    case Phase::kFirstByte:
+      index = 4;
+      break;
+  }
+  const Duration end = stamps[index];
+  if (end <= Duration(0)) return Duration(0);
+  Duration start(0);
+  for (int i = 0; i < index; ++i) {
+    if (stamps[i] > start) start = stamps[i];
+  }
+  return end > start ? end - start : Duration(0);
+}
+
 }  // namespace saferetry

@@ -130,6 +130,7 @@ struct Loader {
   // `allow_empty`: an empty array is accepted (nonFatalStatusCodes).
   absl::Status RetryableCodes(const json& j, const std::string& path, bool allow_empty = false);
   absl::Status HedgingObject(const json& j, const std::string& path);
+  absl::Status PhaseLimitsObject(const json& j, const std::string& path);
   absl::Status RetryThrottling(const json& j, const std::string& path);
   absl::Status Saferetry(const json& j, const std::string& path);
   absl::Status StatusQueryObject(const json& j, const std::string& path);

@@ -79,6 +79,13 @@ std::string DumpPolicy(const Policy& p) {
                       {"delayFromP95", h.delay_from_p95},
                       {"maxHedges", h.max_hedges}};
   }  // absent: hedging off with the default options
+  const PhaseLimits& l = p.phase_limits;
+  if (!l.empty()) {
+    own["phaseLimits"] = {{"connect", FormatProtoDuration(l.connect)},
+                          {"firstByte", FormatProtoDuration(l.first_byte)},
+                          {"speedLimit", l.speed_limit},
+                          {"speedTime", FormatProtoDuration(l.speed_time)}};
+  }  // absent: no limit of a phase's own
   const ResponsePredicateOptions& rp = p.response_predicate;
   if (!rp.rules.empty() || rp.max_body_bytes != ResponsePredicateOptions{}.max_body_bytes) {
     json rules = json::array();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -118,6 +119,45 @@ absl::Status Loader::HedgingPolicy(const json& j, const std::string& path, bool 
   return absl::OkStatus();
 }
 
+absl::Status Loader::PhaseLimitsObject(const json& j, const std::string& path) {
+  SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
+  SAFERETRY_RETURN_IF_ERROR(
+      CheckKeys(j, path, {"connect", "firstByte", "speedLimit", "speedTime"}));
+  PhaseLimits& l = policy->phase_limits;
+  if (j.contains("connect")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadDuration(j["connect"], Child(path, "connect"), true, &l.connect));
+  }
+  if (j.contains("firstByte")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadDuration(j["firstByte"], Child(path, "firstByte"), true, &l.first_byte));
+  }
+  if (j.contains("speedLimit")) {
+    SAFERETRY_RETURN_IF_ERROR(ReadInt(j["speedLimit"], Child(path, "speedLimit"), 0,
+                                      std::numeric_limits<std::int32_t>::max(), &l.speed_limit));
+  }
+  if (j.contains("speedTime")) {
+    SAFERETRY_RETURN_IF_ERROR(
+        ReadDuration(j["speedTime"], Child(path, "speedTime"), true, &l.speed_time));
+    if (l.speed_time % std::chrono::seconds(1) != Duration(0)) {
+      return Invalid(Child(path, "speedTime"), Cat("libcurl counts whole seconds, got \"",
+                                                   FormatProtoDuration(l.speed_time), "\""));
+    }
+  }
+  const std::pair<const char*, Duration> durations[] = {
+      {"connect", l.connect}, {"firstByte", l.first_byte}, {"speedTime", l.speed_time}};
+  for (const auto& [key, d] : durations) {
+    if (d > std::chrono::hours(24 * 365)) {
+      return Invalid(Child(path, key),
+                     Cat("must be at most a year, got \"", FormatProtoDuration(d), "\""));
+    }
+  }
+  if ((l.speed_limit > 0) != (l.speed_time > Duration(0))) {
+    return Invalid(Child(path, l.speed_limit > 0 ? "speedLimit" : "speedTime"),
+                   l.speed_limit > 0 ? "given without speedTime" : "given without speedLimit");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Loader::HedgingObject(const json& j, const std::string& path) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
   SAFERETRY_RETURN_IF_ERROR(CheckKeys(j, path, {"enabled", "delay", "delayFromP95", "maxHedges"}));
@@ -189,12 +229,12 @@ absl::Status Loader::RetryThrottling(const json& j, const std::string& path) {
 absl::Status Loader::Saferetry(const json& j, const std::string& path) {
   SAFERETRY_RETURN_IF_ERROR(ReadObject(j, path));
   SAFERETRY_RETURN_IF_ERROR(CheckKeys(
-      j, path, {"jitter",           "deadline",         "attemptTimeout", "deadlineMargin",
-                "minUsefulAttempt", "maxStatusQueries", "statusQuery",    "serverDeduplicates",
-                "idempotency",      "deadlineHeader",   "attemptHeader",  "requestIdHeader",
-                "maxRetryAfter",    "doNotRetryHeader", "budget",         "budgetOptions",
-                "ratioBudget",      "costQuota",        "classification", "circuitBreaker",
-                "hedging",          "responsePredicate"}));
+      j, path, {"jitter",           "deadline",          "attemptTimeout", "deadlineMargin",
+                "minUsefulAttempt", "maxStatusQueries",  "statusQuery",    "serverDeduplicates",
+                "idempotency",      "deadlineHeader",    "attemptHeader",  "requestIdHeader",
+                "maxRetryAfter",    "doNotRetryHeader",  "budget",         "budgetOptions",
+                "ratioBudget",      "costQuota",         "classification", "circuitBreaker",
+                "hedging",          "responsePredicate", "phaseLimits"}));
   const auto at = [&](std::string_view k) { return Child(path, k); };
   if (j.contains("jitter")) {
     const json& v = j["jitter"];
@@ -302,6 +342,9 @@ absl::Status Loader::Saferetry(const json& j, const std::string& path) {
     SAFERETRY_RETURN_IF_ERROR(CircuitBreakerObject(j["circuitBreaker"], at("circuitBreaker")));
   }
   if (j.contains("hedging")) SAFERETRY_RETURN_IF_ERROR(HedgingObject(j["hedging"], at("hedging")));
+  if (j.contains("phaseLimits")) {
+    SAFERETRY_RETURN_IF_ERROR(PhaseLimitsObject(j["phaseLimits"], at("phaseLimits")));
+  }
   if (j.contains("responsePredicate")) {
     SAFERETRY_RETURN_IF_ERROR(
         ResponsePredicateObject(j["responsePredicate"], at("responsePredicate")));

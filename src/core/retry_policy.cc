@@ -64,7 +64,8 @@ bool operator==(const RetryPolicyOptions& a, const RetryPolicyOptions& b) {
          a.hedging.max_hedges == b.hedging.max_hedges &&
          a.response_predicate.rules == b.response_predicate.rules &&
          a.response_predicate.predicate == b.response_predicate.predicate &&
-         a.response_predicate.max_body_bytes == b.response_predicate.max_body_bytes;
+         a.response_predicate.max_body_bytes == b.response_predicate.max_body_bytes &&
+         a.phase_limits == b.phase_limits;
 }
 
 RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const BackoffPolicy> backoff,
@@ -131,6 +132,8 @@ absl::StatusOr<std::shared_ptr<const RetryPolicy>> RetryPolicy::Create(RetryPoli
   }
   s = ValidateDeadlineOptions(o.deadline_options);
   if (!s.ok()) return Prefixed("policy.deadline_options.", s);
+  s = ValidatePhaseLimits(o.phase_limits, "policy.phase_limits.");
+  if (!s.ok()) return s;
   if (o.status_query.callback || !o.status_query.url_template.empty()) {
     s = ValidateStatusQuery(o.status_query);
     if (!s.ok()) return Prefixed("policy.", s);

@@ -81,6 +81,8 @@ struct Metrics::RouteSeries {
   CountHistogram retries;
   CountHistogram hedges;
   Histogram retry_delay;
+  std::array<Histogram, kPhaseCount> phases;
+  std::array<std::atomic<std::int64_t>, kPhaseCount> timeouts{};
 
   ~RouteSeries() {
     for (auto& slot : request_duration) delete slot.load(std::memory_order_acquire);
@@ -206,6 +208,13 @@ std::string EndpointLabels(const MetricsEndpoint& e) {
   if (e.method.empty()) return std::string();
   return "http_request_method=\"" + Label(e.method) + "\",server_address=\"" +
          Label(e.server_address) + "\",server_port=\"" + std::to_string(e.server_port) + "\"";
+}
+
+// The endpoint's labels and `saferetry_phase` of the phase at `index`
+// (`Phase` - 1).
+std::string PhaseLabels(const std::string& endpoint, std::size_t index) {
+  const std::string_view name = PhaseName(static_cast<Phase>(index + 1));
+  return endpoint + (endpoint.empty() ? "" : ",") + "saferetry_phase=\"" + std::string(name) + "\"";
 }
 
 void MetricHeader(std::ostringstream& out, const std::string& name, const char* type,
@@ -354,6 +363,16 @@ void Metrics::RecordCall(MetricsRoute route_id, const CallResult& result) {
       slot = kStatusSlots + code;
     }
     RequestSeries(route, slot).Observe(ev.end - ev.start);
+    for (int p = 0; p < kPhaseCount; ++p) {
+      const Duration spent = ev.timings.Spent(static_cast<Phase>(p + 1));
+      if (spent > Duration(0)) route.phases[static_cast<std::size_t>(p)].Observe(spent);
+    }
+    if (ev.timings.timed_out != Phase::kNone) {
+      const int p = static_cast<int>(ev.timings.timed_out) - 1;
+      if (p >= 0 && p < kPhaseCount) {
+        route.timeouts[static_cast<std::size_t>(p)].fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     if (ev.delay_after.has_value()) {
       (ev.delay_from_server_hint ? waits_hint_ : waits_backoff_)
           .fetch_add(1, std::memory_order_relaxed);
@@ -468,6 +487,10 @@ MetricsSnapshot Metrics::Snapshot() const {
     calls.retries_per_call = route->retries.Read();
     calls.hedges_per_call = route->hedges.Read();
     calls.retry_delay = route->retry_delay.Read();
+    for (std::size_t p = 0; p < kPhaseCount; ++p) {
+      calls.phase_duration[p] = route->phases[p].Read();
+      calls.timeouts_by_phase[p] = route->timeouts[p].load(std::memory_order_relaxed);
+    }
     hedges += calls.attempts_hedge;
     if (calls.attempts_per_call.count > 0 || calls.retry_delay.count > 0) {
       s.call_series.push_back(std::move(calls));
@@ -650,6 +673,36 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
       }
       header = true;
       WriteHistogram(out, delay, EndpointLabels(c.endpoint), c.retry_delay);
+    }
+    const std::string phase = "saferetry_client_attempt_phase_duration_seconds";
+    header = false;
+    for (const EndpointCallSeries& c : s.call_series) {
+      const std::string labels = EndpointLabels(c.endpoint);
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        if (c.phase_duration[p].count == 0) continue;
+        if (!header) {
+          MetricHeader(out, phase, "histogram",
+                       "Time spent per phase of an attempt or status query (dns, connect, tls, "
+                       "request_write, first_byte, transfer).");
+        }
+        header = true;
+        WriteHistogram(out, phase, PhaseLabels(labels, p), c.phase_duration[p]);
+      }
+    }
+    const std::string timeouts = "saferetry_client_attempt_timeouts_total";
+    header = false;
+    for (const EndpointCallSeries& c : s.call_series) {
+      const std::string labels = EndpointLabels(c.endpoint);
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        if (c.timeouts_by_phase[p] == 0) continue;
+        if (!header) {
+          MetricHeader(out, timeouts, "counter",
+                       "Attempts and status queries whose time ran out, by the phase it ran out "
+                       "in.");
+        }
+        header = true;
+        out << timeouts << "{" << PhaseLabels(labels, p) << "} " << c.timeouts_by_phase[p] << "\n";
+      }
     }
   }
   if (s.servers_folded > 0) {

@@ -41,8 +41,13 @@ json EventJson(const AttemptEvidence& ev, TimePoint origin, const Redactor& reda
   e["timings_ms"] = {{"dns", Ms(ev.timings.dns)},
                      {"connect", Ms(ev.timings.connect)},
                      {"tls", Ms(ev.timings.tls)},
+                     {"request_written", Ms(ev.timings.request_written)},
                      {"first_byte", Ms(ev.timings.first_byte)},
                      {"total", Ms(ev.timings.total)}};
+  // The phase in which the attempt's time ran out; null when it did not.
+  e["timed_out_phase"] = ev.timings.timed_out == Phase::kNone
+                             ? json(nullptr)
+                             : json(std::string(PhaseName(ev.timings.timed_out)));
   e["delivery"] = DeliveryName(ev.delivery);
   e["transport_status"] = StatusJson(ev.transport_status, redactor);
   e["http_status"] = ev.http_status.has_value() ? json(*ev.http_status) : json(nullptr);

@@ -185,5 +185,31 @@ TEST(AsioCurlThreadTest, ConcurrentCancelEndsTheCallAndClosesItsConnection) {
   EXPECT_EQ(server.closed_connections(), 1);
 }
 
+// The first-byte limit on the Asio adapter: the transport's timer on the
+// strand ends an attempt the server never answers, at the limit, with the
+// phase named. Tolerances for a loaded two-core machine.
+TEST(AsioCurlThreadTest, TheFirstByteLimitEndsAnUnansweredAttempt) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  ThreadedContext ctx(2);
+  RetryPolicyOptions o;
+  o.max_attempts = 1;
+  o.deadline_options.attempt_cap = seconds(3);
+  o.phase_limits.first_byte = milliseconds(300);
+  CallOptions call;
+  call.timeout = seconds(20);
+  call.policy = RetryPolicy::Create(o).value();
+  CallResult r = Await(ctx.client().Execute(Get(server), call));
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  const AttemptEvidence& ev = r.evidence[0];
+  EXPECT_EQ(ev.delivery, Delivery::kMaybeDelivered);
+  EXPECT_EQ(ev.timings.timed_out, Phase::kFirstByte);
+  EXPECT_GE(ev.end - ev.start, milliseconds(295));
+  EXPECT_LT(ev.end - ev.start, milliseconds(1500));
+}
+
 }  // namespace
 }  // namespace saferetry

@@ -50,6 +50,7 @@ namespace saferetry {
 namespace {
 
 using ::saferetry::testkit::AfterRequest;
+using ::saferetry::testkit::FullBacklogListener;
 using ::saferetry::testkit::LoopbackConnection;
 using ::saferetry::testkit::LoopbackServer;
 using ::saferetry::testkit::NghttpdServer;
@@ -579,10 +580,26 @@ TEST(HelpTest, HelpPrintsUsageAndExitsZero) {
   CliRun run = RunCli({"--help"});
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("Usage: saferetry [OPTIONS] URL"));
-  for (const char* flag : {"--request", "--data", "--header", "--idempotency-key",
-                           "--no-idempotency-key", "--status-url", "--assume-dedup", "--deadline",
-                           "--attempt-timeout", "--max-attempts", "--policy", "--verbose",
-                           "--summary-json", "--http1.1", "--http2", "--http2-prior-knowledge"}) {
+  for (const char* flag : {"--request",
+                           "--data",
+                           "--header",
+                           "--idempotency-key",
+                           "--no-idempotency-key",
+                           "--status-url",
+                           "--assume-dedup",
+                           "--deadline",
+                           "--attempt-timeout",
+                           "--max-attempts",
+                           "--policy",
+                           "--verbose",
+                           "--summary-json",
+                           "--http1.1",
+                           "--http2",
+                           "--http2-prior-knowledge",
+                           "--connect-timeout",
+                           "--first-byte-timeout",
+                           "--speed-limit",
+                           "--speed-time"}) {
     EXPECT_THAT(run.out, HasSubstr(flag));
   }
   EXPECT_EQ(run.err, "");
@@ -756,6 +773,92 @@ TEST(CliTest, RefusedIsRetriedEvenForPostThenFails) {
   EXPECT_EQ(plain.exit_code, 1);
   EXPECT_EQ(plain.out, "");
   EXPECT_THAT(plain.err, StartsWith("saferetry: FAILED (attempts_exhausted) after 3 attempts"));
+}
+
+// Limits per phase. An attempt's evidence, as -v prints it: its delivery, the
+// phase its time ran out in, and how long it took.
+struct PrintedAttempt {
+  std::string delivery;
+  std::string timed_out;
+  double took_ms = -1;
+};
+
+std::vector<PrintedAttempt> PrintedAttempts(const std::string& err) {
+  std::vector<PrintedAttempt> out;
+  for (absl::string_view line : absl::StrSplit(err, '\n')) {
+    if (!absl::StartsWith(line, "saferetry: < attempt ")) continue;
+    PrintedAttempt a;
+    const auto field = [&](absl::string_view name) {
+      const std::size_t at = line.find(absl::StrCat(" ", name, "="));
+      if (at == absl::string_view::npos) return std::string();
+      absl::string_view rest = line.substr(at + name.size() + 2);
+      return std::string(rest.substr(0, rest.find(' ')));
+    };
+    a.delivery = field("delivery");
+    a.timed_out = field("timed_out");
+    const std::string took = field("took");
+    if (absl::EndsWith(took, "ms")) a.took_ms = std::atof(took.c_str());
+    out.push_back(a);
+  }
+  return out;
+}
+
+// A server that accepts and never answers: the first-byte limit ends the
+// attempt at its limit, long before the attempt's own timeout, and the
+// phase is named. The tolerances allow a loaded two-core machine.
+TEST(CliTest, TheFirstByteLimitEndsAnAttemptAtItsLimitAndNamesThePhase) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  CliRun run = RunCli({"-v", "--summary-json", "--first-byte-timeout", "300ms", "--attempt-timeout",
+                       "3s", "--deadline", "20s", "--max-attempts", "1", server.Url("/orders")});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["attempts"], 1);
+  const std::vector<PrintedAttempt> attempts = PrintedAttempts(run.err);
+  ASSERT_EQ(attempts.size(), 1u) << run.err;
+  EXPECT_EQ(attempts[0].delivery, "maybe_delivered");
+  EXPECT_EQ(attempts[0].timed_out, "first_byte");
+  EXPECT_GE(attempts[0].took_ms, 295);
+  EXPECT_LT(attempts[0].took_ms, 1500) << "the attempt's own 3 s timeout must not be what ended it";
+  EXPECT_THAT(run.err, HasSubstr("time ran out in the first_byte phase"));
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+// A connect that never completes (a full accept queue): the connect limit
+// ends each attempt at its limit, and nothing having been sent, a keyless
+// POST is sent again.
+TEST(CliTest, TheConnectLimitEndsAnAttemptAndAKeylessPostIsRetried) {
+  FullBacklogListener blackhole;
+  ASSERT_TRUE(blackhole.full()) << "the accept queue could not be filled";
+  CliRun run = RunCli({"-v", "--summary-json", "--no-idempotency-key", "-d", "x",
+                       "--connect-timeout", "300ms", "--attempt-timeout", "3s", "--deadline", "20s",
+                       "--max-attempts", "2", blackhole.Url("/orders")});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(run.summary["outcome"], "FAILED");
+  EXPECT_EQ(run.summary["stop_reason"], "attempts_exhausted");
+  EXPECT_EQ(run.summary["attempts"], 2);
+  const std::vector<PrintedAttempt> attempts = PrintedAttempts(run.err);
+  ASSERT_EQ(attempts.size(), 2u) << run.err;
+  for (const PrintedAttempt& a : attempts) {
+    EXPECT_EQ(a.delivery, "not_sent");
+    EXPECT_EQ(a.timed_out, "connect");
+    EXPECT_GE(a.took_ms, 295);
+    EXPECT_LT(a.took_ms, 1500);
+  }
+  EXPECT_LT(run.wall, milliseconds(3000)) << "two 300 ms connects and a backoff";
+}
+
+TEST_F(BadInputTest, BadPhaseLimits) {
+  ExpectUsageError({"--first-byte-timeout", "0s", server_.OrdersUrl()},
+                   "--first-byte-timeout: invalid duration");
+  ExpectUsageError({"--connect-timeout", "fast", server_.OrdersUrl()},
+                   "--connect-timeout: invalid duration");
+  ExpectUsageError({"--speed-time", "1500ms", server_.OrdersUrl()},
+                   "--speed-time: libcurl counts whole seconds, got \"1500ms\"");
+  ExpectUsageError({"--speed-limit", "0", server_.OrdersUrl()},
+                   "--speed-limit: expected bytes per second");
 }
 
 // A policy file's response predicate, end to end: the server's 200 says

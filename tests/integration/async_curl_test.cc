@@ -23,14 +23,16 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testkit::AfterRequest;
+using testkit::FullBacklogListener;
 using testkit::LoopbackConnection;
 using testkit::LoopbackServer;
 using testkit::ReceivedRequest;
 
-std::unique_ptr<AsyncClient> CurlAsyncClient(std::size_t max_in_flight = 10000) {
+std::unique_ptr<AsyncClient> CurlAsyncClient(std::size_t max_in_flight = 10000,
+                                             CurlMultiTransportOptions transport_options = {}) {
   auto loop = MakeEpollEventLoop();
   EXPECT_TRUE(loop.ok()) << loop.status();
-  auto transport = MakeCurlMultiTransport(*loop);
+  auto transport = MakeCurlMultiTransport(*loop, std::move(transport_options));
   EXPECT_TRUE(transport.ok()) << transport.status();
   AsyncClientOptions o;
   o.client.budget = MakeUnlimitedBudget();
@@ -335,6 +337,135 @@ TEST(AsyncCurlTest, AFinishedAttemptsIdCancelsNothingLater) {
   runner->Run();
   EXPECT_THAT(log, ::testing::ElementsAre("first ok", "second ok", "refused"));
   EXPECT_EQ(server.requests().size(), 2u);
+}
+
+// Limits per phase on the event loop: the policy's, per endpoint. A
+// server that accepts and never answers; the attempt ends at the
+// first-byte limit, not at its own 3 s timeout, with the phase named.
+// Tolerances for a loaded two-core machine.
+CallOptions WithLimits(int max_attempts, const PhaseLimits& limits, KeyMode key_mode) {
+  RetryPolicyOptions o;
+  o.max_attempts = max_attempts;
+  o.key_mode = key_mode;
+  o.deadline_options.attempt_cap = seconds(3);
+  o.phase_limits = limits;
+  CallOptions call;
+  call.timeout = seconds(20);
+  call.policy = RetryPolicy::Create(o).value();
+  return call;
+}
+
+TEST(AsyncCurlTest, APolicysFirstByteLimitEndsTheAttemptAndNamesThePhase) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  auto client = CurlAsyncClient();
+  PhaseLimits limits;
+  limits.first_byte = milliseconds(300);
+  CallResult r = Await(client->Execute(Get(server), WithLimits(1, limits, KeyMode::kAuto)));
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  const AttemptEvidence& ev = r.evidence[0];
+  EXPECT_EQ(ev.delivery, Delivery::kMaybeDelivered);
+  EXPECT_EQ(ev.transport_status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(ev.timings.timed_out, Phase::kFirstByte);
+  EXPECT_GT(ev.timings.request_written, Duration(0));
+  EXPECT_EQ(ev.timings.first_byte, Duration(0));
+  EXPECT_GE(ev.end - ev.start, milliseconds(295));
+  EXPECT_LT(ev.end - ev.start, milliseconds(1500));
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+// The transport's own first-byte limit applies when the policy sets none.
+TEST(AsyncCurlTest, TheTransportsFirstByteLimitIsTheDefault) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  CurlMultiTransportOptions options;
+  options.phase_limits.first_byte = milliseconds(300);
+  auto client = CurlAsyncClient(10000, options);
+  CallResult r = Await(client->Execute(Get(server), WithLimits(1, {}, KeyMode::kAuto)));
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].timings.timed_out, Phase::kFirstByte);
+  EXPECT_LT(r.evidence[0].end - r.evidence[0].start, milliseconds(1500));
+}
+
+// A connect that never completes: each attempt ends at the connect limit,
+// proven not sent, and a keyless POST is sent again.
+TEST(AsyncCurlTest, APolicysConnectLimitEndsTheAttemptAndAKeylessPostIsRetried) {
+  FullBacklogListener blackhole;
+  ASSERT_TRUE(blackhole.full()) << "the accept queue could not be filled";
+  auto client = CurlAsyncClient();
+  PhaseLimits limits;
+  limits.connect = milliseconds(300);
+  Request post{"POST", blackhole.Url("/orders"), {}, "x"};
+  CallResult r = Await(client->Execute(post, WithLimits(2, limits, KeyMode::kNever)));
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  EXPECT_EQ(r.attempts, 2);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  for (const AttemptEvidence& ev : r.evidence) {
+    EXPECT_EQ(ev.delivery, Delivery::kNotSent);
+    EXPECT_EQ(ev.transport_status.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(ev.timings.timed_out, Phase::kConnect);
+    EXPECT_GE(ev.end - ev.start, milliseconds(295));
+    EXPECT_LT(ev.end - ev.start, milliseconds(1500));
+  }
+}
+
+// A hedge answers while the first copy waits for its first byte: the loser
+// is cancelled with its first-byte timer, which never fires on a transfer
+// that is gone, and the next call on the loop is untouched.
+TEST(AsyncCurlTest, ACancelledHedgeTakesItsFirstByteTimerWithIt) {
+  std::atomic<int> seen{0};
+  LoopbackServer server([&](const ReceivedRequest&, LoopbackConnection& conn) {
+    if (seen++ == 0) {
+      conn.WaitForPeerClose(milliseconds(5000));
+      return AfterRequest::kClose;
+    }
+    conn.Write(LoopbackServer::Reply(200, {}, "hedge"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  RetryPolicyOptions o;
+  o.hedging.enabled = true;
+  o.hedging.delay = milliseconds(50);
+  o.phase_limits.first_byte = milliseconds(400);
+  CallOptions call = Bounded();
+  call.policy = RetryPolicy::Create(o).value();
+  CallResult r = Await(client->Execute(Get(server), call));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.attempts, 2);
+  // Past the loser's limit: a second call still gets its answer.
+  std::this_thread::sleep_for(milliseconds(500));
+  CallResult again = Await(client->Execute(Get(server), call));
+  EXPECT_EQ(again.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(again.attempts, 1);
+  EXPECT_EQ(again.evidence[0].timings.timed_out, Phase::kNone);
+}
+
+// A response that arrives in time is untouched by the limits, and every
+// phase it went through is measured in order.
+TEST(AsyncCurlTest, AnAnswerInTimeIsMeasuredPhaseByPhase) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write(LoopbackServer::Reply(200, {}, "ok"));
+    return AfterRequest::kKeepAlive;
+  });
+  auto client = CurlAsyncClient();
+  PhaseLimits limits;
+  limits.connect = milliseconds(2000);
+  limits.first_byte = milliseconds(2000);
+  Request post{"POST", server.Url("/orders"), {}, "x"};
+  CallResult r = Await(client->Execute(post, WithLimits(1, limits, KeyMode::kAuto)));
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  const PhaseTimings& t = r.evidence[0].timings;
+  EXPECT_EQ(t.timed_out, Phase::kNone);
+  EXPECT_GT(t.connect, Duration(0));
+  EXPECT_GE(t.request_written, t.connect);
+  EXPECT_GE(t.first_byte, t.request_written);
+  EXPECT_GE(t.total, t.first_byte);
 }
 
 }  // namespace

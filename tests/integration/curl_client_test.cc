@@ -27,6 +27,7 @@ namespace saferetry {
 namespace {
 
 using ::saferetry::testkit::AfterRequest;
+using ::saferetry::testkit::FullBacklogListener;
 using ::saferetry::testkit::LoopbackConnection;
 using ::saferetry::testkit::LoopbackServer;
 using ::saferetry::testkit::ReceivedRequest;
@@ -408,6 +409,61 @@ TEST(CurlClientTest, BadUrlSendsNothing) {
   EXPECT_EQ(r.stop_reason, StopReason::kInvalidArgument);
   EXPECT_EQ(r.attempts, 0);
   EXPECT_THAT(std::string(r.status.message()), ::testing::StartsWith("request.url"));
+}
+
+// Limits per phase on the blocking driver, from the policy of the endpoint:
+// a connect that hangs ends each attempt at the connect limit, proven not
+// sent, so a keyless POST is sent again; a server that never answers is let
+// go at the first-byte limit, the phase named. Tolerances for a loaded
+// two-core machine.
+CallOptions WithPhaseLimits(int max_attempts, const PhaseLimits& limits) {
+  RetryPolicyOptions o;
+  o.max_attempts = max_attempts;
+  o.key_mode = KeyMode::kNever;
+  o.backoff.base = milliseconds(5);
+  o.backoff.cap = milliseconds(20);
+  o.deadline_options.attempt_cap = std::chrono::seconds(3);
+  o.phase_limits = limits;
+  CallOptions call;
+  call.timeout = std::chrono::seconds(20);
+  call.policy = RetryPolicy::Create(o).value();
+  return call;
+}
+
+TEST(CurlClientTest, APolicysConnectLimitRetriesAKeylessPost) {
+  FullBacklogListener blackhole;
+  ASSERT_TRUE(blackhole.full()) << "the accept queue could not be filled";
+  PhaseLimits limits;
+  limits.connect = milliseconds(300);
+  CallResult r =
+      MakeClient()->Execute(Post(blackhole.Url("/orders"), "{}"), WithPhaseLimits(2, limits));
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.stop_reason, StopReason::kAttemptsExhausted);
+  ASSERT_EQ(r.evidence.size(), 2u);
+  for (const AttemptEvidence& ev : r.evidence) {
+    EXPECT_EQ(ev.delivery, Delivery::kNotSent);
+    EXPECT_EQ(ev.timings.timed_out, Phase::kConnect);
+    EXPECT_GE(ev.end - ev.start, milliseconds(295));
+    EXPECT_LT(ev.end - ev.start, milliseconds(1500));
+  }
+}
+
+TEST(CurlClientTest, APolicysFirstByteLimitEndsAnUnansweredPostUnknown) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  PhaseLimits limits;
+  limits.first_byte = milliseconds(300);
+  CallResult r =
+      MakeClient()->Execute(Post(server.Url("/orders"), "{}"), WithPhaseLimits(3, limits));
+  // Keyless and maybe delivered: never sent again, UNKNOWN.
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  ASSERT_EQ(r.evidence.size(), 1u);
+  EXPECT_EQ(r.evidence[0].delivery, Delivery::kMaybeDelivered);
+  EXPECT_EQ(r.evidence[0].timings.timed_out, Phase::kFirstByte);
+  EXPECT_LT(r.evidence[0].end - r.evidence[0].start, milliseconds(1500));
+  EXPECT_EQ(server.requests().size(), 1u);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ namespace saferetry {
 namespace {
 
 using ::saferetry::testkit::AfterRequest;
+using ::saferetry::testkit::FullBacklogListener;
 using ::saferetry::testkit::LoopbackConnection;
 using ::saferetry::testkit::LoopbackServer;
 using ::saferetry::testkit::ReceivedRequest;
@@ -90,9 +91,11 @@ TEST(CurlTransportTest, GetReturnsResponseHeadersBodyAndTimings) {
                                                Pair("Content-Length", "5")));
   // A fresh connection: connect happened, then the first byte, then the end.
   EXPECT_GT(r.timings.connect, Duration(0));
-  EXPECT_GE(r.timings.first_byte, r.timings.connect);
+  EXPECT_GE(r.timings.request_written, r.timings.connect);
+  EXPECT_GE(r.timings.first_byte, r.timings.request_written);
   EXPECT_GE(r.timings.total, r.timings.first_byte);
   EXPECT_EQ(r.timings.tls, Duration(0));
+  EXPECT_EQ(r.timings.timed_out, Phase::kNone);
 
   auto got = server.requests();
   ASSERT_EQ(got.size(), 1u);
@@ -101,6 +104,112 @@ TEST(CurlTransportTest, GetReturnsResponseHeadersBodyAndTimings) {
   EXPECT_EQ(got[0].body, "");
   EXPECT_EQ(got[0].Header("User-Agent"), "saferetry/0.3.0");
   EXPECT_EQ(got[0].Header("Content-Length"), std::nullopt);
+}
+
+// A body of 100 KiB (streamed after the headers) is written before the
+// request counts as written, and the first byte follows it.
+TEST(CurlTransportTest, TheRequestWriteIsMeasuredToTheLastByteOfTheBody) {
+  LoopbackServer server(AlwaysReply(201, {}, "made"));
+  auto transport = MakeTransport();
+  TransportResult r = transport->Send(Post(server.Url("/orders"), std::string(100 * 1024, 'b')),
+                                      WithTimeout(std::chrono::seconds(5)));
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_GT(r.timings.request_written, Duration(0));
+  EXPECT_GE(r.timings.first_byte, r.timings.request_written);
+  EXPECT_GT(r.timings.Spent(Phase::kRequestWrite), Duration(0));
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(server.requests()[0].body.size(), 100u * 1024u);
+}
+
+// libcurl's low-speed limit while the body streams: the headers came, then
+// the body stalled; the attempt ends after speed_time, in the transfer.
+TEST(CurlTransportTest, TheSpeedLimitEndsAStalledBody) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.Write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nabc");
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  CurlTransportOptions options;
+  options.phase_limits.speed_limit = 100;
+  options.phase_limits.speed_time = std::chrono::seconds(1);
+  TransportResult r =
+      MakeTransport(options)->Send(Get(server.Url("/slow")), WithTimeout(std::chrono::seconds(8)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kResponseReceived);
+  EXPECT_EQ(r.timings.timed_out, Phase::kTransfer);
+  EXPECT_GE(r.timings.total, milliseconds(950));
+  EXPECT_LT(r.timings.total, milliseconds(4000));
+}
+
+// The first-byte limit counts from the request's end, not the attempt's
+// start, and a limit the attempt's own timeout ends first changes nothing.
+TEST(CurlTransportTest, TheFirstByteLimitEndsAnUnansweredAttemptAfterTheRequest) {
+  LoopbackServer server([](const ReceivedRequest&, LoopbackConnection& conn) {
+    conn.WaitForPeerClose(milliseconds(10000));
+    return AfterRequest::kClose;
+  });
+  CurlTransportOptions options;
+  options.phase_limits.first_byte = milliseconds(300);
+  auto transport = MakeTransport(options);
+  TransportResult r =
+      transport->Send(Post(server.Url("/orders"), "x"), WithTimeout(std::chrono::seconds(3)));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kMaybeDelivered);
+  EXPECT_EQ(r.timings.timed_out, Phase::kFirstByte);
+  EXPECT_THAT(std::string(r.status.message()), HasSubstr("first-byte limit"));
+  EXPECT_GE(r.timings.total - r.timings.request_written, milliseconds(295));
+  EXPECT_LT(r.timings.total, milliseconds(1500));
+
+  AttemptOptions shorter = WithTimeout(milliseconds(200));
+  TransportResult first = transport->Send(Post(server.Url("/orders"), "y"), shorter);
+  EXPECT_EQ(first.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(first.timings.timed_out, Phase::kFirstByte);
+  EXPECT_THAT(std::string(first.status.message()), Not(HasSubstr("first-byte limit")));
+}
+
+// A connect that hangs ends at the connect limit, not sent.
+TEST(CurlTransportTest, TheConnectLimitEndsAHangingConnectNotSent) {
+  FullBacklogListener blackhole;
+  ASSERT_TRUE(blackhole.full());
+  AttemptOptions ao = WithTimeout(std::chrono::seconds(3));
+  ao.phase_limits.connect = milliseconds(300);
+  TransportResult r = MakeTransport()->Send(Post(blackhole.Url("/orders"), "x"), ao);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_EQ(r.timings.timed_out, Phase::kConnect);
+  EXPECT_GE(r.timings.total, milliseconds(295));
+  EXPECT_LT(r.timings.total, milliseconds(1500));
+}
+
+// A TLS handshake the server never answers (it waits for an HTTP request
+// that never comes): the connect limit covers it, nothing was sent, and the
+// phase is named tls.
+TEST(CurlTransportTest, TheConnectLimitCoversTheTlsHandshake) {
+  LoopbackServer server(AlwaysReply(200, {}, "never"));
+  AttemptOptions ao = WithTimeout(std::chrono::seconds(3));
+  ao.phase_limits.connect = milliseconds(300);
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port()) + "/orders";
+  TransportResult r = MakeTransport()->Send(Post(url, "x"), ao);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kDeadlineExceeded) << r.status;
+  EXPECT_EQ(r.delivery, Delivery::kNotSent);
+  EXPECT_EQ(r.timings.timed_out, Phase::kTls);
+  EXPECT_GE(r.timings.total, milliseconds(295));
+  EXPECT_LT(r.timings.total, milliseconds(1500));
+  EXPECT_TRUE(server.requests().empty());
+}
+
+TEST(CurlTransportTest, PhaseLimitsAreValidated) {
+  CurlTransportOptions o;
+  o.phase_limits.first_byte = milliseconds(-1);
+  EXPECT_EQ(MakeCurlTransport(o).status().message(),
+            "phase_limits.first_byte: must be >= 0, got -1000000ns");
+  o.phase_limits = {};
+  o.phase_limits.speed_limit = 10;
+  EXPECT_EQ(MakeCurlTransport(o).status().message(),
+            "phase_limits.speed_limit: given without speed_time");
+  o.phase_limits.speed_time = milliseconds(1500);
+  EXPECT_EQ(MakeCurlTransport(o).status().message(),
+            "phase_limits.speed_time: libcurl counts whole seconds, got 1500000000ns");
 }
 
 TEST(CurlTransportTest, KeepAliveReusesOneConnection) {
@@ -803,7 +912,7 @@ TEST(CurlHandleTest, AHandleAndAGetsHeaderBlockHoldWhatTheyNeedToTheWord) {
     options.libcurl_error_text = error_text;
     std::unique_ptr<internal::PooledHandle> h = internal::NewPooledHandle(options);
     ASSERT_NE(h, nullptr);
-    internal::PrepareHop(*h, get, ao, hop, std::chrono::seconds(1), 1 << 20);
+    internal::PrepareHop(*h, get, ao, hop, std::chrono::seconds(1), {}, 1 << 20);
     // 2 nodes of 16, then 24 + 29 + 34 bytes: 119, rounded to 120.
     const std::size_t error_bytes = error_text ? CURL_ERROR_SIZE : 0;
     EXPECT_EQ(h->scratch_words * 8u, error_bytes + 120u) << error_text;
@@ -811,7 +920,7 @@ TEST(CurlHandleTest, AHandleAndAGetsHeaderBlockHoldWhatTheyNeedToTheWord) {
     EXPECT_EQ(h->url_size, url.size());
     // The same request again reuses the block and the URL's copy.
     const std::uint64_t* const block = h->scratch.get();
-    internal::PrepareHop(*h, get, ao, hop, std::chrono::seconds(1), 1 << 20);
+    internal::PrepareHop(*h, get, ao, hop, std::chrono::seconds(1), {}, 1 << 20);
     EXPECT_EQ(h->scratch.get(), block);
   }
 }

@@ -307,5 +307,39 @@ int UnusedLoopbackPort() {
   return port;
 }
 
+FullBacklogListener::FullBacklogListener() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 0) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return;
+  }
+  port_ = ntohs(addr.sin_port);
+  // Connects of its own until one hangs: the queue (one or two entries for
+  // a backlog of 0) is then full. Bounded: at most 8 connects, 300 ms each.
+  for (int i = 0; i < 8 && !full_; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) return;
+    fillers_.push_back(fd);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) continue;
+    if (errno != EINPROGRESS) return;
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, 300) == 0) full_ = true;
+  }
+}
+
+FullBacklogListener::~FullBacklogListener() {
+  for (int fd : fillers_) ::close(fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+std::string FullBacklogListener::Url(std::string_view path) const {
+  return "http://127.0.0.1:" + std::to_string(port_) + std::string(path);
+}
+
 }  // namespace testkit
 }  // namespace saferetry

@@ -74,6 +74,30 @@ enum class AfterRequest {
 /// "connection refused".
 int UnusedLoopbackPort();
 
+/// A loopback port where a connect never completes, for connect timeouts: a
+/// listening socket with a backlog of 0 that never accepts, its accept queue
+/// filled by connections of its own. Linux drops the SYN of any further
+/// connect, which then hangs until the client gives up; nothing is ever
+/// read. Loopback only.
+class FullBacklogListener {
+ public:
+  FullBacklogListener();
+  ~FullBacklogListener();
+  FullBacklogListener(const FullBacklogListener&) = delete;
+  FullBacklogListener& operator=(const FullBacklogListener&) = delete;
+  int port() const { return port_; }
+  /// "http://127.0.0.1:<port><path>".
+  std::string Url(std::string_view path) const;
+  /// True once a connect of its own was seen to hang (the queue is full).
+  bool full() const { return full_; }
+
+ private:
+  int listen_fd_ = -1;
+  int port_ = 0;
+  bool full_ = false;
+  std::vector<int> fillers_;
+};
+
 class LoopbackServer {
  public:
   /// Called on the connection's thread for each complete request, after it

@@ -257,7 +257,7 @@ TEST(ConfigTest, EveryErrorNamesThePathAndWhatWasExpected) {
        "deadlineMargin, minUsefulAttempt, maxStatusQueries, statusQuery, serverDeduplicates, "
        "idempotency, deadlineHeader, attemptHeader, requestIdHeader, maxRetryAfter, "
        "doNotRetryHeader, budget, budgetOptions, ratioBudget, costQuota, classification, "
-       "circuitBreaker, hedging, responsePredicate)"},
+       "circuitBreaker, hedging, responsePredicate, phaseLimits)"},
       {R"({"retryPolicy": {"perAttemptRecvTimeout": "1s"}, "saferetry": {"attemptTimeout": "2s"}})",
        "$.saferetry.attemptTimeout: conflicts with retryPolicy.perAttemptRecvTimeout"},
   };
@@ -638,6 +638,47 @@ TEST(ConfigTest, HedgingRoundTripsThroughTheDump) {
     EXPECT_EQ(*back, p) << dump;
   }
   EXPECT_THAT(DumpPolicy(Policy{}), ::testing::Not(::testing::HasSubstr("hedging")));
+}
+
+// Limits per phase: read, validated with the path, dumped and read back.
+TEST(ConfigTest, PhaseLimitsAreReadAndRoundTripThroughTheDump) {
+  const Policy p = MustLoad(R"({"saferetry": {"phaseLimits": {
+      "connect": "0.3s", "firstByte": "2s", "speedLimit": 1000, "speedTime": "5s"}}})");
+  EXPECT_EQ(p.phase_limits.connect, milliseconds(300));
+  EXPECT_EQ(p.phase_limits.first_byte, milliseconds(2000));
+  EXPECT_EQ(p.phase_limits.speed_limit, 1000);
+  EXPECT_EQ(p.phase_limits.speed_time, milliseconds(5000));
+  const std::string dump = DumpPolicy(p);
+  EXPECT_THAT(dump, ::testing::HasSubstr(R"("phaseLimits": {)"));
+  absl::StatusOr<Policy> back = LoadPolicy(dump);
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << dump;
+  EXPECT_EQ(*back, p) << dump;
+  EXPECT_THAT(DumpPolicy(Policy{}), ::testing::Not(::testing::HasSubstr("phaseLimits")));
+  // The built policy carries them to every attempt.
+  absl::StatusOr<std::shared_ptr<const RetryPolicy>> built = RetryPolicy::Create(p);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ((*built)->options().phase_limits, p.phase_limits);
+
+  const ErrorCase cases[] = {
+      {R"({"saferetry": {"phaseLimits": {"firstByte": "-1s"}}})",
+       R"($.saferetry.phaseLimits.firstByte: expected a duration >= 0 like "0.1s" (decimal seconds, "s" suffix), got "-1s")"},
+      {R"({"saferetry": {"phaseLimits": {"speedTime": "1.5s", "speedLimit": 1}}})",
+       R"($.saferetry.phaseLimits.speedTime: libcurl counts whole seconds, got "1.500s")"},
+      {R"({"saferetry": {"phaseLimits": {"connect": "31536001s"}}})",
+       R"($.saferetry.phaseLimits.connect: must be at most a year, got "31536001s")"},
+      {R"({"saferetry": {"phaseLimits": {"speedLimit": 10}}})",
+       "$.saferetry.phaseLimits.speedLimit: given without speedTime"},
+      {R"({"saferetry": {"phaseLimits": {"read": "1s"}}})",
+       "$.saferetry.phaseLimits.read: unknown field (expected one of connect, firstByte, "
+       "speedLimit, speedTime)"},
+  };
+  for (const ErrorCase& c : cases) {
+    EXPECT_EQ(ErrorOf(c.json), c.message) << c.json;
+  }
+  RetryPolicyOptions bad;
+  bad.phase_limits.connect = milliseconds(-5);
+  EXPECT_EQ(RetryPolicy::Create(bad).status().message(),
+            "policy.phase_limits.connect: must be >= 0, got -5000000ns");
 }
 
 // What retryableStatusCodes does to classification.

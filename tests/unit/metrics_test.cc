@@ -500,6 +500,82 @@ TEST_F(MetricsRunTest, EndpointLabelsAndPerCallSeriesAreExact) {
   EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("/orders")));
 }
 
+// One histogram per phase, from each exchange's timings, and the timeouts
+// by the phase they ran out in. Phases not reached are not observed.
+TEST(MetricsTest, PhasesAreObservedPerExchangeAndTimeoutsByPhase) {
+  using std::chrono::microseconds;
+  auto metrics = std::make_shared<Metrics>();
+  MetricsListener listener(metrics, {"POST", "orders.internal", 443});
+  CallResult r;
+  r.outcome = Outcome::kUnknown;
+  r.stop_reason = StopReason::kAmbiguousUnresolved;
+  AttemptEvidence answered;  // a fresh TLS connection, answered
+  answered.number = 1;
+  answered.http_status = 503;
+  answered.timings.dns = microseconds(1000);
+  answered.timings.connect = microseconds(3000);
+  answered.timings.tls = microseconds(10000);
+  answered.timings.request_written = microseconds(10500);
+  answered.timings.first_byte = microseconds(60500);
+  answered.timings.total = microseconds(61000);
+  AttemptEvidence hung;  // a kept-alive connection; no first byte in time
+  hung.number = 2;
+  hung.delivery = Delivery::kMaybeDelivered;
+  hung.transport_status = absl::DeadlineExceededError("first-byte limit");
+  hung.timings.request_written = microseconds(200);
+  hung.timings.total = milliseconds(300);
+  hung.timings.timed_out = Phase::kFirstByte;
+  r.evidence = {answered, hung};
+  listener.OnFinish(r);
+
+  const MetricsSnapshot s = metrics->Snapshot();
+  ASSERT_EQ(s.call_series.size(), 1u);
+  const EndpointCallSeries& c = s.call_series[0];
+  const auto at = [&](Phase p) -> const HistogramSnapshot& {
+    return c.phase_duration[static_cast<std::size_t>(p) - 1];
+  };
+  EXPECT_EQ(at(Phase::kDns).count, 1);
+  EXPECT_EQ(at(Phase::kDns).sum_nanos, 1000000);
+  EXPECT_EQ(at(Phase::kConnect).sum_nanos, 2000000);
+  EXPECT_EQ(at(Phase::kTls).sum_nanos, 7000000);
+  EXPECT_EQ(at(Phase::kRequestWrite).count, 2);
+  EXPECT_EQ(at(Phase::kRequestWrite).sum_nanos, 500000 + 200000);
+  EXPECT_EQ(at(Phase::kFirstByte).count, 1);  // the hung one never had a first byte
+  EXPECT_EQ(at(Phase::kFirstByte).sum_nanos, 50000000);
+  EXPECT_EQ(at(Phase::kTransfer).sum_nanos, 500000);
+  EXPECT_THAT(c.timeouts_by_phase, ElementsAre(0, 0, 0, 0, 1, 0));
+
+  const std::string text = ToPrometheusText(s);
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "saferetry_client_attempt_phase_duration_seconds_count{http_request_method="
+                        "\"POST\",server_address=\"orders.internal\",server_port=\"443\","
+                        "saferetry_phase=\"tls\"} 1\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "saferetry_client_attempt_timeouts_total{http_request_method=\"POST\","
+                        "server_address=\"orders.internal\",server_port=\"443\","
+                        "saferetry_phase=\"first_byte\"} 1\n"));
+}
+
+TEST(PhaseTimingsTest, SpentIsEachPhaseLessTheStampBeforeIt) {
+  using std::chrono::microseconds;
+  PhaseTimings t;
+  EXPECT_EQ(t.Spent(Phase::kConnect), Duration(0));
+  t.dns = microseconds(5);
+  t.connect = microseconds(25);
+  t.request_written = microseconds(40);  // no TLS: the write follows the connect
+  t.first_byte = microseconds(100);
+  t.total = microseconds(180);
+  EXPECT_EQ(t.Spent(Phase::kDns), microseconds(5));
+  EXPECT_EQ(t.Spent(Phase::kConnect), microseconds(20));
+  EXPECT_EQ(t.Spent(Phase::kTls), Duration(0));
+  EXPECT_EQ(t.Spent(Phase::kRequestWrite), microseconds(15));
+  EXPECT_EQ(t.Spent(Phase::kFirstByte), microseconds(60));
+  EXPECT_EQ(t.Spent(Phase::kTransfer), microseconds(80));
+  EXPECT_EQ(t.Spent(Phase::kNone), Duration(0));
+  EXPECT_EQ(PhaseName(Phase::kRequestWrite), "request_write");
+  EXPECT_EQ(PhaseName(Phase::kNone), "");
+}
+
 TEST(MetricsTest, ServersPastTheCapFoldIntoOther) {
   auto metrics = std::make_shared<Metrics>(MetricsOptions{2});
   MetricsListener a(metrics, {"GET", "a.internal", 80});

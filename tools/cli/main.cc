@@ -18,6 +18,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +78,10 @@ struct Flags {
   std::string max_attempts;
   std::string max_status_queries;
   std::string resolution_window;
+  std::string connect_timeout;
+  std::string first_byte_timeout;
+  std::string speed_limit;
+  std::string speed_time;
   bool fence = false;
   std::string policy;
   bool verbose = false;
@@ -97,6 +103,10 @@ struct Flags {
   bool max_attempts_given = false;
   bool max_status_queries_given = false;
   bool resolution_window_given = false;
+  bool connect_timeout_given = false;
+  bool first_byte_timeout_given = false;
+  bool speed_limit_given = false;
+  bool speed_time_given = false;
 };
 
 // Everything needed to run the call.
@@ -181,6 +191,45 @@ absl::StatusOr<int> ParseCount(std::string_view flag, const std::string& text, i
   return n;
 }
 
+// --connect-timeout, --first-byte-timeout, --speed-limit and --speed-time
+// over the policy file's limits. As curl: a speed limit alone is checked
+// over 30 s, a speed time alone against 1 byte per second.
+absl::Status ApplyPhaseLimitFlags(const Flags& flags, PhaseLimits* limits) {
+  if (flags.connect_timeout_given) {
+    absl::StatusOr<Duration> d = ParseDuration(flags.connect_timeout);
+    if (!d.ok()) return Usage("--connect-timeout", AsStd(d.status().message()));
+    limits->connect = *d;
+  }
+  if (flags.first_byte_timeout_given) {
+    absl::StatusOr<Duration> d = ParseDuration(flags.first_byte_timeout);
+    if (!d.ok()) return Usage("--first-byte-timeout", AsStd(d.status().message()));
+    limits->first_byte = *d;
+  }
+  if (flags.speed_limit_given) {
+    std::int64_t n = 0;
+    if (!absl::SimpleAtoi(flags.speed_limit, &n) || n < 1 || n > INT32_MAX) {
+      return Usage("--speed-limit",
+                   absl::StrCat("expected bytes per second, a whole number in 1..", INT32_MAX,
+                                ", got \"", absl::CHexEscape(flags.speed_limit), "\""));
+    }
+    limits->speed_limit = n;
+    if (!flags.speed_time_given && limits->speed_time == Duration(0)) {
+      limits->speed_time = std::chrono::seconds(30);
+    }
+  }
+  if (flags.speed_time_given) {
+    absl::StatusOr<Duration> d = ParseDuration(flags.speed_time);
+    if (!d.ok()) return Usage("--speed-time", AsStd(d.status().message()));
+    if (*d % std::chrono::seconds(1) != Duration(0)) {
+      return Usage("--speed-time", absl::StrCat("libcurl counts whole seconds, got \"",
+                                                absl::CHexEscape(flags.speed_time), "\""));
+    }
+    limits->speed_time = *d;
+    if (!flags.speed_limit_given && limits->speed_limit == 0) limits->speed_limit = 1;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
   Invocation inv;
   inv.verbose = flags.verbose;
@@ -249,6 +298,7 @@ absl::StatusOr<Invocation> Interpret(const Flags& flags, TimePoint start) {
     if (!d.ok()) return Usage("--resolution-window", AsStd(d.status().message()));
     retry.deadline_options.resolution_window = *d;
   }
+  if (absl::Status s = ApplyPhaseLimitFlags(flags, &retry.phase_limits); !s.ok()) return s;
   if (flags.fence) retry.status_query.fence_when_giving_up = true;
   if (retry.max_attempts > kMaxAttemptsHardCap) {
     inv.warnings.push_back(absl::StrCat("--max-attempts: ", retry.max_attempts,
@@ -744,6 +794,19 @@ int Run(int argc, char** argv) {
   CLI::Option* resolution_window = app.add_option(
       "--resolution-window", flags.resolution_window,
       "Time kept after an attempt to resolve it (default 30% of the deadline; 0s: none)");
+  CLI::Option* connect_timeout = app.add_option(
+      "--connect-timeout", flags.connect_timeout,
+      "Limit on each attempt's connect: name lookup, TCP and TLS (default: the attempt's own)");
+  CLI::Option* first_byte_timeout =
+      app.add_option("--first-byte-timeout", flags.first_byte_timeout,
+                     "Limit on the wait for the response's first byte once the request was written "
+                     "(default: none)");
+  CLI::Option* speed_limit =
+      app.add_option("--speed-limit", flags.speed_limit,
+                     "Bytes per second below which, for --speed-time, an attempt fails");
+  CLI::Option* speed_time =
+      app.add_option("--speed-time", flags.speed_time,
+                     "Whole seconds, e.g. 5s: how long --speed-limit is measured (default 30s)");
   app.add_flag("--fence", flags.fence,
                "When giving up on a \"not found\" key, ask the server to fence it (a fenced "
                "\"not found\" ends FAILED)");
@@ -799,6 +862,10 @@ int Run(int argc, char** argv) {
   flags.max_attempts_given = max_attempts->count() > 0;
   flags.max_status_queries_given = max_status_queries->count() > 0;
   flags.resolution_window_given = resolution_window->count() > 0;
+  flags.connect_timeout_given = connect_timeout->count() > 0;
+  flags.first_byte_timeout_given = first_byte_timeout->count() > 0;
+  flags.speed_limit_given = speed_limit->count() > 0;
+  flags.speed_time_given = speed_time->count() > 0;
 
   absl::StatusOr<Invocation> inv = Interpret(flags, start);
   if (!inv.ok()) {

@@ -184,6 +184,9 @@ std::string DescribeEvidence(const AttemptEvidence& ev) {
   }
   absl::StrAppend(&line, " class=", AsAbsl(AttemptClassName(ev.classification)), " (",
                   AsAbsl(ev.reason), ")", " took=", Millis(ev.end - ev.start));
+  if (ev.timings.timed_out != Phase::kNone) {
+    absl::StrAppend(&line, " timed_out=", AsAbsl(PhaseName(ev.timings.timed_out)));
+  }
   if (ev.deadline_remaining != Duration::max()) {
     absl::StrAppend(&line, " remaining=", Millis(ev.deadline_remaining));
   }

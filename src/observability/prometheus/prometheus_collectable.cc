@@ -204,6 +204,30 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
       AddHistogram(delay, EndpointLabels(c.endpoint), c.retry_delay);
     }
     if (!delay.metric.empty()) out.push_back(std::move(delay));
+    MetricFamily phases =
+        Family("saferetry_client_attempt_phase_duration_seconds",
+               "Time spent per phase of an attempt or status query (dns, connect, tls, "
+               "request_write, first_byte, transfer).",
+               MetricType::Histogram);
+    MetricFamily timeouts =
+        Family("saferetry_client_attempt_timeouts_total",
+               "Attempts and status queries whose time ran out, by the phase it ran out in.",
+               MetricType::Counter);
+    for (const EndpointCallSeries& c : s.call_series) {
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        const std::string phase(PhaseName(static_cast<Phase>(p + 1)));
+        if (c.phase_duration[p].count > 0) {
+          AddHistogram(phases, With(EndpointLabels(c.endpoint), "saferetry_phase", phase),
+                       c.phase_duration[p]);
+        }
+        if (c.timeouts_by_phase[p] > 0) {
+          AddValue(timeouts, With(EndpointLabels(c.endpoint), "saferetry_phase", phase),
+                   static_cast<double>(c.timeouts_by_phase[p]));
+        }
+      }
+    }
+    if (!phases.metric.empty()) out.push_back(std::move(phases));
+    if (!timeouts.metric.empty()) out.push_back(std::move(timeouts));
   }
   Counter(out, "saferetry_metrics_servers_folded_total",
           "Endpoint registrations past the server cap, recorded as server_address=\"_other\".",

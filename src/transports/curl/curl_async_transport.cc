@@ -14,9 +14,11 @@
 
 #include <curl/curl.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,7 +47,7 @@ bool RequestStarted(PooledHandle& h) {
 TransportResult Decide(PooledHandle& h, CURLcode code) {
   TransportResult result;
   Exchange& ex = h.exchange;
-  result.timings = ReadTimings(h.curl, Duration::zero(), ex.any_response_byte);
+  result.timings = ReadTimings(h, Duration::zero());
   const CurlCodeInfo info = DescribeCurlCode(code);
   if (code == CURLE_OK || ex.final_headers_done) {
     result.delivery = Delivery::kResponseReceived;
@@ -54,6 +56,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
     } else {
       result.status =
           CurlFailure(info.status_code, code, h, "the response broke after its headers");
+      if (code == CURLE_OPERATION_TIMEDOUT) result.timings.timed_out = Phase::kTransfer;
     }
     result.response = TakeResponse(ex);
     return result;
@@ -70,8 +73,15 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   const bool maybe =
       started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
   result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
-  result.status = CurlFailure(info.status_code, code, h,
-                              maybe ? "the request may have been delivered" : "nothing was sent");
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    char* url = nullptr;
+    curl_easy_getinfo(h.curl, CURLINFO_EFFECTIVE_URL, &url);
+    result.timings.timed_out = TimedOutPhase(h, result.timings, url != nullptr && IsHttps(url));
+  }
+  result.status =
+      CurlFailure(info.status_code, code, h,
+                  TimeoutNote(result.timings.timed_out,
+                              maybe ? "the request may have been delivered" : "nothing was sent"));
   return result;
 }
 
@@ -94,6 +104,7 @@ class CurlMultiTransport final : public AsyncTransport, public SendMarkReader {
 
   ~CurlMultiTransport() override {
     if (timer_ != 0) loop_->CancelTimer(timer_);
+    for (const auto& [id, watch] : watches_) loop_->CancelTimer(watch.timer);
     active_.ForEach([&](Transfer& t) { curl_multi_remove_handle(multi_, t.handle->curl); });
     active_ = Transfers();
     idle_.clear();
@@ -116,7 +127,21 @@ class CurlMultiTransport final : public AsyncTransport, public SendMarkReader {
   using Transfers = SlotMap<Transfer>;
   static constexpr std::size_t kKeptTransferSlots = 256;
 
+  // The first-byte limit of a transfer, timed on the loop (libcurl has no
+  // such limit). Only transfers with one have an entry.
+  struct FirstByteWatch {
+    EventLoop::TimerId timer = 0;
+    Duration limit{0};
+    // The loop time the watch's timers covered since the transfer started:
+    // a reading of the transfer's age on libcurl's clock that is never
+    // ahead of it (a timer runs at or after its time).
+    Duration covered{0};
+  };
+
   static int OnSocket(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
+  void ArmFirstByte(AttemptId id, FirstByteWatch& watch, Duration delay);
+  void OnFirstByteTimer(AttemptId id);
+  void DropWatch(AttemptId id);
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
   void Act(curl_socket_t fd, int flags);
   void CollectDone();
@@ -134,7 +159,66 @@ class CurlMultiTransport final : public AsyncTransport, public SendMarkReader {
   std::vector<char> watched_;  // by descriptor: 1 while watched
   EventLoop::TimerId timer_ = 0;
   std::uint32_t refused_ = 0;
+  std::unordered_map<AttemptId, FirstByteWatch> watches_;
 };
+
+void CurlMultiTransport::ArmFirstByte(AttemptId id, FirstByteWatch& watch, Duration delay) {
+  watch.covered += delay;
+  watch.timer = loop_->AddTimer(delay, [this, id] { OnFirstByteTimer(id); });
+}
+
+void CurlMultiTransport::DropWatch(AttemptId id) {
+  if (watches_.empty()) return;
+  auto it = watches_.find(id);
+  if (it == watches_.end()) return;
+  loop_->CancelTimer(it->second.timer);
+  watches_.erase(it);
+}
+
+// The request cannot have been written before the transfer started, so the
+// first timer runs `limit` after the start; each later one runs when the
+// limit would end if the request was written at the time the exchange
+// stamped (or `limit` later while it is still being written).
+void CurlMultiTransport::OnFirstByteTimer(AttemptId id) {
+  auto it = watches_.find(id);
+  if (it == watches_.end()) return;
+  FirstByteWatch& watch = it->second;
+  watch.timer = 0;
+  const std::uint32_t index = active_.IndexOf(id);
+  if (index == Transfers::kNoIndex) {
+    watches_.erase(it);
+    return;
+  }
+  PooledHandle& h = *active_.at(index).handle;
+  const Exchange& ex = h.exchange;
+  if (ex.any_response_byte) {
+    watches_.erase(it);
+    return;
+  }
+  if (!ex.request_written) {
+    ArmFirstByte(id, watch, watch.limit);
+    return;
+  }
+  const Duration ends = std::chrono::microseconds(ex.written_us) + watch.limit;
+  if (ends > watch.covered) {
+    ArmFirstByte(id, watch, ends - watch.covered);
+    return;
+  }
+  const Duration limit = watch.limit;
+  watches_.erase(it);
+  Transfer t = active_.Take(index);
+  // Removed mid-transfer: libcurl closes the connection, which is never
+  // reused with a response still to come.
+  curl_multi_remove_handle(multi_, t.handle->curl);
+  TransportResult result;
+  result.timings = ReadTimings(*t.handle, Duration::zero());
+  result.timings.timed_out = Phase::kFirstByte;
+  result.delivery = Delivery::kMaybeDelivered;
+  result.status = FirstByteExpired(*t.handle, limit);
+  if (idle_.size() < options_.max_idle_handles) idle_.push_back(std::move(t.handle));
+  t.done(std::move(result));
+  active_.TrimIfEmpty(kKeptTransferSlots);
+}
 
 int CurlMultiTransport::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
   auto* self = static_cast<CurlMultiTransport*>(userp);
@@ -207,6 +291,7 @@ void CurlMultiTransport::CollectDone() {
     if (index == Transfers::kNoIndex) continue;  // cancelled by an earlier callback
     Transfer t = active_.Take(index);
     curl_multi_remove_handle(multi_, t.handle->curl);
+    DropWatch(id);
     TransportResult result = Decide(*t.handle, code);
     // A finished transfer leaves its connection in the multi's cache in a
     // clean state; the handle is pooled.
@@ -258,7 +343,8 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   hop.unsafe = !IsIdempotent(request);
   AttemptOptions ao = options;
   ao.cancellation = nullptr;  // cancelled through Cancel()
-  PrepareHop(*handle, request, ao, hop, options.timeout, options_.max_response_body);
+  const PhaseLimits limits = MergePhaseLimits(options.phase_limits, options_.phase_limits);
+  PrepareHop(*handle, request, ao, hop, options.timeout, limits, options_.max_response_body);
   CURL* easy = handle->curl;
   const CURLMcode mc = curl_multi_add_handle(multi_, easy);
   if (mc != CURLM_OK) {
@@ -269,6 +355,11 @@ AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
   PooledHandle& h = *handle;
   const AttemptId id = active_.Insert(Transfer{std::move(handle), std::move(done)});
   h.transfer_slot = Transfers::SlotOf(id);
+  if (limits.first_byte > Duration(0) && limits.first_byte < options.timeout) {
+    FirstByteWatch& watch = watches_[id];
+    watch.limit = limits.first_byte;
+    ArmFirstByte(id, watch, limits.first_byte);
+  }
   return id;
 }
 
@@ -276,6 +367,7 @@ std::optional<TransportResult> CurlMultiTransport::Cancel(AttemptId id) {
   const std::uint32_t index = active_.IndexOf(id);
   if (index == Transfers::kNoIndex) return std::nullopt;
   Transfer t = active_.Take(index);
+  DropWatch(id);
   TransportResult r;
   const bool started = RequestStarted(*t.handle) || t.handle->exchange.any_response_byte;
   r.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;

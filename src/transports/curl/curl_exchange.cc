@@ -7,6 +7,7 @@
 #include "curl_exchange.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -70,7 +71,7 @@ extern "C" std::size_t OnHeader(char* data, std::size_t size, std::size_t n, voi
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.remove_suffix(1);
   if (IsStatusLine(line)) {
     // A new response starts (after a 1xx): only the final one's headers count.
-    ex->status_code = ParseStatusCode(line);
+    ex->status_code = static_cast<std::int16_t>(ParseStatusCode(line));
     ex->headers.clear();
     // Room for a typical response's headers at once (the vector is handed
     // over with the response, so it starts empty for each exchange).
@@ -142,22 +143,13 @@ extern "C" int OnSeek(void* /*userp*/, curl_off_t /*offset*/, int /*origin*/) {
   return CURL_SEEKFUNC_CANTSEEK;
 }
 
-extern "C" int OnXferInfo(void* userp, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* ex = static_cast<Exchange*>(userp);
-  if (ex->cancellation != nullptr && ex->cancellation->IsCancelled()) {
-    ex->cancelled = true;
-    return 1;
-  }
-  return 0;
-}
-
 // Runs right before curl writes a request on a (new or reused) connection.
 // A second call within one perform is libcurl's own resend after a reused
 // connection died; for an unsafe request it is refused. This also covers
 // unsafe requests without a body, which the rewind trick cannot.
 extern "C" int OnPrereq(void* userp, char*, char*, int, int) {
   auto* ex = static_cast<Exchange*>(userp);
-  ++ex->prereq_calls;
+  if (ex->prereq_calls < INT16_MAX) ++ex->prereq_calls;
   if (ex->prereq_calls > 1 && ex->unsafe) {
     ex->resend_blocked = true;
     return CURL_PREREQFUNC_ABORT;

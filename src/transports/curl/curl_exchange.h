@@ -30,14 +30,21 @@ struct Exchange {
   std::size_t max_body = 0;
 
   // Evidence.
-  int prereq_calls = 0;  // Requests curl started on a connection.
+  std::int16_t prereq_calls = 0;  // Requests curl started on a connection (saturates).
 
   // Response side.
-  int status_code = 0;
+  std::int16_t status_code = 0;
 
-  bool unsafe = false;          // Request side: not safe to repeat; libcurl must not resend it.
-  bool resend_blocked = false;  // The pre-request guard refused a resend.
-  bool cancelled = false;       // The xferinfo callback aborted.
+  // When the whole request was written, in microseconds of libcurl's clock
+  // from the transfer's start (`request_written`); it saturates after 71
+  // minutes.
+  std::uint32_t written_us = 0;
+
+  bool unsafe = false;           // Request side: not safe to repeat; libcurl must not resend it.
+  bool sends_body = false;       // Request side: a body follows the headers.
+  bool request_written = false;  // Headers and body all handed to the connection.
+  bool resend_blocked = false;   // The pre-request guard refused a resend.
+  bool cancelled = false;        // The xferinfo callback aborted.
   bool any_response_byte = false;
   bool final_headers_done = false;  // Blank line after a non-1xx status.
   bool truncated = false;           // Response side: the body was cut at max_body.
@@ -46,11 +53,14 @@ struct Exchange {
   std::string response_body;
   std::uint64_t expected_length = 0;  // Content-Length, 0 = unknown.
 
-  void Reset(const std::string* request_body, bool is_unsafe, const CancellationToken* token,
-             std::size_t cap) {
+  void Reset(const std::string* request_body, bool is_unsafe, bool with_body,
+             const CancellationToken* token, std::size_t cap) {
     body = request_body;
     body_offset = 0;
     unsafe = is_unsafe;
+    sends_body = with_body;
+    written_us = 0;
+    request_written = false;
     cancellation = token;
     max_body = cap;
     prereq_calls = 0;
@@ -71,7 +81,6 @@ extern "C" std::size_t OnHeader(char* data, std::size_t size, std::size_t n, voi
 extern "C" std::size_t OnBody(char* data, std::size_t size, std::size_t n, void* userp);
 extern "C" std::size_t OnRead(char* buffer, std::size_t size, std::size_t n, void* userp);
 extern "C" int OnSeek(void* userp, curl_off_t offset, int origin);
-extern "C" int OnXferInfo(void* userp, curl_off_t, curl_off_t, curl_off_t, curl_off_t);
 extern "C" int OnPrereq(void* userp, char*, char*, int, int);
 
 // Moves the final response out of `ex`, leaving `ex` empty.

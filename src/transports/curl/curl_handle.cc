@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings_internal.h"
 
@@ -198,6 +199,35 @@ void BuildHeaderList(PooledHandle& h, const Request& request, const AttemptOptio
   }
 }
 
+// Progress callback, with the pooled handle as its user pointer: stamps the
+// moment the whole request was written (libcurl 7.88 reports no such time)
+// and aborts a cancelled transfer. libcurl calls it each time it runs the
+// transfer, and refreshes its total time just before, so that time is now.
+extern "C" int OnXferInfo(void* userp, curl_off_t, curl_off_t, curl_off_t ultotal,
+                          curl_off_t ulnow) {
+  auto* h = static_cast<PooledHandle*>(userp);
+  Exchange& ex = h->exchange;
+  if (ex.cancellation != nullptr && ex.cancellation->IsCancelled()) {
+    ex.cancelled = true;
+    return 1;
+  }
+  // The pre-request callback runs right before libcurl sends the request
+  // on a connection, and this one after each step: once the upload counter
+  // reaches the body's size (a request without a body has none), libcurl
+  // has handed every byte of the request to the connection.
+  if (!ex.request_written && ex.prereq_calls > 0) {
+    const curl_off_t body =
+        ex.sends_body ? std::max<curl_off_t>(ultotal, static_cast<curl_off_t>(ex.body->size())) : 0;
+    if (ulnow >= body) {
+      curl_off_t now_us = 0;
+      curl_easy_getinfo(h->curl, CURLINFO_TOTAL_TIME_T, &now_us);
+      ex.written_us = static_cast<std::uint32_t>(std::clamp<curl_off_t>(now_us, 0, UINT32_MAX));
+      ex.request_written = true;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 absl::Status ValidateSharedOptions(const CurlTransportOptions& options) {
@@ -218,6 +248,9 @@ absl::Status ValidateSharedOptions(const CurlTransportOptions& options) {
             f.name, f.nul_only ? ": must not contain NUL" : ": must not contain CR, LF or NUL"));
       }
     }
+  }
+  if (absl::Status s = ValidatePhaseLimits(options.phase_limits, "phase_limits."); !s.ok()) {
+    return s;
   }
   switch (options.http_version) {
     case HttpVersion::kHttp1_1:
@@ -258,7 +291,9 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
   curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, &OnSeek);
   curl_easy_setopt(c, CURLOPT_SEEKDATA, ex);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnXferInfo);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, ex);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, static_cast<void*>(h.get()));
+  // Always on: the callback stamps the end of the request write.
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, &OnPrereq);
   curl_easy_setopt(c, CURLOPT_PREREQDATA, ex);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -284,9 +319,13 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
 }
 
 void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& options,
-                const Hop& hop, Duration timeout, std::size_t max_response_body) {
+                const Hop& hop, Duration timeout, const PhaseLimits& limits,
+                std::size_t max_response_body) {
   CURL* c = h.curl;
-  h.exchange.Reset(hop.body, hop.unsafe, options.cancellation, max_response_body);
+  const bool is_head = hop.method == "HEAD";
+  const bool is_post = hop.method == "POST";
+  const bool uses_body = !is_head && (is_post || !hop.body->empty());
+  h.exchange.Reset(hop.body, hop.unsafe, uses_body, options.cancellation, max_response_body);
   if (char* const error = ErrorBuffer(h); error != nullptr) error[0] = '\0';
   PooledHandle::LastSet& last = h.last;
   const bool known = last.known;
@@ -294,9 +333,6 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   // Every per-request option is set for every call (or is at the value this
   // call needs already, `PooledHandle::last`), so nothing leaks from the
   // previous user of the pooled handle.
-  const bool is_head = hop.method == "HEAD";
-  const bool is_post = hop.method == "POST";
-  const bool uses_body = !is_head && (is_post || !hop.body->empty());
   ReserveScratch(h, SizeHeaderList(request, options.extra_headers, uses_body), hop.url->size() + 1);
   SetUrl(h, *hop.url);
   const int body_mode = is_head ? 0 : !uses_body ? 1 : 2;
@@ -338,20 +374,34 @@ void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& o
   BuildHeaderList(h, request, options, hop, uses_body);
 
   const long ms = timeout == Duration::max() ? 0L : TimeoutMillis(timeout);
-  if (!known || last.timeout_ms != ms) {  // `ms` <= INT32_MAX
+  const bool has_limits = limits.connect > Duration(0) || limits.speed_limit > 0;
+  if (!known || last.timeout_ms != ms || has_limits || last.phase_limits) {  // `ms` <= INT32_MAX
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
+    // The connect limit inside the attempt's: libcurl takes the smaller of
+    // the two anyway, and 0 would mean its own default of 300 s.
+    long connect_ms = ms;
+    if (limits.connect > Duration(0)) {
+      const long limit = TimeoutMillis(limits.connect);
+      if (connect_ms == 0 || limit < connect_ms) connect_ms = limit;
+    }
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    if (has_limits || last.phase_limits) {
+      const long speed_limit =
+          static_cast<long>(std::min<std::int64_t>(limits.speed_limit, INT32_MAX));
+      const long speed_time = static_cast<long>(
+          std::chrono::duration_cast<std::chrono::seconds>(limits.speed_time).count());
+      curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, speed_limit);
+      curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, speed_time);
+    }
     last.timeout_ms = static_cast<std::int32_t>(ms);
-  }
-  const long no_progress = options.cancellation != nullptr ? 0L : 1L;
-  if (!known || last.no_progress != no_progress) {
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, no_progress);
-    last.no_progress = static_cast<std::int8_t>(no_progress);
+    last.phase_limits = has_limits;
   }
   last.known = true;
 }
 
-PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {
+PhaseTimings ReadTimings(const PooledHandle& h, Duration offset) {
+  CURL* const c = h.curl;
+  const Exchange& ex = h.exchange;
   curl_off_t dns = 0, connect = 0, tls = 0, first = 0, total = 0;
   curl_easy_getinfo(c, CURLINFO_NAMELOOKUP_TIME_T, &dns);
   curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect);
@@ -363,7 +413,10 @@ PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {
   t.dns = at(dns);
   t.connect = at(connect);
   t.tls = at(tls);
-  t.first_byte = response_started ? at(first) : Duration(0);
+  // A request written at 0 us is stamped 1 us: zero means "not reached".
+  t.request_written =
+      ex.request_written ? offset + Micros(std::max<curl_off_t>(ex.written_us, 1)) : Duration(0);
+  t.first_byte = ex.any_response_byte ? at(first) : Duration(0);
   t.total = offset + Micros(total);
   return PhasesInOrder(t);
 }
@@ -371,15 +424,61 @@ PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started) {
 PhaseTimings PhasesInOrder(PhaseTimings t) {
   // From the last phase back: a stamp later than the phase that followed it
   // is stale (left by the connection curl gave up on) and is bounded by it.
-  Duration* const phases[] = {&t.dns, &t.connect, &t.tls, &t.first_byte};
+  Duration* const phases[] = {&t.dns, &t.connect, &t.tls, &t.request_written, &t.first_byte};
   Duration bound = t.total;
-  for (int i = 3; i >= 0; --i) {
+  for (int i = 4; i >= 0; --i) {
     Duration& d = *phases[i];
     if (d <= Duration::zero()) continue;
     if (d > bound) d = bound;
     bound = d;
   }
   return t;
+}
+
+Phase TimedOutPhase(const PooledHandle& h, const PhaseTimings& timings, bool https) {
+  const Exchange& ex = h.exchange;
+  if (ex.any_response_byte) return Phase::kTransfer;
+  if (ex.request_written) return Phase::kFirstByte;
+  curl_off_t request_size = 0;
+  curl_easy_getinfo(h.curl, CURLINFO_REQUEST_SIZE, &request_size);
+  if (ex.prereq_calls > 0 || request_size > 0) return Phase::kRequestWrite;
+  // libcurl 7.88 stamps the connect only once the whole chain (TCP, then
+  // TLS) is up, but reports the peer's address as soon as TCP connected.
+  char* peer = nullptr;
+  curl_easy_getinfo(h.curl, CURLINFO_PRIMARY_IP, &peer);
+  const bool tcp_connected = timings.connect > Duration(0) || (peer != nullptr && peer[0] != '\0');
+  if (tcp_connected) {
+    return https && timings.tls <= Duration(0) ? Phase::kTls : Phase::kRequestWrite;
+  }
+  // libcurl stamps the lookup of an address literal too (a few
+  // microseconds): a transfer without that stamp was still resolving.
+  if (timings.dns > Duration(0)) return Phase::kConnect;
+  return Phase::kDns;
+}
+
+absl::Status FirstByteExpired(const PooledHandle& h, Duration limit) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(limit).count();
+  return absl::DeadlineExceededError(
+      absl::StrCat("first-byte limit: no response byte within ", ms,
+                   " ms of the request being written (", TransferDetail(h.curl),
+                   "); time ran out in the first_byte phase; the request may have been delivered"));
+}
+
+std::string TimeoutNote(Phase phase, std::string_view note) {
+  if (phase == Phase::kNone) return std::string(note);
+  const std::string_view name = PhaseName(phase);
+  return absl::StrCat("time ran out in the ", absl::string_view(name.data(), name.size()),
+                      " phase; ", absl::string_view(note.data(), note.size()));
+}
+
+bool IsHttps(std::string_view url) {
+  return absl::StartsWithIgnoreCase(absl::string_view(url.data(), url.size()), "https://");
+}
+
+std::int64_t TransferMicros(const PooledHandle& h) {
+  curl_off_t us = 0;
+  curl_easy_getinfo(h.curl, CURLINFO_TOTAL_TIME_T, &us);
+  return us;
 }
 
 std::string Origin(const std::string& url) {

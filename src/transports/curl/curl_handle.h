@@ -61,17 +61,19 @@ struct PooledHandle {
     curl_off_t post_size = -1;
     const char* post_fields = nullptr;
     std::int32_t timeout_ms = -1;  // `TimeoutMillis`: at most INT32_MAX
-    std::int8_t no_progress = -1;
-    std::int8_t body_mode = -1;  // 0: HEAD, 1: GET, 2: POST with a body
+    std::int8_t body_mode = -1;    // 0: HEAD, 1: GET, 2: POST with a body
     // CURLOPT_HTTPHEADER: 0 none, 1 the nodes at the start of `scratch`;
     // -1 not set since that block was (re)allocated.
     std::int8_t headers = -1;
     bool known : 1;  // false: nothing set yet, every option is set
     bool custom_request : 1;
+    // A phase limit (connect, low speed) was set: the next hop sets its
+    // own, or the defaults, again.
+    bool phase_limits : 1;
     // Set once, by `NewPooledHandle`: CURLOPT_ERRORBUFFER is the start of
     // `scratch` (set again whenever the block moves).
     bool error_buffer : 1;
-    LastSet() : known(false), custom_request(false), error_buffer(false) {}
+    LastSet() : known(false), custom_request(false), phase_limits(false), error_buffer(false) {}
   };
   LastSet last;
 
@@ -102,8 +104,8 @@ absl::Status GlobalInit();
 
 /// The option checks both libcurl transports share: user_agent, ca_file,
 /// ca_dir, proxy and no_proxy (no CR, LF or NUL), http_version (a known
-/// value; HTTP/2 prior knowledge only with a libcurl that has HTTP/2).
-/// InvalidArgument naming the field.
+/// value; HTTP/2 prior knowledge only with a libcurl that has HTTP/2),
+/// phase_limits (`ValidatePhaseLimits`). InvalidArgument naming the field.
 absl::Status ValidateSharedOptions(const CurlTransportOptions& options);
 
 /// "curl: <curl's message> (<detail>); <note>" with `code`. The detail is
@@ -130,19 +132,44 @@ std::unique_ptr<PooledHandle> NewPooledHandle(const CurlTransportOptions& option
 
 // Resets the handle's exchange and sets every per-request option for `hop`,
 // so nothing leaks from the previous user of the pooled handle. `timeout` is
-// Duration::max() for none. Then curl_easy_perform may run.
+// Duration::max() for none; `limits` are the attempt's (merged with the
+// transport's: `MergePhaseLimits`), of which the hop sets the connect and
+// low-speed limits (the first-byte limit is the caller's to time). Then the
+// transfer may run.
 void PrepareHop(PooledHandle& h, const Request& request, const AttemptOptions& options,
-                const Hop& hop, Duration timeout, std::size_t max_response_body);
+                const Hop& hop, Duration timeout, const PhaseLimits& limits,
+                std::size_t max_response_body);
 
-// The phase timings of the last perform, shifted by `offset` (the time spent
-// on earlier hops). `first_byte` is zero unless `response_started` (a byte
-// of the response arrived): libcurl can stamp its start-transfer time on a
+// The phase timings of the last transfer on `h`, shifted by `offset` (the
+// time spent on earlier hops). `first_byte` is zero unless a byte of the
+// response arrived: libcurl can stamp its start-transfer time on a
 // connection that died before answering, ahead of the connect time of the
-// connection it then opened.
-PhaseTimings ReadTimings(CURL* c, Duration offset, bool response_started);
+// connection it then opened. `request_written` is the exchange's own stamp.
+PhaseTimings ReadTimings(const PooledHandle& h, Duration offset);
 
-// `t` with its phases in order (dns <= connect <= tls <= first_byte <=
-// total, zero meaning "not reached"). When libcurl drops a connection and
+// The phase in which the last transfer on `h` ran out of time, from what it
+// reached: a response byte (transfer), the whole request written (first
+// byte), a request started (request write), a connection (its TLS handshake
+// for `https`, else the request write), a resolved name (connect), else the
+// name lookup.
+Phase TimedOutPhase(const PooledHandle& h, const PhaseTimings& timings, bool https);
+
+// The status of a transfer ended by the first-byte limit `limit`: deadline
+// exceeded, the request written and so maybe delivered.
+absl::Status FirstByteExpired(const PooledHandle& h, Duration limit);
+
+// `note` after "time ran out in the <phase> phase; " when `phase` is one.
+std::string TimeoutNote(Phase phase, std::string_view note);
+
+// The URL's scheme is https (any case).
+bool IsHttps(std::string_view url);
+
+// Microseconds of libcurl's clock since the last transfer on `h` started,
+// as of the last time libcurl ran it (it updates the figure each time).
+std::int64_t TransferMicros(const PooledHandle& h);
+
+// `t` with its phases in order (dns <= connect <= tls <= request_written
+// <= first_byte <= total, zero meaning "not reached"). When libcurl drops a connection and
 // opens another inside one perform, it can leave a stamp of the first
 // connection later than a phase of the second (a lookup at 263 us, a connect
 // at 229 us); such a stamp is cut to the phase that followed it.

@@ -5,8 +5,9 @@
 // cache keeps connections alive between calls and no handle is ever used by
 // two threads at once. See docs/curl-transport.md for the policies.
 //
-// This file holds the pool and Send(): validation, the redirect loop and the
-// decision of what was delivered. The handle's callbacks (response parsing)
+// This file holds the pool and Send(): validation, the redirect loop, the
+// transfer loop that times the first byte, and the decision of what was
+// delivered. The handle's callbacks (response parsing)
 // are in curl_exchange.cc, its setup per hop and the timings in
 // curl_handle.cc, the CURLcode table in curl_errors.cc.
 
@@ -14,6 +15,9 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +40,81 @@ namespace saferetry {
 namespace internal {
 namespace {
 
+struct MultiCleanup {
+  void operator()(CURLM* m) const { curl_multi_cleanup(m); }
+};
+
+// A pooled easy handle and the multi handle that runs its transfers, as
+// curl_easy_perform would run them on one of its own: its connection cache
+// keeps the handle's connections alive between calls. Not curl_easy_perform
+// itself, which waits in libcurl with no way to end a transfer at a time of
+// the transport's choosing (the first-byte limit). The multi handle is
+// cleaned up first (closing the cached connections), then the easy handle.
+struct BlockingHandle {
+  std::unique_ptr<PooledHandle> handle;
+  std::unique_ptr<CURLM, MultiCleanup> multi;
+};
+
+// How one transfer ended: libcurl's code, or the first-byte limit (the
+// transfer was removed mid-way).
+struct TransferEnd {
+  CURLcode code = CURLE_OK;
+  bool first_byte_expired = false;
+};
+
+// Milliseconds to wait for, at least 1, from microseconds.
+int WaitMillis(std::int64_t us) {
+  const std::int64_t ms = (us + 999) / 1000;
+  return static_cast<int>(std::clamp<std::int64_t>(ms, 1, 1000));
+}
+
+// Runs one transfer of `h` on `multi` to its end, or until no byte of the
+// response came `first_byte` after the whole request was written (zero: no
+// such limit). libcurl refreshes the transfer's time each time it runs it
+// (and calls the progress callback, which stamps the request's end), so
+// after curl_multi_perform that time is now.
+TransferEnd Perform(PooledHandle& h, CURLM* multi, Duration first_byte) {
+  TransferEnd end;
+  const CURLMcode added = curl_multi_add_handle(multi, h.curl);
+  if (added != CURLM_OK) {
+    end.code = added == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+    return end;
+  }
+  const std::int64_t limit_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(first_byte).count();
+  const Exchange& ex = h.exchange;
+  bool finished = false;
+  for (;;) {
+    int running = 0;
+    if (curl_multi_perform(multi, &running) != CURLM_OK) break;
+    if (running == 0) {
+      finished = true;
+      break;
+    }
+    int wait_ms = 1000;
+    if (limit_us > 0 && ex.request_written && !ex.any_response_byte) {
+      const std::int64_t left = limit_us - (TransferMicros(h) - ex.written_us);
+      if (left <= 0) {
+        end.first_byte_expired = true;
+        break;
+      }
+      wait_ms = WaitMillis(left);
+    }
+    if (curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr) != CURLM_OK) break;
+  }
+  end.code = CURLE_RECV_ERROR;  // The multi handle failed: decided by the evidence.
+  if (finished) {
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == h.curl) end.code = msg->data.result;
+    }
+  }
+  // Mid-transfer (the limit), this closes the connection: it is never
+  // reused with a response still to come.
+  curl_multi_remove_handle(multi, h.curl);
+  return end;
+}
+
 class CurlTransport final : public Transport, public SendMarkReader {
  public:
   explicit CurlTransport(CurlTransportOptions options) : options_(std::move(options)) {
@@ -46,27 +125,30 @@ class CurlTransport final : public Transport, public SendMarkReader {
   TransportResult Send(const Request& request, const AttemptOptions& options) override;
 
  private:
-  std::unique_ptr<PooledHandle> Acquire();
-  void Release(std::unique_ptr<PooledHandle> handle);
+  BlockingHandle Acquire();
+  void Release(BlockingHandle handle);
 
   CurlTransportOptions options_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<PooledHandle>> idle_;  // Guarded by mu_.
+  std::vector<BlockingHandle> idle_;  // Guarded by mu_.
 };
 
-std::unique_ptr<PooledHandle> CurlTransport::Acquire() {
+BlockingHandle CurlTransport::Acquire() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!idle_.empty()) {
-      auto h = std::move(idle_.back());
+      BlockingHandle h = std::move(idle_.back());
       idle_.pop_back();
       return h;
     }
   }
-  return NewPooledHandle(options_);
+  BlockingHandle h;
+  h.multi.reset(curl_multi_init());
+  if (h.multi != nullptr) h.handle = NewPooledHandle(options_);
+  return h;
 }
 
-void CurlTransport::Release(std::unique_ptr<PooledHandle> handle) {
+void CurlTransport::Release(BlockingHandle handle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (idle_.size() < options_.max_idle_handles) {
@@ -101,12 +183,14 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     return result;
   }
 
-  std::unique_ptr<PooledHandle> handle = Acquire();
-  if (handle == nullptr) {
+  BlockingHandle handle = Acquire();
+  if (handle.handle == nullptr) {
     result.status = absl::InternalError("curl_easy_init failed; nothing sent");
     return result;
   }
-  PooledHandle& h = *handle;
+  PooledHandle& h = *handle.handle;
+  const PhaseLimits limits = MergePhaseLimits(options.phase_limits, options_.phase_limits);
+  TransferEnd end;
   Exchange& ex = h.exchange;
 
   static const std::string kEmpty;
@@ -130,12 +214,14 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
       result.delivery = Delivery::kResponseReceived;
       break;
     }
-    PrepareHop(h, request, options, hop, timeout, options_.max_response_body);
-    code = curl_easy_perform(h.curl);
-    result.timings = ReadTimings(h.curl, elapsed, ex.any_response_byte);
+    PrepareHop(h, request, options, hop, timeout, limits, options_.max_response_body);
+    end = Perform(h, handle.multi.get(), limits.first_byte);
+    code = end.code;
+    result.timings = ReadTimings(h, elapsed);
     elapsed = result.timings.total;
 
-    if (!options_.follow_redirects || code != CURLE_OK || redirects >= options_.max_redirects)
+    if (end.first_byte_expired || !options_.follow_redirects || code != CURLE_OK ||
+        redirects >= options_.max_redirects)
       break;
     const int sc = ex.status_code;
     if (sc != 301 && sc != 302 && sc != 303 && sc != 307 && sc != 308) break;
@@ -161,7 +247,11 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
     ++result.redirects;
   }
 
-  if (result.status.ok() && !(result.delivery == Delivery::kResponseReceived)) {
+  if (end.first_byte_expired) {
+    result.delivery = Delivery::kMaybeDelivered;
+    result.status = FirstByteExpired(h, limits.first_byte);
+    result.timings.timed_out = Phase::kFirstByte;
+  } else if (result.status.ok() && !(result.delivery == Delivery::kResponseReceived)) {
     const CurlCodeInfo info = DescribeCurlCode(code);
     curl_off_t request_size = 0;
     curl_easy_getinfo(h.curl, CURLINFO_REQUEST_SIZE, &request_size);
@@ -174,6 +264,7 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
       } else {
         result.status =
             CurlFailure(info.status_code, code, h, "the response broke after its headers");
+        if (code == CURLE_OPERATION_TIMEDOUT) result.timings.timed_out = Phase::kTransfer;
       }
     } else if (ex.cancelled) {
       result.delivery = started ? Delivery::kMaybeDelivered : Delivery::kNotSent;
@@ -191,10 +282,16 @@ TransportResult CurlTransport::Send(const Request& request, const AttemptOptions
           started || ex.any_response_byte || info.delivery == CurlDeliveryRule::kAfterSend;
       result.delivery = maybe ? Delivery::kMaybeDelivered : Delivery::kNotSent;
       if (!maybe && earlier_hop_answered) result.delivery = Delivery::kMaybeDelivered;
-      result.status =
-          CurlFailure(info.status_code, code, h,
-                      maybe ? "the request may have been delivered" : "nothing was sent");
+      if (code == CURLE_OPERATION_TIMEDOUT) {
+        result.timings.timed_out = TimedOutPhase(h, result.timings, IsHttps(*hop.url));
+      }
+      result.status = CurlFailure(
+          info.status_code, code, h,
+          TimeoutNote(result.timings.timed_out,
+                      maybe ? "the request may have been delivered" : "nothing was sent"));
     }
+  } else if (result.status.code() == absl::StatusCode::kDeadlineExceeded) {
+    result.timings.timed_out = Phase::kTransfer;  // Between redirect hops.
   }
   if (result.delivery == Delivery::kResponseReceived) result.response = TakeResponse(ex);
   Release(std::move(handle));
