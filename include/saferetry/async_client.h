@@ -44,10 +44,6 @@
 #include "saferetry/result.h"
 
 namespace saferetry {
-namespace internal {
-class AsyncClientPeer;  // Not API: what tests reach inside the client with.
-}  // namespace internal
-
 /// Options of an `AsyncClient`. Plain struct; defaults documented per field.
 struct AsyncClientOptions {
   /// Everything a blocking client takes, with the same defaults and
@@ -136,7 +132,6 @@ class AsyncClient {
   class Core;  // Implementation detail.
 
  private:
-  friend class internal::AsyncClientPeer;
   explicit AsyncClient(std::shared_ptr<Core> core);
 
   std::shared_ptr<Core> core_;

@@ -56,6 +56,7 @@ namespace saferetry {
 namespace internal {
 class CallSession;
 class UnsentRecords;
+class PrevalidatedSender;
 }  // namespace internal
 
 /// Per-call options: what differs from one call to the next. What is the
@@ -249,9 +250,9 @@ class Client {
   CallServices services_;
   KeyFingerprints fingerprints_;
   std::shared_ptr<internal::UnsentRecords> unsent_;
-  // The transport reads the marks of sends the call validated (saferetry's
-  // own do): the call marks its sends only then.
-  bool marks_sends_ = false;
+  // The transport, when it can send a request the call validated without
+  // checking it again (saferetry's own can); else null.
+  internal::PrevalidatedSender* prevalidated_ = nullptr;
 };
 
 }  // namespace saferetry

@@ -180,22 +180,6 @@ class RetryPolicy {
   /// The response predicate (the user's and the rules, built once), or null
   /// when none is configured.
   const ResponsePredicate* response_predicate() const { return response_predicate_.get(); }
-  /// The attempt header's value on a call's first send, `attempt=1; max=N`
-  /// with this policy's `max_attempts`: written once, when the policy is
-  /// built, and sent as it is by every call's first attempt.
-  std::string_view first_attempt_header_value() const { return first_attempt_header_value_; }
-  /// The deadline header's value (`DeadlineHeaderMillis`'s digits) for an
-  /// attempt whose timeout is `attempt_timeout`, when that is the timeout of
-  /// a call's first attempt under this policy's own `timeout` (one per time
-  /// plan: single, retry, resolve), written once when the policy is built;
-  /// empty for any other timeout, whose value the caller formats itself. A
-  /// memo, not a rule: the value is always the digits of `attempt_timeout`.
-  std::string_view deadline_header_value(Duration attempt_timeout) const {
-    for (std::size_t i = 0; i < kTimePlanKinds; ++i) {
-      if (first_attempt_timeouts_[i] == attempt_timeout) return first_deadline_values_[i];
-    }
-    return {};
-  }
   /// The state machine's policy as far as this policy decides it, made once
   /// when the policy is built: attempts, the status-query cap, the backoff,
   /// the poll pacing and the time plan's options (pointing into this
@@ -215,12 +199,6 @@ class RetryPolicy {
   RetryPolicyOptions options_;
   std::shared_ptr<const BackoffPolicy> backoff_;
   std::shared_ptr<const ResponsePredicate> response_predicate_;
-  std::string first_attempt_header_value_;
-  // The first attempt's timeout under `options_.timeout` for each time plan,
-  // and its deadline header value (`deadline_header_value`).
-  static constexpr std::size_t kTimePlanKinds = 3;
-  std::array<Duration, kTimePlanKinds> first_attempt_timeouts_{};
-  std::array<std::string, kTimePlanKinds> first_deadline_values_;
   std::unique_ptr<const CallPolicy> call_policy_;
   bool has_status_query_ = false;
 };

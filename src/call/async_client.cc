@@ -18,7 +18,6 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "call/async_client_peer.h"
 #include "call/call_session.h"
 #include "call/latency_window.h"
 #include "common/validated_send.h"
@@ -47,11 +46,10 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
         services_(internal::MachineServices(options_.client)),
         loop_(options_.loop),
         transport_(options_.transport),
-        marks_sends_(internal::ReadsSendMarks(options_.transport.get())),
+        prevalidated_(dynamic_cast<internal::PrevalidatedStarter*>(options_.transport.get())),
         fingerprints_(options_.client.fingerprint_capacity) {}
 
   const AsyncClientOptions& options() const { return options_; }
-  void StartCallIdsAt(CallId next) { next_id_.store(next - 1, std::memory_order_relaxed); }
   std::size_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
   // By reference: the public overloads own the values and move them once:
@@ -249,31 +247,18 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
     f.status_query = status_query;
     f.start = call.session.SendStart(call.machine);
     const CallId id = call.id;
-    // Validated when the call began: the transport need not check again.
-    f.transport_id = internal::SendMarked(
-        marks_sends_ && !status_query && call.session.request_validated(), request,
-        ao.extra_headers,
-        [&] { return transport_->Start(request, ao, TransportCallback(id, attempt_id)); });
+    // Validated when the call began: a transport that can start a validated
+    // request need not check it again.
+    f.transport_id =
+        prevalidated_ != nullptr && !status_query && call.session.request_validated()
+            ? prevalidated_->StartPrevalidated(request, ao, TransportCallback(id, attempt_id))
+            : transport_->Start(request, ao, TransportCallback(id, attempt_id));
     call.flights.push_back(f);
   }
 
   // The callback of one send. It names the call and the attempt, and is
-  // looked up by them when it runs: a call may be gone by then. Both fit in
-  // one 64-bit word beside `this` for any call id below 2^48 (the call
-  // counter starts at 1) and any attempt id below 2^16 (the machine's hard
-  // caps keep them in the hundreds), and a callable of two words is held
-  // inside `std::function` with no allocation per send; larger ids take
-  // the general form.
+  // looked up by them when it runs: a call may be gone by then.
   AsyncTransport::Callback TransportCallback(CallId id, std::uint32_t attempt_id) {
-    constexpr int kAttemptBits = 16;
-    if (id < (CallId{1} << (64 - kAttemptBits)) && attempt_id < (1u << kAttemptBits)) {
-      const std::uint64_t packed = (id << kAttemptBits) | attempt_id;
-      return [this, packed](TransportResult&& r) {
-        OnTransportResult(packed >> kAttemptBits,
-                          static_cast<std::uint32_t>(packed & ((1u << kAttemptBits) - 1)),
-                          std::move(r));
-      };
-    }
     return [this, id, attempt_id](TransportResult&& r) {
       OnTransportResult(id, attempt_id, std::move(r));
     };
@@ -405,8 +390,9 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   const CallServices services_;
   const std::shared_ptr<EventLoop> loop_;
   const std::shared_ptr<AsyncTransport> transport_;
-  // The transport reads the send marks (`ValidatedSend`): sends are marked.
-  const bool marks_sends_;
+  // The transport, when it can start a request the call validated without
+  // checking it again (saferetry's own can); else null.
+  internal::PrevalidatedStarter* const prevalidated_;
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<CallId> next_id_{0};
   // Calls accepted, not begun yet; a task to begin them is posted.
@@ -471,13 +457,7 @@ AsyncClient::~AsyncClient() {
   }
 }
 
-namespace internal {
-
-void AsyncClientPeer::StartCallIdsAt(AsyncClient& client, AsyncClient::CallId next) {
-  client.core_->StartCallIdsAt(next);
-}
-
-}  // namespace internal
+namespace internal {}  // namespace internal
 
 AsyncClient::CallId AsyncClient::Execute(Request request, CallOptions options, Callback done) {
   return core_->Execute(std::move(request), std::move(options), std::move(done));

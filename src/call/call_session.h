@@ -103,8 +103,9 @@ class CallSession {
   /// The request each attempt sends.
   const Request& request() const { return *request_; }
   /// Whether `request()` is the caller's request this call validated when it
-  /// began (or that request without its trace headers): the drivers mark its
-  /// sends (`ValidatedSend`) so the transport does not check it again. Not a
+  /// began (or that request without its trace headers): the drivers send it
+  /// through `internal::PrevalidatedSender` / `PrevalidatedStarter` when the
+  /// transport has them, so it is not checked again. Not a
   /// resolve's request, rebuilt from the journal.
   bool request_validated() const { return request_validated_; }
   /// The call's retry policy (valid after a Begin that returned nullopt).

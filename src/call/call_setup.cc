@@ -394,16 +394,11 @@ void StampCommon(const PreparedCall& call, Duration timeout, SendHeaders& out) {
                      quoted.empty() ? std::string_view(call.key) : quoted};
   }
   if (call.send_deadline_header) {
-    // A first attempt under the policy's own timeout sends the value the
-    // policy wrote when it was built; any other formats its own.
-    std::string_view value = call.retry->deadline_header_value(timeout);
-    if (value.empty()) {
-      char* const begin = out.deadline_value.data();
-      const std::to_chars_result r =
-          std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
-      value = std::string_view(begin, static_cast<std::size_t>(r.ptr - begin));
-    }
-    out.refs[n++] = {names.deadline_header, value};
+    char* const begin = out.deadline_value.data();
+    const std::to_chars_result r =
+        std::to_chars(begin, begin + out.deadline_value.size(), DeadlineHeaderMillis(timeout));
+    out.refs[n++] = {names.deadline_header,
+                     std::string_view(begin, static_cast<std::size_t>(r.ptr - begin))};
   }
   out.count = n;
 }
@@ -415,12 +410,6 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
   StampCommon(call, action.timeout, out);
   if (call.send_attempt_header) {
     const RetryPolicy& retry = *call.retry;
-    // A first send of the policy's own attempt count sends the value the
-    // policy wrote when it was built.
-    if (action.number == 1 && call.policy.max_attempts == retry.options().max_attempts) {
-      out.refs[out.count++] = {retry.options().attempt_header, retry.first_attempt_header_value()};
-      return;
-    }
     constexpr std::string_view kAttempt = "attempt=";
     constexpr std::string_view kMax = "; max=";
     char* const begin = out.attempt_value.data();

@@ -189,20 +189,12 @@ inline constexpr std::size_t kMaxSendHeaders = kMaxExtraHeaders + 2;
 /// The headers saferetry adds to one send, and the values they point to.
 /// The driver holds it on its stack for the send: a `Transport` reads the
 /// headers until `Send` returns, an `AsyncTransport` during `Start` only, so
-/// a call in flight keeps none of it. Not initialised: the stamps write what
-/// they list.
+/// a call in flight keeps none of it.
 struct SendHeaders {
-  // Left unwritten until a stamp writes them: `HeaderRef`'s default
-  // constructor would zero all of them (160 bytes) for every send.
-  union Refs {
-    Refs() {}
-    HeaderRef& operator[](std::size_t i) { return at[i]; }
-    const HeaderRef* data() const { return at; }
-    HeaderRef at[kMaxSendHeaders];
-  } refs;
+  std::array<HeaderRef, kMaxSendHeaders> refs{};
   std::size_t count = 0;
-  std::array<char, 24> deadline_value;  // milliseconds
-  std::array<char, 48> attempt_value;   // "attempt=n; max=m"
+  std::array<char, 24> deadline_value{};  // milliseconds
+  std::array<char, 48> attempt_value{};   // "attempt=n; max=m"
   HeaderRefs view() const { return HeaderRefs(refs.data(), count); }
 };
 

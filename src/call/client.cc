@@ -56,7 +56,7 @@ Client::Client(ClientOptions options)
       services_(internal::MachineServices(options_)),
       fingerprints_(options_.fingerprint_capacity),
       unsent_(std::make_shared<internal::UnsentRecords>()),
-      marks_sends_(internal::ReadsSendMarks(options_.transport.get())) {}
+      prevalidated_(dynamic_cast<internal::PrevalidatedSender*>(options_.transport.get())) {}
 
 CallResult Client::Execute(const Request& request, const CallOptions& options) {
   internal::CallSession session(options_, request, options);
@@ -87,11 +87,11 @@ CallResult Client::Run(internal::CallSession& session, const CancellationToken* 
           break;
         }
         const TimePoint t0 = session.SendStart(machine);
-        // Validated when the call began: a transport that reads the mark
-        // need not check again.
-        TransportResult tr = internal::SendMarked(
-            marks_sends_ && session.request_validated(), session.request(), ao.extra_headers,
-            [&] { return transport.Send(session.request(), ao); });
+        // Validated when the call began: a transport that can send a
+        // validated request need not check it again.
+        TransportResult tr = prevalidated_ != nullptr && session.request_validated()
+                                 ? prevalidated_->SendPrevalidated(session.request(), ao)
+                                 : transport.Send(session.request(), ao);
         const std::uint32_t id = action.attempt_id;
         action = session.AfterAttempt(machine, id, std::move(tr), t0);
         break;

@@ -7,10 +7,7 @@
 namespace saferetry {
 namespace internal {
 
-thread_local SendMark t_send_mark;
-
 absl::Status CheckSend(const Request& request, HeaderRefs extra) {
-  if (ValidatedSend::Covers(request, extra)) return absl::OkStatus();
   if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
   for (std::size_t i = 0; i < extra.size(); ++i) {
     // The indexed field name is built only for the error message, keeping

@@ -75,20 +75,6 @@ RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<const Backo
       response_predicate_(std::move(response_predicate)) {
   has_status_query_ = static_cast<bool>(options_.status_query.callback) ||
                       !options_.status_query.url_template.empty();
-  first_attempt_header_value_ = absl::StrCat("attempt=1; max=", options_.max_attempts);
-  // A call with the policy's own timeout sends its first attempt at its
-  // start: the attempt's timeout is the plan's for the whole timeout.
-  const TimePoint start{};
-  const Deadline deadline = Deadline::After(start, options_.timeout);
-  const TimePlanKind kinds[kTimePlanKinds] = {TimePlanKind::kSingle, TimePlanKind::kRetry,
-                                              TimePlanKind::kResolve};
-  for (std::size_t i = 0; i < kTimePlanKinds; ++i) {
-    const TimePlan plan =
-        MakeTimePlan(kinds[i], deadline.Remaining(start), options_.deadline_options);
-    first_attempt_timeouts_[i] =
-        PlannedAttemptTimeout(plan, deadline, start, options_.deadline_options);
-    first_deadline_values_[i] = EncodeDeadlineHeader(first_attempt_timeouts_[i]);
-  }
   auto policy = std::make_unique<CallPolicy>();
   policy->max_attempts = options_.max_attempts;
   policy->max_status_queries = options_.max_status_queries;

@@ -20,7 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include "call/async_client_peer.h"
 #include "saferetry/config.h"
 #include "saferetry/testing/async_fake_transport.h"
 #include "saferetry/testing/counting_budget.h"
@@ -209,39 +208,6 @@ TEST_F(AsyncClientTest, CancelDuringAWaitEndsTheWaitAtOnce) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_EQ(r.elapsed, milliseconds(2));
   EXPECT_EQ(transport_->send_count(), 1);
-}
-
-// A send's callback names its call in one word beside the client when the
-// call id is below 2^48 (no allocation), and in the general form above. Two
-// calls on either side of that line, each answered 503 then 200 (two sends,
-// two callbacks), both finish with their own answers.
-TEST_F(AsyncClientTest, CallIdsOnBothSidesOfThePackedCallbacksLimitFinish) {
-  auto client = Make();
-  constexpr AsyncClient::CallId kLimit = AsyncClient::CallId{1} << 48;
-  internal::AsyncClientPeer::StartCallIdsAt(*client, kLimit - 1);
-  transport_->Push(Step::Respond(503))
-      .Push(Step::Respond(503))
-      .Push(Step::Respond(200, {}, "below"))
-      .Push(Step::Respond(200, {}, "above"));
-  AsyncClient::CallId ids[2] = {0, 0};
-  std::future<CallResult> results[2];
-  results[0] = client->Execute(Get(), CallOptions{}, &ids[0]);
-  results[1] = client->Execute(Get(), CallOptions{}, &ids[1]);
-  loop_->RunUntilIdle();
-  const AsyncClient::CallId want_ids[2] = {kLimit - 1, kLimit};
-  const char* const want_bodies[2] = {"below", "above"};
-  for (int i = 0; i < 2; ++i) {
-    SCOPED_TRACE(want_bodies[i]);
-    EXPECT_EQ(ids[i], want_ids[i]);
-    ASSERT_EQ(results[i].wait_for(seconds(0)), std::future_status::ready);
-    const CallResult r = results[i].get();
-    EXPECT_EQ(r.outcome, Outcome::kSucceeded);
-    EXPECT_EQ(r.attempts, 2);
-    ASSERT_TRUE(r.last_response.has_value());
-    EXPECT_EQ(r.last_response->body, want_bodies[i]);
-  }
-  EXPECT_EQ(transport_->send_count(), 4);
-  EXPECT_EQ(client->in_flight(), 0u);
 }
 
 // Hedging.

@@ -101,29 +101,11 @@ TEST(RetryPolicyTest, ACallSendsThePoliciesFirstValueThenNumbersItsRetries) {
   }
 }
 
-// The first attempt's timeout of each time plan under the default 30 s, with
-// the 10 ms margin: single 29.99 s, retry (30 s - 10 ms) / 2, resolve ends
-// 30 % (9 s) and the margin before the deadline. Any other timeout: none.
-TEST(RetryPolicyTest, TheDeadlineHeaderValuesOfFirstAttemptsAreWrittenOnce) {
-  const RetryPolicy& p = *RetryPolicy::Default();
-  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(29990)), "29990");
-  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(14995)), "14995");
-  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(20990)), "20990");
-  EXPECT_EQ(p.deadline_header_value(std::chrono::milliseconds(14994)), "");
-  EXPECT_EQ(p.deadline_header_value(std::chrono::seconds(2)), "");
-  RetryPolicyOptions o;
-  o.timeout = std::chrono::seconds(4);
-  auto four = RetryPolicy::Create(o);
-  ASSERT_TRUE(four.ok()) << four.status();
-  EXPECT_EQ((*four)->deadline_header_value(std::chrono::milliseconds(1995)), "1995");
-  EXPECT_EQ((*four)->deadline_header_value(std::chrono::milliseconds(14995)), "");
-}
-
 // A GET answered 503 then 200 with the default policy: its first send carries
-// the value the policy wrote (14995); its retry, after a wait, still has the
+// its attempt's timeout (14995 ms); its retry, after a wait, still has the
 // retry plan's cap and the same value; a call with its own timeout (2 s)
-// formats its value itself: 995.
-TEST(RetryPolicyTest, ACallSendsThePoliciesDeadlineValueOnlyWhereItHolds) {
+// carries 995.
+TEST(RetryPolicyTest, EachSendCarriesItsAttemptsTimeoutInTheDeadlineHeader) {
   auto transport = std::make_shared<testkit::FakeTransport>();
   transport->Push(testkit::Step::Respond(503));
   transport->Push(testkit::Step::Respond(200));

@@ -85,7 +85,7 @@ TransportResult Decide(PooledHandle& h, CURLcode code) {
   return result;
 }
 
-class CurlMultiTransport final : public AsyncTransport, public SendMarkReader {
+class CurlMultiTransport final : public AsyncTransport, public PrevalidatedStarter {
  public:
   CurlMultiTransport(std::shared_ptr<EventLoop> loop, CurlMultiTransportOptions options,
                      CURLM* multi)
@@ -115,6 +115,8 @@ class CurlMultiTransport final : public AsyncTransport, public SendMarkReader {
   }
 
   AttemptId Start(const Request& request, const AttemptOptions& options, Callback done) override;
+  AttemptId StartPrevalidated(const Request& request, const AttemptOptions& options,
+                              Callback done) override;
   std::optional<TransportResult> Cancel(AttemptId id) override;
 
  private:
@@ -312,14 +314,21 @@ AsyncTransport::AttemptId CurlMultiTransport::FailLater(TransportResult result, 
 
 AsyncTransport::AttemptId CurlMultiTransport::Start(const Request& request,
                                                     const AttemptOptions& options, Callback done) {
-  TransportResult refused;
-  refused.delivery = Delivery::kNotSent;
-  // Bad input is refused before any byte is sent (unless the call that
-  // sends it validated it already: CheckSend).
+  // Bad input is refused before any byte is sent.
   if (absl::Status s = CheckSend(request, options.extra_headers); !s.ok()) {
+    TransportResult refused;
+    refused.delivery = Delivery::kNotSent;
     refused.status = std::move(s);
     return FailLater(std::move(refused), std::move(done));
   }
+  return StartPrevalidated(request, options, std::move(done));
+}
+
+AsyncTransport::AttemptId CurlMultiTransport::StartPrevalidated(const Request& request,
+                                                                const AttemptOptions& options,
+                                                                Callback done) {
+  TransportResult refused;
+  refused.delivery = Delivery::kNotSent;
   if (options.timeout <= Duration::zero()) {
     refused.status =
         absl::DeadlineExceededError("timeout: no time left for an attempt; nothing sent");

@@ -115,7 +115,7 @@ TransferEnd Perform(PooledHandle& h, CURLM* multi, Duration first_byte) {
   return end;
 }
 
-class CurlTransport final : public Transport, public SendMarkReader {
+class CurlTransport final : public Transport, public PrevalidatedSender {
  public:
   explicit CurlTransport(CurlTransportOptions options) : options_(std::move(options)) {
     if (options_.user_agent.empty()) options_.user_agent = kDefaultUserAgent;
@@ -123,6 +123,7 @@ class CurlTransport final : public Transport, public SendMarkReader {
   }
 
   TransportResult Send(const Request& request, const AttemptOptions& options) override;
+  TransportResult SendPrevalidated(const Request& request, const AttemptOptions& options) override;
 
  private:
   BlockingHandle Acquire();
@@ -160,14 +161,20 @@ void CurlTransport::Release(BlockingHandle handle) {
 }
 
 TransportResult CurlTransport::Send(const Request& request, const AttemptOptions& options) {
-  TransportResult result;
-  result.delivery = Delivery::kNotSent;
-  // Bad input is refused before any byte is sent (unless the call that
-  // sends it validated it already: CheckSend).
+  // Bad input is refused before any byte is sent.
   if (absl::Status s = CheckSend(request, options.extra_headers); !s.ok()) {
+    TransportResult result;
+    result.delivery = Delivery::kNotSent;
     result.status = std::move(s);
     return result;
   }
+  return SendPrevalidated(request, options);
+}
+
+TransportResult CurlTransport::SendPrevalidated(const Request& request,
+                                                const AttemptOptions& options) {
+  TransportResult result;
+  result.delivery = Delivery::kNotSent;
   if (options.timeout < Duration::zero()) {
     result.status = absl::InvalidArgumentError(absl::StrFormat(
         "timeout: must be >= 0, got %dns", static_cast<long long>(options.timeout.count())));

@@ -7,8 +7,6 @@
 // looks at the queue before it waits), and from other threads one eventfd
 // write stands for every task posted until the loop has read it.
 
-#include "saferetry/async_transport.h"
-
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -27,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/slot_map.h"
 #include "common/table_growth.h"
+#include "saferetry/async_transport.h"
 
 namespace saferetry {
 namespace {
