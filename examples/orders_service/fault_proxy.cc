@@ -445,7 +445,10 @@ void FaultProxy::Serve(int client_fd) {
       WriteAll(
           client_fd,
           ErrorResponse(503, "Service Unavailable",
-                        absl::StrCat("Retry-After: ", options_.faults.retry_after_seconds, "\r\n"),
+                        // Sent without forwarding: this attempt certainly
+                        // had no effect, and the answer says so.
+                        absl::StrCat("Retry-After: ", options_.faults.retry_after_seconds,
+                                     "\r\nIdempotency-Key-State: rejected\r\n"),
                         R"({"error":"unavailable","message":"injected by the fault proxy"})"));
       return CloseFd(client_fd, false);
     }

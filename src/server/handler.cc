@@ -94,6 +94,7 @@ HandlerMetrics IdempotentHandler::metrics() const {
   m.status_queries = counters_.status_queries.load();
   m.fences = counters_.fences.load();
   m.storage_errors = counters_.storage_errors.load();
+  m.storage_unavailable = counters_.storage_unavailable.load();
   return m;
 }
 
@@ -109,6 +110,20 @@ Answer IdempotentHandler::Replay(const StoredResponse& stored) {
 Answer IdempotentHandler::StorageError(const absl::Status& status) {
   counters_.storage_errors++;
   return Error(500, "storage_error", std::string(status.message()));
+}
+
+Answer IdempotentHandler::StorageUnavailable(const absl::Status& status) {
+  counters_.storage_unavailable++;
+  return RejectedBeforeWork("storage_unavailable",
+                            absl::StrCat("the database cannot be reached; nothing was done: ",
+                                         status.message()));
+}
+
+Answer IdempotentHandler::QueryStorageFailure(const absl::Status& status) {
+  // A status query has no business effect: a database that cannot be reached
+  // is "ask again later", like a write refused before its claim.
+  if (absl::IsUnavailable(status)) return StorageUnavailable(status);
+  return StorageError(status);
 }
 
 Answer IdempotentHandler::Fenced410() {
@@ -163,7 +178,13 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
   const KeyScope scope{tenant, options_.operation, *request.idempotency_key};
   const std::string digest = RequestDigest(request.method, request.path, request.body);
   auto begun = store_->Begin(scope, digest);
-  if (!begun.ok()) return StorageError(begun.status());
+  if (!begun.ok()) {
+    // Nothing ran for this attempt: the claim did not commit (or committed
+    // without any work). A database that cannot be reached is "try again",
+    // and the answer says this attempt had no effect.
+    if (absl::IsUnavailable(begun.status())) return StorageUnavailable(begun.status());
+    return StorageError(begun.status());
+  }
   switch (begun->outcome) {
     case BeginOutcome::kClaimed:
       break;
@@ -270,14 +291,16 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
       abandoned.version > 0) {
     // Check the external facts before settling the key as "no effect".
     auto taken = store_->TakeOver(scope, abandoned.version);
-    if (!taken.ok()) return StorageError(taken.status());
+    if (!taken.ok()) return QueryStorageFailure(taken.status());
     if (taken->has_value()) {
       counters_.takeovers++;
       auto facts = options_.takeover_hook(scope, abandoned);
       if (!facts.ok()) {
-        return Error(503, "takeover_check_failed",
-                     absl::StrCat("the previous attempt's effect cannot be checked now: ",
-                                  facts.status().message()));
+        counters_.rejected_before_work++;
+        return RejectedBeforeWork(
+            "takeover_check_failed",
+            absl::StrCat("the previous attempt's effect cannot be checked now: ",
+                         facts.status().message()));
       }
       if (facts->has_value()) {
         StoredResponse found = **facts;
@@ -299,7 +322,7 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
     }
   }
   auto fenced = store_->Fence(scope, owned);
-  if (!fenced.ok()) return StorageError(fenced.status());
+  if (!fenced.ok()) return QueryStorageFailure(fenced.status());
   switch (fenced->outcome) {
     case FenceOutcome::kFenced:
       if (fenced->newly_fenced) counters_.fences++;
@@ -340,7 +363,7 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
 
   if (lookup) {
     auto found = lookup(scope);
-    if (!found.ok()) return StorageError(found.status());
+    if (!found.ok()) return QueryStorageFailure(found.status());
     if (found->has_value()) {
       Answer a;
       a.status = 200;
@@ -349,7 +372,7 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
     }
   }
   auto record = store_->Read(scope);
-  if (!record.ok()) return StorageError(record.status());
+  if (!record.ok()) return QueryStorageFailure(record.status());
   if (!record->has_value()) {
     if (fence) return FenceAndAnswer(scope, KeyRecord{});
     return WithState(Error(404, "no_effect", "no request with this key was recorded"), "unknown");

@@ -529,6 +529,93 @@ TEST_P(StoreConformanceTest, HandlerRejectsATooShortDeadlineWith503RejectedAndRe
             "rejected");
 }
 
+// The store's database, made unreachable on demand: every transaction fails
+// with Unavailable before it starts, as a refused connection does.
+class SwitchableDatabase final : public SqlDatabase {
+ public:
+  explicit SwitchableDatabase(SqlDatabase& real) : real_(real) {}
+  absl::Status RunInTransaction(TransactionMode mode,
+                                const std::function<absl::Status(Transaction&)>& body) override {
+    if (down) return absl::UnavailableError("conninfo: cannot connect: connection refused");
+    return real_.RunInTransaction(mode, body);
+  }
+  SqlDialect dialect() const override { return real_.dialect(); }
+  std::atomic<bool> down{false};
+
+ private:
+  SqlDatabase& real_;
+};
+
+TEST_P(StoreConformanceTest, HandlerAnswers503RejectedWhenTheDatabaseIsDownBeforeTheClaim) {
+  auto db = std::make_shared<SwitchableDatabase>(store_->database());
+  auto made = MakeIdempotencyStore(db, options_, clock_);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<IdempotencyStore> switchable = *std::move(made);
+  HandlerOn h(switchable, clock_);
+  db->down = true;
+  bool ran = false, before = false;
+  Answer a = h.handler->HandleWrite(
+      Post("k"), {[&](const KeyScope&, std::int64_t) { before = true; }, InsertWidget("w", &ran)});
+  EXPECT_EQ(a.status, 503);
+  EXPECT_EQ(a.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorOf(a), "storage_unavailable");
+  EXPECT_FALSE(before);
+  EXPECT_FALSE(ran);
+  Answer q = h.handler->HandleStatusQuery(Query("k", true));
+  EXPECT_EQ(q.status, 503);
+  EXPECT_EQ(q.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(h.handler->metrics().storage_unavailable, 2);
+  EXPECT_EQ(h.handler->metrics().storage_errors, 0);
+  db->down = false;
+  EXPECT_EQ(*store_->Read(Scope("k")), std::nullopt);  // nothing was recorded
+  // Back up: the same key is processed once.
+  Answer back = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w")});
+  EXPECT_EQ(back.status, 201);
+  EXPECT_EQ(Widgets(), 1);
+}
+
+TEST_P(StoreConformanceTest, HandlerAnswers500NotRejectedWhenTheDatabaseFailsAfterTheClaim) {
+  auto db = std::make_shared<SwitchableDatabase>(store_->database());
+  auto made = MakeIdempotencyStore(db, options_, clock_);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<IdempotencyStore> switchable = *std::move(made);
+  HandlerOn h(switchable, clock_);
+  // The work ran (it may have called someone); the completion cannot reach
+  // the database: never "rejected".
+  Answer a = h.handler->HandleWrite(
+      Post("k"), {[&](const KeyScope&, std::int64_t) { db->down = true; }, InsertWidget("w")});
+  EXPECT_EQ(a.status, 500);
+  EXPECT_EQ(a.Header("Idempotency-Key-State"), "");
+  EXPECT_EQ(ErrorOf(a), "storage_error");
+  EXPECT_EQ(h.handler->metrics().storage_errors, 1);
+  db->down = false;
+  EXPECT_EQ((*store_->Read(Scope("k")))->state, RecordState::kProcessing);
+}
+
+TEST_P(StoreConformanceTest, HandlerTakeoverCheckFailureIs503RejectedOnWritesAndStatusQueries) {
+  HandlerOn h(
+      store_, clock_,
+      [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<std::optional<StoredResponse>> {
+        return absl::UnavailableError("payment channel unreachable");
+      });
+  const std::string digest = RequestDigest("POST", "/widgets", R"({"n":1})");
+  ASSERT_EQ(store_->Begin(Scope("w"), digest)->outcome, BeginOutcome::kClaimed);
+  ASSERT_EQ(store_->Begin(Scope("q"), digest)->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  bool ran = false;
+  Answer write = h.handler->HandleWrite(Post("w"), {nullptr, InsertWidget("w", &ran)});
+  EXPECT_EQ(write.status, 503);
+  EXPECT_EQ(write.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorOf(write), "takeover_check_failed");
+  EXPECT_FALSE(ran);
+  Answer query = h.handler->HandleStatusQuery(Query("q", true));
+  EXPECT_EQ(query.status, 503);
+  EXPECT_EQ(query.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorOf(query), "takeover_check_failed");
+  EXPECT_EQ((*store_->Read(Scope("q")))->state, RecordState::kProcessing);  // not fenced
+  EXPECT_EQ(Widgets(), 0);
+}
+
 TEST_P(StoreConformanceTest, HandlerReplaysEveryFinalAnswerWithTheMarker) {
   HandlerOn h(store_, clock_);
   Answer created = h.handler->HandleWrite(Post("ok"), {nullptr, InsertWidget("w")});

@@ -37,11 +37,18 @@
 //   409  `processing`: another worker holds the lease
 //   any  replay of the stored final answer, `Idempotent-Replayed: true` and
 //        `Idempotency-Key-State: completed`
+//   503  `rejected`: the database could not be reached before the claim
+//        was recorded, or the takeover hook could not check the previous
+//        attempt's effect                                  (no work done)
 //   any  the effect's answer (fresh execution; also after a takeover),
 //        `Idempotency-Key-State: completed`: every final answer the handler
 //        stores carries the key's state, first time and replay alike, so a
 //        client can take a final 4xx as definite (saferetry/settlement.h)
-//   500  the database failed; nothing committed
+//   500  the database failed after the claim (the work may have run;
+//        nothing of the effect's transaction is known to have committed)
+//
+// Every 503 this helper produces carries `Idempotency-Key-State: rejected`:
+// it is only ever answered before any work of the attempt ran.
 //
 // Thread-safety: one handler is shared by every request thread.
 
@@ -175,6 +182,9 @@ struct HandlerMetrics {
   std::int64_t status_queries = 0;
   std::int64_t fences = 0;          // keys newly fenced
   std::int64_t storage_errors = 0;  // 500
+  /// 503 `rejected`: the database could not be reached (a write: before
+  /// its claim was recorded, so nothing was done; or a status query).
+  std::int64_t storage_unavailable = 0;
 };
 
 /// Keys and tenants: 1 to 255 visible ASCII characters.
@@ -209,6 +219,9 @@ class IdempotentHandler {
   ///   404 `expired`     reaped without a resource
   ///   404 `unknown`     never seen (no fence asked)
   ///   404 `fenced`      fenced now or before
+  ///   503 `rejected`    the database cannot be reached, or the takeover
+  ///                     hook cannot check the facts now: ask again later
+  ///   500               any other database failure
   Answer HandleStatusQuery(const StatusQueryRequest& request,
                            const ResourceLookup& lookup = nullptr);
 
@@ -220,6 +233,8 @@ class IdempotentHandler {
   IdempotentHandler(std::shared_ptr<IdempotencyStore> store, HandlerOptions options);
   Answer Replay(const StoredResponse& stored);
   Answer StorageError(const absl::Status& status);
+  Answer StorageUnavailable(const absl::Status& status);
+  Answer QueryStorageFailure(const absl::Status& status);
   Answer Fenced410();
   Answer AnswerCompletedStatus(const KeyRecord& record);
   Answer FenceAndAnswer(const KeyScope& scope, const KeyRecord& abandoned);
@@ -228,7 +243,7 @@ class IdempotentHandler {
     std::atomic<std::int64_t> executed{0}, replayed{0}, conflicting_payload{0}, in_progress{0},
         rejected_bad_request{0}, rejected_before_work{0}, expired_key{0}, fenced_refused{0},
         takeovers{0}, takeover_found_effect{0}, stale_writes_rejected{0}, status_queries{0},
-        fences{0}, storage_errors{0};
+        fences{0}, storage_errors{0}, storage_unavailable{0};
   };
 
   std::shared_ptr<IdempotencyStore> store_;
