@@ -114,9 +114,9 @@ Answer IdempotentHandler::StorageError(const absl::Status& status) {
 
 Answer IdempotentHandler::StorageUnavailable(const absl::Status& status) {
   counters_.storage_unavailable++;
-  return RejectedBeforeWork("storage_unavailable",
-                            absl::StrCat("the database cannot be reached; nothing was done: ",
-                                         status.message()));
+  return RejectedBeforeWork(
+      "storage_unavailable",
+      absl::StrCat("the database cannot be reached; nothing was done: ", status.message()));
 }
 
 Answer IdempotentHandler::QueryStorageFailure(const absl::Status& status) {
