@@ -33,6 +33,20 @@ Answer WithState(Answer a, std::string_view state) {
 
 bool Is2xx(int status) { return status >= 200 && status < 300; }
 
+// A PROCESSING or pending record's answer body, with its last recovery step.
+Answer WithStep(int status, std::string_view code, std::string_view message,
+                const KeyRecord& record) {
+  nlohmann::json body = {{"error", code}, {"message", message}};
+  if (record.step.has_value()) {
+    body["step"] = {{"name", record.step->name}, {"external_id", record.step->external_id}};
+  }
+  if (record.pending_since_ms.has_value()) {
+    body["pending_since_ms"] = *record.pending_since_ms;
+    body["pending_reason"] = record.pending_reason;
+  }
+  return Json(status, std::move(body));
+}
+
 }  // namespace
 
 std::string Answer::Header(std::string_view name) const {
@@ -95,6 +109,13 @@ HandlerMetrics IdempotentHandler::metrics() const {
   m.fences = counters_.fences.load();
   m.storage_errors = counters_.storage_errors.load();
   m.storage_unavailable = counters_.storage_unavailable.load();
+  m.steps_recorded = counters_.steps_recorded.load();
+  m.pending_confirmation = counters_.pending_confirmation.load();
+  m.moved_to_pending = counters_.moved_to_pending.load();
+  m.decisions = counters_.decisions.load();
+  m.sweeps = counters_.sweeps.load();
+  m.swept_completed = counters_.swept_completed.load();
+  m.swept_fenced = counters_.swept_fenced.load();
   return m;
 }
 
@@ -124,6 +145,16 @@ Answer IdempotentHandler::QueryStorageFailure(const absl::Status& status) {
   // is "ask again later", like a write refused before its claim.
   if (absl::IsUnavailable(status)) return StorageUnavailable(status);
   return StorageError(status);
+}
+
+Answer IdempotentHandler::PendingConfirmation409(const KeyRecord& record) {
+  counters_.pending_confirmation++;
+  return WithState(WithStep(409, "pending_confirmation",
+                            "the effect of the request with this key could not be confirmed; "
+                            "automatic work has stopped until a person decides. Do not send a "
+                            "new request: ask again later",
+                            record),
+                   "pending_confirmation");
 }
 
 Answer IdempotentHandler::Fenced410() {
@@ -210,6 +241,8 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
                        "expired");
     case BeginOutcome::kFenced:
       return Fenced410();
+    case BeginOutcome::kPendingConfirmation:
+      return PendingConfirmation409(begun->previous.value_or(KeyRecord{}));
   }
   const std::int64_t version = begun->version;
 
@@ -226,9 +259,24 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
           absl::StrCat("the previous attempt's effect cannot be checked now: ",
                        facts.status().message()));
     }
-    if (facts->has_value()) {
+    if (facts->kind == TakeoverVerdict::Kind::kCannotTell) {
+      auto marked = store_->MarkPendingConfirmation(scope, version, facts->reason);
+      if (!marked.ok()) return StorageError(marked.status());
+      KeyRecord pending = *begun->previous;
+      if (*marked) {
+        counters_.moved_to_pending++;
+        pending.state = RecordState::kPendingConfirmation;
+        pending.pending_reason = facts->reason;
+        return PendingConfirmation409(pending);
+      }
+      counters_.in_progress++;
+      return WithState(Error(409, "request_in_progress",
+                             "Idempotency-Key: another worker took this request over"),
+                       "processing");
+    }
+    if (facts->kind == TakeoverVerdict::Kind::kEffect) {
       from_facts = true;
-      StoredResponse found = **facts;
+      StoredResponse found = facts->response;
       effect = [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; };
     }
   }
@@ -263,6 +311,7 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
       return Replay(now.response);
     }
     if (now.state == RecordState::kFenced) return Fenced410();
+    if (now.state == RecordState::kPendingConfirmation) return PendingConfirmation409(now);
   }
   counters_.in_progress++;
   return WithState(
@@ -302,8 +351,19 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
             absl::StrCat("the previous attempt's effect cannot be checked now: ",
                          facts.status().message()));
       }
-      if (facts->has_value()) {
-        StoredResponse found = **facts;
+      if (facts->kind == TakeoverVerdict::Kind::kCannotTell) {
+        auto marked = store_->MarkPendingConfirmation(scope, **taken, facts->reason);
+        if (!marked.ok()) return StorageError(marked.status());
+        if (*marked) {
+          counters_.moved_to_pending++;
+          KeyRecord pending = abandoned;
+          pending.state = RecordState::kPendingConfirmation;
+          pending.pending_reason = facts->reason;
+          return PendingConfirmation409(pending);
+        }
+        // Someone else moved the key on meanwhile: the fence below reports it.
+      } else if (facts->kind == TakeoverVerdict::Kind::kEffect) {
+        StoredResponse found = facts->response;
         auto done = store_->Complete(
             scope, **taken,
             [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; });
@@ -335,6 +395,8 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
           "processing");
     case FenceOutcome::kCompleted:
       return AnswerCompletedStatus(fenced->record);
+    case FenceOutcome::kPendingConfirmation:
+      return PendingConfirmation409(fenced->record);
     case FenceOutcome::kExpired:
       return WithState(Json(404, {{"error", "no_effect"},
                                   {"message", "the key expired without a resource"},
@@ -390,19 +452,152 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
                                   {"message", "the key expired without a resource"},
                                   {"final_status", r.response.status}}),
                        "expired");
+    case RecordState::kPendingConfirmation:
+      return PendingConfirmation409(r);
     case RecordState::kProcessing:
       break;
   }
   if (!r.lease_expired) {
-    return WithState(
-        Error(409, "request_in_progress", "the request with this key is still being processed"),
-        "processing");
+    return WithState(WithStep(409, "request_in_progress",
+                              "the request with this key is still being processed", r),
+                     "processing");
   }
   if (fence) return FenceAndAnswer(scope, r);
-  return WithState(Error(404, "no_effect",
-                         "its worker's lease ran out without an effect; a request with the same "
-                         "key will take over"),
+  return WithState(WithStep(404, "no_effect",
+                            "its worker's lease ran out without a local effect; a request with "
+                            "the same key will take over",
+                            r),
                    "abandoned");
+}
+
+}  // namespace server
+}  // namespace saferetry
+
+namespace saferetry {
+namespace server {
+
+absl::StatusOr<RecoveryStep> IdempotentHandler::RecordStep(const KeyScope& scope,
+                                                           std::int64_t version,
+                                                           std::string_view step,
+                                                           std::optional<std::string> external_id) {
+  RecoveryStep wanted;
+  wanted.name = std::string(step);
+  wanted.external_id =
+      external_id.has_value() ? *std::move(external_id) : DefaultExternalRequestId(scope, step);
+  auto recorded = store_->RecordStep(scope, version, std::move(wanted));
+  if (!recorded.ok()) return recorded.status();
+  if (!recorded->recorded) {
+    return absl::AbortedError(absl::StrCat("step: the key was taken over or fenced after version ",
+                                           version,
+                                           "; this worker must not call the external system"));
+  }
+  counters_.steps_recorded++;
+  return recorded->step;
+}
+
+absl::StatusOr<SweepReport> IdempotentHandler::RunSweep(const SweepOptions& options) {
+  if (options.max_records <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_records: must be > 0, got ", options.max_records));
+  }
+  if (options.max_failed_recoveries <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_failed_recoveries: must be > 0, got ", options.max_failed_recoveries));
+  }
+  auto listed = store_->ListAbandoned(options_.operation, options.max_records);
+  if (!listed.ok()) return listed.status();
+  counters_.sweeps++;
+  SweepReport report;
+  for (const ScopedRecord& item : *listed) {
+    report.examined++;
+    // The fence: one conditional update picks one sweeper (or one resend).
+    auto taken = store_->TakeOver(item.scope, item.record.version);
+    if (!taken.ok()) return taken.status();
+    if (!taken->has_value()) {
+      report.skipped++;
+      continue;
+    }
+    const std::int64_t owned = **taken;
+    report.taken_over++;
+    counters_.takeovers++;
+    absl::StatusOr<TakeoverVerdict> verdict = TakeoverVerdict::NoEffect();
+    if (options_.takeover_hook) verdict = options_.takeover_hook(item.scope, item.record);
+    if (!verdict.ok()) {
+      report.failed_checks++;
+      auto failures = store_->RecordRecoveryFailure(item.scope, owned);
+      if (!failures.ok()) return failures.status();
+      if (failures->has_value() && **failures >= options.max_failed_recoveries) {
+        auto marked = store_->MarkPendingConfirmation(
+            item.scope, owned,
+            absl::StrCat(**failures, " recoveries could not check the facts; last: ",
+                         verdict.status().message()));
+        if (!marked.ok()) return marked.status();
+        if (*marked) {
+          report.pending_confirmation++;
+          counters_.moved_to_pending++;
+        }
+      }
+      continue;
+    }
+    switch (verdict->kind) {
+      case TakeoverVerdict::Kind::kEffect: {
+        StoredResponse found = verdict->response;
+        auto done = store_->Complete(
+            item.scope, owned,
+            [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; });
+        if (!done.ok()) return done.status();
+        if (done->committed) {
+          report.completed++;
+          counters_.takeover_found_effect++;
+          counters_.swept_completed++;
+        } else {
+          report.skipped++;
+        }
+        break;
+      }
+      case TakeoverVerdict::Kind::kNoEffect: {
+        auto fenced = store_->Fence(item.scope, owned);
+        if (!fenced.ok()) return fenced.status();
+        if (fenced->outcome == FenceOutcome::kFenced && fenced->newly_fenced) {
+          report.fenced++;
+          counters_.fences++;
+          counters_.swept_fenced++;
+        } else {
+          report.skipped++;
+        }
+        break;
+      }
+      case TakeoverVerdict::Kind::kCannotTell: {
+        auto marked = store_->MarkPendingConfirmation(item.scope, owned, verdict->reason);
+        if (!marked.ok()) return marked.status();
+        if (*marked) {
+          report.pending_confirmation++;
+          counters_.moved_to_pending++;
+        } else {
+          report.skipped++;
+        }
+        break;
+      }
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<DecideResult> IdempotentHandler::Decide(std::string_view key,
+                                                       std::optional<std::string> tenant,
+                                                       Decision decision) {
+  if (!IsValidKeyToken(key)) {
+    return absl::InvalidArgumentError("key: must be 1 to 255 visible ASCII characters");
+  }
+  const std::string t =
+      tenant.has_value() && !tenant->empty() ? *std::move(tenant) : std::string(kDefaultTenant);
+  if (!IsValidKeyToken(t)) {
+    return absl::InvalidArgumentError("tenant: must be 1 to 255 visible ASCII characters");
+  }
+  auto decided =
+      store_->Decide(KeyScope{t, options_.operation, std::string(key)}, std::move(decision));
+  if (decided.ok() && decided->outcome == DecideOutcome::kRecorded) counters_.decisions++;
+  return decided;
 }
 
 }  // namespace server
