@@ -13,6 +13,8 @@
 
 #include "gmock/gmock.h"
 #include "nlohmann/json.hpp"
+#include "saferetry/metrics.h"
+#include "saferetry/server/metrics.h"
 
 namespace saferetry {
 namespace server {
@@ -1245,6 +1247,20 @@ TEST_P(StoreConformanceTest, SweepGaugesShowTheOldestProcessingAgeAndThePendingC
   EXPECT_EQ(g.processing, 1);
   EXPECT_EQ(g.oldest_processing_age_ms, 1000);
   EXPECT_EQ(g.pending_confirmation, 1);
+
+  // Exported through the library's metrics, beside the client's series.
+  MetricsSnapshot snapshot;
+  EXPECT_EQ(ToPrometheusText(snapshot).find("saferetry_server_"), std::string::npos);
+  ASSERT_TRUE(AddServerGauges(*store_, &snapshot).ok());
+  ASSERT_TRUE(snapshot.server_gauges.has_value());
+  EXPECT_EQ(snapshot.server_gauges->oldest_processing_age, std::chrono::milliseconds(1000));
+  const std::string text = ToPrometheusText(snapshot);
+  EXPECT_THAT(text, HasSubstr("# TYPE saferetry_server_oldest_processing_age_seconds gauge\n"
+                              "saferetry_server_oldest_processing_age_seconds 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_server_pending_confirmation_records 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_server_processing_records 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_server_abandoned_records 0\n"));
+  EXPECT_EQ(AddServerGauges(*store_, nullptr).message(), "snapshot: must not be null");
 }
 
 // A database at schema version 1 (before recovery steps) is upgraded in place,
