@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -97,18 +98,67 @@ absl::StatusOr<std::unique_ptr<OrdersService>> OrdersService::Create(ServiceOpti
     return absl::InvalidArgumentError(
         absl::StrCat("relay_interval: must be >= 0, got ", options.relay_interval.count(), "ms"));
   }
+  if (options.sweep_interval.count() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sweep_interval: must be >= 0, got ", options.sweep_interval.count(), "ms"));
+  }
+  if (options.database_retry_interval.count() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("database_retry_interval: must be >= 0, got ",
+                                                   options.database_retry_interval.count(), "ms"));
+  }
   if (!options.clock) options.clock = SystemClock();
   auto store = OrdersStore::Open(options.store, options.clock);
-  if (!store.ok()) return store.status();
+  if (!store.ok()) {
+    // A database that is down at start is ridden out: serve 503 `rejected`
+    // and open it later (OpenLoop).
+    if (absl::IsUnavailable(store.status()) && options.database_retry_interval.count() > 0) {
+      return std::unique_ptr<OrdersService>(
+          new OrdersService(std::move(options), nullptr, nullptr));
+    }
+    return store.status();
+  }
+  auto handler = MakeHandler(options, **store);
+  if (!handler.ok()) return handler.status();
+  return std::unique_ptr<OrdersService>(
+      new OrdersService(std::move(options), *std::move(store), *std::move(handler)));
+}
+
+absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> OrdersService::MakeHandler(
+    const ServiceOptions& options, OrdersStore& store) {
   server::HandlerOptions handler_options;
   handler_options.operation = std::string(kCreateOrderOperation);
   handler_options.expected_work = options.processing_delay;
   handler_options.clock = options.clock;
-  auto handler =
-      server::IdempotentHandler::Create((*store)->shared_idempotency(), std::move(handler_options));
-  if (!handler.ok()) return handler.status();
-  return std::unique_ptr<OrdersService>(
-      new OrdersService(std::move(options), *std::move(store), *std::move(handler)));
+  return server::IdempotentHandler::Create(store.shared_idempotency(), std::move(handler_options));
+}
+
+bool OrdersService::ReadyOrRejected(httplib::Response& res) {
+  if (ready()) return true;
+  rejected_not_ready_++;
+  Send(res, server::RejectedBeforeWork(
+                "storage_unavailable",
+                "the database cannot be reached yet; nothing was recorded, send it again later"));
+  return false;
+}
+
+void OrdersService::OpenLoop() {
+  std::string last_error;
+  BackgroundLoop(options_.database_retry_interval, [&] {
+    if (ready()) return;
+    auto store = OrdersStore::Open(options_.store, options_.clock);
+    absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> handler =
+        store.ok() ? MakeHandler(options_, **store) : store.status();
+    if (!handler.ok()) {
+      const std::string error(handler.status().message());
+      if (error != last_error) std::cerr << "database: " << error << "; retrying" << std::endl;
+      last_error = error;
+      return;
+    }
+    store_ = *std::move(store);
+    handler_ = *std::move(handler);
+    ready_.store(true, std::memory_order_release);
+    std::cerr << "database: open" << std::endl;
+  });
 }
 
 OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store,
@@ -117,6 +167,7 @@ OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore
       store_(std::move(store)),
       handler_(std::move(handler)),
       server_(std::make_unique<httplib::Server>()) {
+  ready_.store(store_ != nullptr, std::memory_order_release);
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_tcp_nodelay(true);
@@ -161,18 +212,32 @@ absl::StatusOr<int> OrdersService::Start() {
   for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (!ready()) opener_ = std::thread([this] { OpenLoop(); });
   if (options_.reap_interval.count() > 0) {
     reaper_ = std::thread([this] {
       // A failed pass is retried at the next interval.
-      BackgroundLoop(options_.reap_interval, [this] { (void)store_->idempotency().Reap(); });
+      BackgroundLoop(options_.reap_interval, [this] {
+        if (ready()) (void)store_->idempotency().Reap();
+      });
+    });
+  }
+  if (options_.sweep_interval.count() > 0) {
+    sweeper_ = std::thread([this] {
+      BackgroundLoop(options_.sweep_interval, [this] {
+        if (ready()) (void)handler_->RunSweep();
+      });
     });
   }
   if (options_.relay_interval.count() > 0) {
     relay_ = std::thread([this] {
       RelayOptions relay_options;
       relay_options.port = port_;
-      OutboxRelay relay(store_.get(), relay_options);
-      BackgroundLoop(options_.relay_interval, [&relay] { (void)relay.RunOnce(); });
+      std::optional<OutboxRelay> relay;
+      BackgroundLoop(options_.relay_interval, [&] {
+        if (!ready()) return;
+        if (!relay.has_value()) relay.emplace(store_.get(), relay_options);
+        (void)relay->RunOnce();
+      });
     });
   }
   return port;
@@ -188,6 +253,8 @@ void OrdersService::Stop() {
   if (listener_.joinable()) listener_.join();
   if (reaper_.joinable()) reaper_.join();
   if (relay_.joinable()) relay_.join();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (opener_.joinable()) opener_.join();
 }
 
 void OrdersService::BackgroundLoop(std::chrono::milliseconds interval,
@@ -201,8 +268,10 @@ void OrdersService::BackgroundLoop(std::chrono::milliseconds interval,
 }
 
 ServiceMetrics OrdersService::metrics() const {
-  const server::HandlerMetrics h = handler_->metrics();
+  const server::HandlerMetrics h = ready() ? handler_->metrics() : server::HandlerMetrics{};
   ServiceMetrics m;
+  m.storage_unavailable = h.storage_unavailable + rejected_not_ready_.load();
+  m.swept_fenced = h.swept_fenced;
   m.created = counters_.created.load();
   m.replayed = h.replayed;
   m.conflicting_payload = h.conflicting_payload;
@@ -222,6 +291,7 @@ ServiceMetrics OrdersService::metrics() const {
 }
 
 void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   server::WriteRequest w;
   w.method = "POST";
   w.path = "/orders";
@@ -259,6 +329,7 @@ void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response&
 }
 
 void OrdersService::HandleStatus(const httplib::Request& req, httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   server::StatusQueryRequest q;
   q.key = req.matches[1].str();
   q.tenant = HeaderOrNull(req, kTenantHeader);
@@ -275,6 +346,7 @@ void OrdersService::HandleStatus(const httplib::Request& req, httplib::Response&
 }
 
 void OrdersService::HandleEvent(const httplib::Request& req, httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   const std::string message_id = req.get_header_value(std::string(kMessageIdHeader));
   if (message_id.empty()) {
     return AnswerError(res, 400, "missing_message_id", "Message-Id: required");
@@ -297,6 +369,7 @@ void OrdersService::HandleEvent(const httplib::Request& req, httplib::Response& 
 }
 
 void OrdersService::HandleStats(httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   auto counts = store_->Counts();
   if (!counts.ok())
     return AnswerError(res, 500, "storage_error", std::string(counts.status().message()));
@@ -326,7 +399,9 @@ void OrdersService::HandleStats(httplib::Response& res) {
                         {"messages_redelivered", m.messages_redelivered},
                         {"takeovers", m.takeovers},
                         {"stale_writes_rejected", m.stale_writes_rejected},
-                        {"status_queries", m.status_queries}}}};
+                        {"status_queries", m.status_queries},
+                        {"storage_unavailable", m.storage_unavailable},
+                        {"swept_fenced", m.swept_fenced}}}};
   Answer(res, 200, j.dump());
 }
 

@@ -4,7 +4,11 @@
 
 #include "orders_service/orders_service.h"
 
+#include <sys/wait.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -602,6 +606,141 @@ TEST(RequestDigestTest, IsSha256OfMethodPathAndBody) {
   EXPECT_EQ(RequestDigest("", "", ""),
             // sha256("\n\n")
             "75a11da44c802486bc6f65640aa48a730f0f684c5c07a42ba3cd1735eb3fb070");
+}
+
+// The database is not there at start (a directory that does not exist yet
+// stands for a server that is down): the service starts anyway, answers 503
+// `rejected` and records nothing, then serves once the database is reached.
+TEST(OrdersServiceTest, ADatabaseDownAtStartIsRiddenOutWith503Rejected) {
+  TempDir dir;
+  ServiceOptions options;
+  options.store.path = dir.File("later/orders.db");
+  options.database_retry_interval = std::chrono::milliseconds(20);
+  auto service = StartService(dir, options);
+  ASSERT_NE(service, nullptr);
+  EXPECT_FALSE(service->ready());
+  auto client = ClientFor(service->port());
+  auto refused = PostOrder(*client, KeyHeaders("k-down"), kBody);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorCode(refused), "storage_unavailable");
+  auto query = client->Get("/orders/by-key/k-down");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 503);
+  EXPECT_EQ(query->get_header_value("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(client->Get("/healthz")->status, 200);
+  EXPECT_EQ(service->metrics().storage_unavailable, 2);
+
+  ASSERT_EQ(std::system(("mkdir -p '" + dir.File("later") + "'").c_str()), 0);
+  for (int i = 0; i < 500 && !service->ready(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(service->ready());
+  auto created = PostOrder(*client, KeyHeaders("k-down"), kBody);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->status, 201);
+  EXPECT_EQ(CountsOf(*service).orders, 1);
+  // Without the retry interval a database that cannot be opened fails Create.
+  ServiceOptions strict;
+  strict.store.path = dir.File("never/orders.db");
+  EXPECT_EQ(OrdersService::Create(strict).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The service's sweeper fences a record nobody came back for (an order
+// commits with its record, so PROCESSING proves no order exists).
+TEST(OrdersServiceTest, SweepIntervalFencesAbandonedRecords) {
+  TempDir dir;
+  ServiceOptions options;
+  options.store.lease = std::chrono::milliseconds(100);
+  options.sweep_interval = std::chrono::milliseconds(20);
+  auto service = StartService(dir, options);
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-abandoned"};
+  ASSERT_EQ(
+      service->store().idempotency().Begin(scope, RequestDigest("POST", "/orders", kBody))->outcome,
+      server::BeginOutcome::kClaimed);
+  for (int i = 0; i < 500 && service->metrics().swept_fenced == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service->metrics().swept_fenced, 1);
+  auto client = ClientFor(service->port());
+  auto query = client->Get("/orders/by-key/k-abandoned");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 404);
+  EXPECT_EQ(query->get_header_value("Idempotency-Key-State"), "fenced");
+  EXPECT_EQ(PostOrder(*client, KeyHeaders("k-abandoned"), kBody)->status, 410);
+  EXPECT_EQ(CountsOf(*service).orders, 0);
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// The admin binary, as a person runs it: the pending queue, a decision recorded
+// once (the same command again is accepted, another answer refused), and the
+// decided answer replayed to the client.
+TEST(OrdersServiceTest, PendingConfirmationIsListedAndDecidedOnceByTheAdminCommand) {
+  TempDir dir;
+  auto service = StartService(dir, ServiceOptions{});
+  server::IdempotencyStore& store = service->store().idempotency();
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-pending"};
+  ASSERT_EQ(store.Begin(scope, RequestDigest("POST", "/orders", kBody))->outcome,
+            server::BeginOutcome::kClaimed);
+  ASSERT_TRUE(*store.MarkPendingConfirmation(scope, 1, "the warehouse cannot be asked"));
+  auto client = ClientFor(service->port());
+  auto held = PostOrder(*client, KeyHeaders("k-pending"), kBody);
+  EXPECT_EQ(held->status, 409);
+  EXPECT_EQ(held->get_header_value("Idempotency-Key-State"), "pending_confirmation");
+
+  const std::string admin =
+      std::string(ORDERS_ADMIN_BIN) + " --db '" + dir.File("orders.db") + "' ";
+  CommandResult listed = RunCommand(admin + "pending");
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  auto queue = nlohmann::json::parse(listed.out);
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue[0]["key"], "k-pending");
+  EXPECT_EQ(queue[0]["pending_reason"], "the warehouse cannot be asked");
+
+  const std::string decide =
+      admin +
+      "decide --key k-pending --outcome failed --status 409 "
+      "--body '{\"error\":\"not_created\"}' --by alice --reason 'no order row' ";
+  CommandResult first = RunCommand(decide);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  auto recorded = nlohmann::json::parse(first.out);
+  EXPECT_EQ(recorded["outcome"], "recorded");
+  EXPECT_EQ(recorded["decision"]["decided_by"], "alice");
+  EXPECT_EQ(recorded["decision"]["reason"], "no order row");
+  EXPECT_EQ(nlohmann::json::parse(RunCommand(decide).out)["outcome"], "already_recorded");
+  CommandResult other =
+      RunCommand(admin +
+                 "decide --key k-pending --outcome succeeded --status 201 --body '{}' --by bob "
+                 "--reason 'found it'");
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_EQ(nlohmann::json::parse(other.out)["outcome"], "conflicting_decision");
+  EXPECT_EQ(RunCommand(admin + "pending").out, "[]\n");
+
+  auto replay = PostOrder(*client, KeyHeaders("k-pending"), kBody);
+  EXPECT_EQ(replay->status, 409);
+  EXPECT_EQ(replay->get_header_value("Idempotency-Key-State"), "completed");
+  EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_EQ(replay->body, R"({"error":"not_created"})");
+  CommandResult swept = RunCommand(admin + "sweep");
+  ASSERT_EQ(swept.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(swept.out)["examined"], 0);
 }
 
 }  // namespace
