@@ -178,7 +178,9 @@ using TakeoverHook = std::function<absl::StatusOr<TakeoverVerdict>(const KeyScop
 struct Work {
   /// Optional. Runs after the claim, outside any transaction: slow calls,
   /// waiting, anything that must not hold a database lock. Receives the
-  /// scope and the fencing version this worker owns.
+  /// scope and the fencing version this worker owns. Before calling an
+  /// external system, record a recovery step (`IdempotentHandler::
+  /// RecordStep`) and pass its external id to that system.
   std::function<void(const KeyScope& scope, std::int64_t version)> before_effect;
   /// Required. The business effect, inside the completing transaction; it
   /// returns the final answer to store (any status: a final 4xx is stored
