@@ -88,6 +88,16 @@ struct ServiceOptions {
   /// 503 `Idempotency-Key-State: rejected` (nothing recorded), and the store
   /// is opened again every interval until it works. 0: `Create` fails. >= 0.
   std::chrono::milliseconds database_retry_interval{0};
+  /// A payment channel on 127.0.0.1 (`FakePaymentChannel`'s API); 0: none.
+  /// With one, each new order is charged before it is created: the worker
+  /// records the recovery step "charge" with the request id derived from
+  /// the key, then calls the channel; a lost answer leaves the record
+  /// PROCESSING (500), and a resend or the sweeper asks the channel by that
+  /// id: charged → the order is created with the charge, unknown → redone /
+  /// fenced, forgotten → pending confirmation. >= 0.
+  int payment_channel_port = 0;
+  /// How long the worker waits for the channel's answer. > 0.
+  std::chrono::milliseconds payment_timeout = std::chrono::seconds(1);
   /// HTTP worker threads. > 0.
   int threads = 16;
   /// Wall clock for records, steady clock for deadlines; the system clock
@@ -118,6 +128,8 @@ struct ServiceMetrics {
   std::int64_t messages_redelivered = 0;  // consumer: duplicates without effect
   std::int64_t storage_unavailable = 0;   // 503 rejected: the database could not be reached
   std::int64_t swept_fenced = 0;          // abandoned records the sweeper fenced
+  std::int64_t swept_completed = 0;       // abandoned records the sweeper completed
+  std::int64_t pending_confirmation = 0;  // records moved to pending confirmation
 };
 
 /// SHA-256 (lower-case hex) of method "\n" path "\n" body: the request
@@ -140,8 +152,9 @@ class OrdersService {
   void Stop();
 
   int port() const { return port_; }
-  /// The store; only once `ready()`.
+  /// The store and the orders handler; only once `ready()`.
   OrdersStore& store() { return *store_; }
+  server::IdempotentHandler& handler() { return *handler_; }
   /// True once the database was reached and the store opened.
   bool ready() const { return ready_.load(std::memory_order_acquire); }
   ServiceMetrics metrics() const;

@@ -33,6 +33,14 @@ Answer WithState(Answer a, std::string_view state) {
 
 bool Is2xx(int status) { return status >= 200 && status < 300; }
 
+// The completion of a takeover that found the effect: the hook's local part,
+// or its answer stored as is.
+Effect FactsEffect(const TakeoverVerdict& verdict) {
+  if (verdict.finish) return verdict.finish;
+  StoredResponse found = verdict.response;
+  return [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; };
+}
+
 // A PROCESSING or pending record's answer body, with its last recovery step.
 Answer WithStep(int status, std::string_view code, std::string_view message,
                 const KeyRecord& record) {
@@ -276,8 +284,7 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
     }
     if (facts->kind == TakeoverVerdict::Kind::kEffect) {
       from_facts = true;
-      StoredResponse found = facts->response;
-      effect = [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; };
+      effect = FactsEffect(*facts);
     }
   }
   if (!from_facts && work.before_effect) work.before_effect(scope, version);
@@ -363,10 +370,7 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
         }
         // Someone else moved the key on meanwhile: the fence below reports it.
       } else if (facts->kind == TakeoverVerdict::Kind::kEffect) {
-        StoredResponse found = facts->response;
-        auto done = store_->Complete(
-            scope, **taken,
-            [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; });
+        auto done = store_->Complete(scope, **taken, FactsEffect(*facts));
         if (!done.ok()) return StorageError(done.status());
         if (done->committed) {
           counters_.takeover_found_effect++;
@@ -541,10 +545,7 @@ absl::StatusOr<SweepReport> IdempotentHandler::RunSweep(const SweepOptions& opti
     }
     switch (verdict->kind) {
       case TakeoverVerdict::Kind::kEffect: {
-        StoredResponse found = verdict->response;
-        auto done = store_->Complete(
-            item.scope, owned,
-            [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; });
+        auto done = store_->Complete(item.scope, owned, FactsEffect(*verdict));
         if (!done.ok()) return done.status();
         if (done->committed) {
           report.completed++;

@@ -924,7 +924,7 @@ TEST_P(StoreConformanceTest, SweepCompletesWhatTheHookFoundByTheStepsExternalId)
                 if (!previous.step.has_value()) return TakeoverVerdict::NoEffect();
                 auto it = channel.find(previous.step->external_id);
                 if (it == channel.end()) return TakeoverVerdict::NoEffect();
-                return TakeoverVerdict::Effect(
+                return TakeoverVerdict::Happened(
                     StoredResponse{201, nlohmann::json{{"charge", it->second}}.dump()});
               });
   // The worker records its step, the channel charges, the worker dies.
@@ -968,6 +968,29 @@ TEST_P(StoreConformanceTest, SweepCompletesWhatTheHookFoundByTheStepsExternalId)
   EXPECT_EQ(h.handler->metrics().swept_fenced, 2);
 }
 
+// A hook that found the external effect may also write the local part of the
+// work from it (the payment row for the channel's charge), in the completing
+// transaction: on a resend's takeover and on a sweep alike.
+TEST_P(StoreConformanceTest, SweepAndTakeoverRunTheHooksLocalPartInTheCompletingTransaction) {
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope& scope, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                return TakeoverVerdict::Finish(InsertWidget("from-facts-" + scope.key));
+              });
+  ASSERT_EQ(store_->Begin(Scope("swept"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  ASSERT_EQ(store_->Begin(Scope("resent"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  bool ran = false;
+  Answer resent = h.handler->HandleWrite(Post("resent"), {nullptr, InsertWidget("redo", &ran)});
+  EXPECT_EQ(resent.status, 201);
+  EXPECT_EQ(resent.body, R"({"widget":"from-facts-resent"})");
+  EXPECT_FALSE(ran);
+  SweepOptions one;
+  one.max_records = 1;
+  EXPECT_EQ(h.handler->RunSweep(one)->completed, 1);
+  EXPECT_EQ((*store_->Read(Scope("swept")))->response.body, R"({"widget":"from-facts-swept"})");
+  EXPECT_EQ(Widgets(), 2);
+}
+
 TEST_P(StoreConformanceTest, SweepIsBoundedPerRunAndRefusesTheStaleWorkersLateCompletion) {
   HandlerOn h(store_, clock_);
   for (int i = 0; i < 5; ++i) {
@@ -998,7 +1021,7 @@ TEST_P(StoreConformanceTest, ConcurrentSweepersOnTwoInstancesRecoverEachRecordEx
   std::atomic<int> hook_calls{0};
   TakeoverHook hook = [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
     hook_calls++;
-    return TakeoverVerdict::Effect(StoredResponse{201, "{}"});
+    return TakeoverVerdict::Happened(StoredResponse{201, "{}"});
   };
   HandlerOn a(store_, clock_, hook);
   HandlerOn b(*second, clock_, hook);

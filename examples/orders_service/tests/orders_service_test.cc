@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "orders_service/fake_payment_channel.h"
 #include "orders_service/tests/service_test_util.h"
 #include "saferetry/testing/fake_clock.h"
 
@@ -741,6 +742,110 @@ TEST(OrdersServiceTest, PendingConfirmationIsListedAndDecidedOnceByTheAdminComma
   CommandResult swept = RunCommand(admin + "sweep");
   ASSERT_EQ(swept.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(swept.out)["examined"], 0);
+}
+
+}  // namespace
+}  // namespace example
+}  // namespace saferetry
+
+namespace saferetry {
+namespace example {
+namespace {
+
+using ::saferetry::example::testkit::ClientFor;
+using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::KeyHeaders;
+using ::saferetry::example::testkit::PostOrder;
+using ::saferetry::example::testkit::StartService;
+using ::saferetry::example::testkit::TempDir;
+
+// The walkthrough of docs/server.md: the channel charged, its answer was lost
+// (the worker never completed the record), and no client came back. The
+// sweeper asks the channel by the step's request id: one charge, the order
+// created with it, and a later same-key request replays that answer.
+TEST(OrdersServiceTest, SweepRecoversALostPaymentAnswerByTheChannelsRequestId) {
+  FakePaymentChannel channel;
+  auto channel_port = channel.Start();
+  ASSERT_TRUE(channel_port.ok()) << channel_port.status();
+  TempDir dir;
+  ServiceOptions options;
+  options.payment_channel_port = *channel_port;
+  options.payment_timeout = std::chrono::milliseconds(200);
+  options.store.lease = std::chrono::milliseconds(300);
+  auto service = StartService(dir, options);
+  auto client = ClientFor(service->port());
+
+  channel.LoseNextAnswers(1, std::chrono::milliseconds(600));
+  auto lost = PostOrder(*client, KeyHeaders("k-paid"), kBody);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->status, 500);  // after the charge: not "rejected"
+  EXPECT_EQ(channel.charges(), 1);
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-paid"};
+  auto record = *service->store().idempotency().Read(scope);
+  ASSERT_TRUE(record.has_value() && record->step.has_value());
+  EXPECT_EQ(record->state, server::RecordState::kProcessing);
+  EXPECT_EQ(record->step->external_id, server::DefaultExternalRequestId(scope, "charge"));
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the lease runs out
+  auto swept = service->handler().RunSweep();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->completed, 1);
+  EXPECT_EQ(channel.charges(), 1);
+  auto replay = PostOrder(*client, KeyHeaders("k-paid"), kBody);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_EQ(nlohmann::json::parse(replay->body)["charge_id"], "ch_1");
+  StoreCounts counts = CountsOf(*service);
+  EXPECT_EQ(counts.orders, 1);
+  EXPECT_EQ(counts.inconsistencies, 0);
+  EXPECT_EQ(channel.charges(), 1);
+}
+
+// The same with a channel that cannot answer for the request any more: the
+// record waits for a person, who decides once; a second, different decision
+// is refused, and the decided answer is replayed.
+TEST(OrdersServiceTest, PendingConfirmationWhenThePaymentChannelCannotTell) {
+  FakePaymentChannel channel;
+  auto channel_port = channel.Start();
+  ASSERT_TRUE(channel_port.ok());
+  TempDir dir;
+  ServiceOptions options;
+  options.payment_channel_port = *channel_port;
+  options.payment_timeout = std::chrono::milliseconds(200);
+  options.store.lease = std::chrono::milliseconds(300);
+  auto service = StartService(dir, options);
+  auto client = ClientFor(service->port());
+
+  channel.LoseNextAnswers(1, std::chrono::milliseconds(600));
+  ASSERT_EQ(PostOrder(*client, KeyHeaders("k-lost"), kBody)->status, 500);
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-lost"};
+  channel.Forget(server::DefaultExternalRequestId(scope, "charge"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto swept = service->handler().RunSweep();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->pending_confirmation, 1);
+  auto held = PostOrder(*client, KeyHeaders("k-lost"), kBody);
+  EXPECT_EQ(held->status, 409);
+  EXPECT_EQ(held->get_header_value("Idempotency-Key-State"), "pending_confirmation");
+  EXPECT_EQ(channel.charges(), 1);  // never charged again
+
+  server::Decision d;
+  d.outcome = server::Decision::Outcome::kSucceeded;
+  d.response = StoredResponse{201, R"({"order_id":"manual-1","charge_id":"ch_1"})"};
+  d.decided_by = "alice";
+  d.reason = "the channel's settlement file lists ch_1 for this request";
+  EXPECT_EQ(service->handler().Decide("k-lost", std::nullopt, d)->outcome,
+            server::DecideOutcome::kRecorded);
+  server::Decision other = d;
+  other.outcome = server::Decision::Outcome::kFailed;
+  other.response = StoredResponse{402, R"({"error":"not_charged"})"};
+  EXPECT_EQ(service->handler().Decide("k-lost", std::nullopt, other)->outcome,
+            server::DecideOutcome::kConflictingDecision);
+  auto replay = PostOrder(*client, KeyHeaders("k-lost"), kBody);
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->body, R"({"order_id":"manual-1","charge_id":"ch_1"})");
+  EXPECT_EQ(channel.charges(), 1);
 }
 
 }  // namespace

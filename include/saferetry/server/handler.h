@@ -141,6 +141,11 @@ struct TakeoverVerdict {
   };
   Kind kind = Kind::kNoEffect;
   StoredResponse response;
+  /// kEffect, optional: instead of storing `response` as is, runs in the
+  /// completing transaction to write the local part of the work from the
+  /// external facts (e.g. the payment row for the channel's charge) and
+  /// returns the answer to store.
+  Effect finish;
   std::string reason;
 
   TakeoverVerdict() = default;
@@ -148,8 +153,14 @@ struct TakeoverVerdict {
       : kind(found.has_value() ? Kind::kEffect : Kind::kNoEffect),
         response(found.has_value() ? *std::move(found) : StoredResponse{}) {}
   static TakeoverVerdict NoEffect() { return TakeoverVerdict(); }
-  static TakeoverVerdict Effect(StoredResponse answer) {
+  static TakeoverVerdict Happened(StoredResponse answer) {
     return TakeoverVerdict(std::optional<StoredResponse>(std::move(answer)));
+  }
+  static TakeoverVerdict Finish(Effect local_part) {
+    TakeoverVerdict v;
+    v.kind = Kind::kEffect;
+    v.finish = std::move(local_part);
+    return v;
   }
   static TakeoverVerdict CannotTell(std::string why) {
     TakeoverVerdict v;
@@ -166,7 +177,7 @@ struct TakeoverVerdict {
 /// name and the external request id to ask the external system about).
 ///
 /// Return `NoEffect` (or nullopt) when the effect certainly did not happen;
-/// `Effect(answer)` (or the answer) when it did (e.g. the payment provider
+/// `Happened(answer)` (or the answer) when it did (e.g. the payment provider
 /// knows the charge: 201 with its id); `CannotTell(why)` when no check can
 /// ever settle it; an error when the facts cannot be checked now (a write or
 /// a status query gets 503 `rejected`, the sweeper counts a failed recovery;
