@@ -17,6 +17,7 @@
 
 #include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "orders_service/duration_flag.h"
 #include "orders_service/orders_service.h"
 #include "orders_service/orders_store.h"
 #include "saferetry/server/handler.h"
@@ -51,7 +52,9 @@ int Fail(const absl::Status& s) {
 }
 
 int Run(int argc, char** argv) {
-  OrdersStoreOptions store_options;
+  saferetry::example::ServiceOptions service_options;
+  OrdersStoreOptions& store_options = service_options.store;
+  std::string payment_timeout = "1s";
   CLI::App app{"Recovery chores of the example orders service: sweep, pending, decide"};
   auto* db = app.add_option("--db", store_options.path, "SQLite database file");
   auto* pg = app.add_option("--pg", store_options.postgres_conninfo,
@@ -60,6 +63,12 @@ int Run(int argc, char** argv) {
   pg->excludes(db);
   app.add_option("--pg-schema", store_options.postgres_schema, "PostgreSQL schema of the tables")
       ->needs(pg);
+  app.add_option("--payment-channel-port", service_options.payment_channel_port,
+                 "The service's payment channel: the sweep asks it about each charge by the "
+                 "step's request id (without it an abandoned order is fenced)")
+      ->capture_default_str();
+  app.add_option("--payment-timeout", payment_timeout, "How long to wait for the channel")
+      ->capture_default_str();
   app.require_subcommand(1);
 
   srv::SweepOptions sweep_options;
@@ -92,12 +101,12 @@ int Run(int argc, char** argv) {
     return 2;
   }
 
+  auto timeout = saferetry::example::ParseDurationFlag(payment_timeout, "payment-timeout");
+  if (!timeout.ok()) return Fail(timeout.status());
+  service_options.payment_timeout = *timeout;
   auto store = OrdersStore::Open(store_options, nullptr);
   if (!store.ok()) return Fail(store.status());
-  srv::HandlerOptions handler_options;
-  handler_options.operation = std::string(kCreateOrderOperation);
-  auto handler =
-      srv::IdempotentHandler::Create((*store)->shared_idempotency(), std::move(handler_options));
+  auto handler = saferetry::example::MakeOrdersHandler(service_options, **store);
   if (!handler.ok()) return Fail(handler.status());
 
   if (*sweep) {

@@ -128,7 +128,7 @@ absl::StatusOr<std::unique_ptr<OrdersService>> OrdersService::Create(ServiceOpti
     }
     return store.status();
   }
-  auto handler = MakeHandler(options, **store);
+  auto handler = MakeOrdersHandler(options, **store);
   if (!handler.ok()) return handler.status();
   return std::unique_ptr<OrdersService>(
       new OrdersService(std::move(options), *std::move(store), *std::move(handler)));
@@ -160,7 +160,7 @@ server::Effect PaidOrderEffect(const OrdersStore& store, const KeyScope& scope,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> OrdersService::MakeHandler(
+absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> MakeOrdersHandler(
     const ServiceOptions& options, OrdersStore& store) {
   server::HandlerOptions handler_options;
   handler_options.operation = std::string(kCreateOrderOperation);
@@ -216,7 +216,7 @@ void OrdersService::OpenLoop() {
     if (ready()) return;
     auto store = OrdersStore::Open(options_.store, options_.clock);
     absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> handler =
-        store.ok() ? MakeHandler(options_, **store) : store.status();
+        store.ok() ? MakeOrdersHandler(options_, **store) : store.status();
     if (!handler.ok()) {
       const std::string error(handler.status().message());
       if (error != last_error) std::cerr << "database: " << error << "; retrying" << std::endl;

@@ -136,6 +136,13 @@ struct ServiceMetrics {
 /// digest compared on every reuse of a key.
 using ::saferetry::server::RequestDigest;
 
+/// The orders handler on `store` as the service builds it (operation
+/// `create_order`; with a payment channel, the takeover hook that asks it by
+/// the step's request id). For tools on the same database, such as
+/// `saferetry-orders-admin`, whose sweep must ask the same questions.
+absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> MakeOrdersHandler(
+    const ServiceOptions& options, OrdersStore& store);
+
 class OrdersService {
  public:
   /// Validates options and opens the store. InvalidArgument naming the field
@@ -162,8 +169,6 @@ class OrdersService {
  private:
   OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store,
                 std::unique_ptr<server::IdempotentHandler> handler);
-  static absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> MakeHandler(
-      const ServiceOptions& options, OrdersStore& store);
   /// Answers 503 `rejected` and returns false while the store is not open.
   bool ReadyOrRejected(httplib::Response& res);
   void OpenLoop();

@@ -28,7 +28,7 @@ using ::saferetry::example::ServiceOptions;
 int Run(int argc, char** argv) {
   ServiceOptions options;
   std::string lease = "30s", retention = "24h", delay = "0ms", reap = "60s", relay = "0s",
-              sweep = "0s", db_retry = "1s";
+              sweep = "0s", db_retry = "1s", payment_timeout = "1s";
   bool fast_sync = false;
   CLI::App app{"Example orders service keeping the server half of the retry contract"};
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
@@ -61,6 +61,12 @@ int Run(int argc, char** argv) {
                  "With --pg: a database down at start is ridden out (503 rejected until it is "
                  "reached, opened again at this interval); 0 = exit 2 at start")
       ->capture_default_str();
+  app.add_option("--payment-channel-port", options.payment_channel_port,
+                 "Charge each new order on this loopback payment channel first "
+                 "(FakePaymentChannel's API); 0 = none")
+      ->capture_default_str();
+  app.add_option("--payment-timeout", payment_timeout, "How long to wait for the channel")
+      ->capture_default_str();
   app.add_option("--threads", options.threads, "HTTP worker threads")->capture_default_str();
   app.add_flag("--fast-sync", fast_sync,
                "PRAGMA synchronous=NORMAL: durable against crashes, not power loss");
@@ -71,14 +77,14 @@ int Run(int argc, char** argv) {
     const char* name;
     std::chrono::milliseconds* out;
   };
-  for (const Flag& f :
-       {Flag{lease, "lease", &options.store.lease},
-        Flag{retention, "retention", &options.store.retention},
-        Flag{delay, "processing-delay", &options.processing_delay},
-        Flag{reap, "reap-interval", &options.reap_interval},
-        Flag{relay, "relay-interval", &options.relay_interval},
-        Flag{sweep, "sweep-interval", &options.sweep_interval},
-        Flag{db_retry, "database-retry-interval", &options.database_retry_interval}}) {
+  for (const Flag& f : {Flag{lease, "lease", &options.store.lease},
+                        Flag{retention, "retention", &options.store.retention},
+                        Flag{delay, "processing-delay", &options.processing_delay},
+                        Flag{reap, "reap-interval", &options.reap_interval},
+                        Flag{relay, "relay-interval", &options.relay_interval},
+                        Flag{sweep, "sweep-interval", &options.sweep_interval},
+                        Flag{db_retry, "database-retry-interval", &options.database_retry_interval},
+                        Flag{payment_timeout, "payment-timeout", &options.payment_timeout}}) {
     auto d = ParseDurationFlag(f.value, f.name);
     if (!d.ok()) {
       std::cerr << d.status().message() << "\n";
