@@ -501,7 +501,9 @@ void OrdersService::HandleStats(httplib::Response& res) {
                         {"stale_writes_rejected", m.stale_writes_rejected},
                         {"status_queries", m.status_queries},
                         {"storage_unavailable", m.storage_unavailable},
-                        {"swept_fenced", m.swept_fenced}}}};
+                        {"swept_fenced", m.swept_fenced},
+                        {"swept_completed", m.swept_completed},
+                        {"pending_confirmation", m.pending_confirmation}}}};
   Answer(res, 200, j.dump());
 }
 
