@@ -149,8 +149,8 @@ struct KeyRecord {
   EpochMillis created_ms = 0;
   EpochMillis updated_ms = 0;
   std::optional<EpochMillis> completed_ms;
-  /// The last recovery step recorded by the worker (PROCESSING, PENDING_
-  /// CONFIRMATION, and kept after completion), or nullopt.
+  /// The last recovery step recorded by a worker (kept after completion),
+  /// or nullopt.
   std::optional<RecoveryStep> step;
   /// Recoveries by the sweeper that could not check the facts.
   int recovery_failures = 0;
