@@ -442,11 +442,13 @@ void FaultProxy::Serve(int client_fd) {
     }
     if (fault == FaultKind::kUnavailable) {
       counters_.unavailable++;
-      WriteAll(
-          client_fd,
-          ErrorResponse(503, "Service Unavailable",
-                        absl::StrCat("Retry-After: ", options_.faults.retry_after_seconds, "\r\n"),
-                        R"({"error":"unavailable","message":"injected by the fault proxy"})"));
+      WriteAll(client_fd,
+               ErrorResponse(503, "Service Unavailable",
+                             // Sent without forwarding: this attempt certainly
+                             // had no effect, and the answer says so.
+                             absl::StrCat("Retry-After: ", options_.faults.retry_after_seconds,
+                                          "\r\nIdempotency-Key-State: rejected\r\n"),
+                             R"({"error":"unavailable","message":"injected by the fault proxy"})"));
       return CloseFd(client_fd, false);
     }
     if (fault == FaultKind::kDelay) {

@@ -8,7 +8,8 @@
 //
 //   fault                 what the proxy does                       effect happened?
 //   kResetBeforeCommit    reads the request, resets the client      no
-//   kUnavailable          answers 503 + Retry-After itself          no
+//   kUnavailable          answers 503 + Retry-After itself, with    no
+//                         `Idempotency-Key-State: rejected`
 //   kDelay                waits, then forwards normally             yes (slowly)
 //   kDropAfterCommit      forwards, reads the whole response,       yes, answer lost
 //                         resets the client instead of answering

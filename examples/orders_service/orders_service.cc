@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -12,10 +13,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "orders_service/fake_payment_channel.h"
 #include "orders_service/outbox_relay.h"
 
 namespace saferetry {
 namespace example {
+
+using ::saferetry::server::TakeoverVerdict;
 
 namespace {
 
@@ -97,18 +101,133 @@ absl::StatusOr<std::unique_ptr<OrdersService>> OrdersService::Create(ServiceOpti
     return absl::InvalidArgumentError(
         absl::StrCat("relay_interval: must be >= 0, got ", options.relay_interval.count(), "ms"));
   }
+  if (options.sweep_interval.count() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sweep_interval: must be >= 0, got ", options.sweep_interval.count(), "ms"));
+  }
+  if (options.payment_channel_port < 0 || options.payment_channel_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("payment_channel_port: must be 0 to 65535, got ",
+                                                   options.payment_channel_port));
+  }
+  if (options.payment_timeout.count() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payment_timeout: must be > 0, got ", options.payment_timeout.count(), "ms"));
+  }
+  if (options.database_retry_interval.count() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("database_retry_interval: must be >= 0, got ",
+                                                   options.database_retry_interval.count(), "ms"));
+  }
   if (!options.clock) options.clock = SystemClock();
   auto store = OrdersStore::Open(options.store, options.clock);
-  if (!store.ok()) return store.status();
+  if (!store.ok()) {
+    // A database that is down at start is ridden out: serve 503 `rejected`
+    // and open it later (OpenLoop).
+    if (absl::IsUnavailable(store.status()) && options.database_retry_interval.count() > 0) {
+      return std::unique_ptr<OrdersService>(
+          new OrdersService(std::move(options), nullptr, nullptr));
+    }
+    return store.status();
+  }
+  auto handler = MakeOrdersHandler(options, **store);
+  if (!handler.ok()) return handler.status();
+  return std::unique_ptr<OrdersService>(
+      new OrdersService(std::move(options), *std::move(store), *std::move(handler)));
+}
+
+namespace {
+
+std::unique_ptr<httplib::Client> ChannelClient(const ServiceOptions& options) {
+  auto client = std::make_unique<httplib::Client>("127.0.0.1", options.payment_channel_port);
+  client->set_connection_timeout(options.payment_timeout);
+  client->set_read_timeout(options.payment_timeout);
+  return client;
+}
+
+// The order's effect once the channel charged: the order (and its outbox
+// message) with the charge id in its answer.
+server::Effect PaidOrderEffect(const OrdersStore& store, const KeyScope& scope,
+                               const NewOrder& order, const std::string& charge_json) {
+  server::Effect create = store.CreateOrderEffect(scope, order);
+  return [create, charge_json](server::Transaction& txn) -> absl::StatusOr<StoredResponse> {
+    auto created = create(txn);
+    if (!created.ok()) return created.status();
+    nlohmann::json body = nlohmann::json::parse(created->body, nullptr, false);
+    nlohmann::json charge = nlohmann::json::parse(charge_json, nullptr, false);
+    if (body.is_object() && charge.is_object()) body["charge_id"] = charge.value("charge_id", "");
+    return StoredResponse{created->status, body.dump()};
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> MakeOrdersHandler(
+    const ServiceOptions& options, OrdersStore& store) {
   server::HandlerOptions handler_options;
   handler_options.operation = std::string(kCreateOrderOperation);
   handler_options.expected_work = options.processing_delay;
   handler_options.clock = options.clock;
-  auto handler =
-      server::IdempotentHandler::Create((*store)->shared_idempotency(), std::move(handler_options));
-  if (!handler.ok()) return handler.status();
-  return std::unique_ptr<OrdersService>(
-      new OrdersService(std::move(options), *std::move(store), *std::move(handler)));
+  if (options.payment_channel_port > 0) {
+    // Before redoing or fencing an abandoned order, ask the channel about the
+    // charge by the step's request id: never charge twice.
+    handler_options.takeover_hook =
+        [options, &store](const KeyScope& scope,
+                          const server::KeyRecord& previous) -> absl::StatusOr<TakeoverVerdict> {
+      if (!previous.step.has_value()) return TakeoverVerdict::NoEffect();  // never called out
+      const std::string& request_id = previous.step->external_id;
+      auto r = ChannelClient(options)->Get(absl::StrCat("/charges/by-request/", request_id));
+      if (!r) return absl::UnavailableError("payment channel: no answer to the query");
+      if (r->status == 404) return TakeoverVerdict::NoEffect();
+      if (r->status == 410) {
+        return TakeoverVerdict::CannotTell(absl::StrCat(
+            "the payment channel cannot tell whether request ", request_id, " was charged"));
+      }
+      if (r->status != 200) {
+        return absl::UnavailableError(absl::StrCat("payment channel: query answered ", r->status));
+      }
+      nlohmann::json charge = nlohmann::json::parse(r->body, nullptr, false);
+      nlohmann::json meta = charge.is_object() ? charge.value("metadata", nlohmann::json::object())
+                                               : nlohmann::json::object();
+      NewOrder order;
+      order.sku = meta.value("sku", "");
+      order.quantity = meta.value("quantity", 0);
+      order.client_reference = meta.value("client_reference", "");
+      if (order.sku.empty() || order.quantity <= 0) {
+        return TakeoverVerdict::CannotTell(
+            absl::StrCat("the charge for request ", request_id, " carries no order"));
+      }
+      return TakeoverVerdict::Finish(PaidOrderEffect(store, scope, order, r->body));
+    };
+  }
+  return server::IdempotentHandler::Create(store.shared_idempotency(), std::move(handler_options));
+}
+
+bool OrdersService::ReadyOrRejected(httplib::Response& res) {
+  if (ready()) return true;
+  rejected_not_ready_++;
+  Send(res, server::RejectedBeforeWork(
+                "storage_unavailable",
+                "the database cannot be reached yet; nothing was recorded, send it again later"));
+  return false;
+}
+
+void OrdersService::OpenLoop() {
+  std::string last_error;
+  BackgroundLoop(options_.database_retry_interval, [&] {
+    if (ready()) return;
+    auto store = OrdersStore::Open(options_.store, options_.clock);
+    absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> handler =
+        store.ok() ? MakeOrdersHandler(options_, **store) : store.status();
+    if (!handler.ok()) {
+      const std::string error(handler.status().message());
+      if (error != last_error) std::cerr << "database: " << error << "; retrying" << std::endl;
+      last_error = error;
+      return;
+    }
+    store_ = *std::move(store);
+    handler_ = *std::move(handler);
+    ready_.store(true, std::memory_order_release);
+    std::cerr << "database: open" << std::endl;
+  });
 }
 
 OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store,
@@ -117,6 +236,7 @@ OrdersService::OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore
       store_(std::move(store)),
       handler_(std::move(handler)),
       server_(std::make_unique<httplib::Server>()) {
+  ready_.store(store_ != nullptr, std::memory_order_release);
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_tcp_nodelay(true);
@@ -161,18 +281,32 @@ absl::StatusOr<int> OrdersService::Start() {
   for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (!ready()) opener_ = std::thread([this] { OpenLoop(); });
   if (options_.reap_interval.count() > 0) {
     reaper_ = std::thread([this] {
       // A failed pass is retried at the next interval.
-      BackgroundLoop(options_.reap_interval, [this] { (void)store_->idempotency().Reap(); });
+      BackgroundLoop(options_.reap_interval, [this] {
+        if (ready()) (void)store_->idempotency().Reap();
+      });
+    });
+  }
+  if (options_.sweep_interval.count() > 0) {
+    sweeper_ = std::thread([this] {
+      BackgroundLoop(options_.sweep_interval, [this] {
+        if (ready()) (void)handler_->RunSweep();
+      });
     });
   }
   if (options_.relay_interval.count() > 0) {
     relay_ = std::thread([this] {
       RelayOptions relay_options;
       relay_options.port = port_;
-      OutboxRelay relay(store_.get(), relay_options);
-      BackgroundLoop(options_.relay_interval, [&relay] { (void)relay.RunOnce(); });
+      std::optional<OutboxRelay> relay;
+      BackgroundLoop(options_.relay_interval, [&] {
+        if (!ready()) return;
+        if (!relay.has_value()) relay.emplace(store_.get(), relay_options);
+        (void)relay->RunOnce();
+      });
     });
   }
   return port;
@@ -188,6 +322,8 @@ void OrdersService::Stop() {
   if (listener_.joinable()) listener_.join();
   if (reaper_.joinable()) reaper_.join();
   if (relay_.joinable()) relay_.join();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (opener_.joinable()) opener_.join();
 }
 
 void OrdersService::BackgroundLoop(std::chrono::milliseconds interval,
@@ -201,8 +337,12 @@ void OrdersService::BackgroundLoop(std::chrono::milliseconds interval,
 }
 
 ServiceMetrics OrdersService::metrics() const {
-  const server::HandlerMetrics h = handler_->metrics();
+  const server::HandlerMetrics h = ready() ? handler_->metrics() : server::HandlerMetrics{};
   ServiceMetrics m;
+  m.storage_unavailable = h.storage_unavailable + rejected_not_ready_.load();
+  m.swept_fenced = h.swept_fenced;
+  m.swept_completed = h.swept_completed;
+  m.pending_confirmation = h.moved_to_pending;
   m.created = counters_.created.load();
   m.replayed = h.replayed;
   m.conflicting_payload = h.conflicting_payload;
@@ -222,6 +362,7 @@ ServiceMetrics OrdersService::metrics() const {
 }
 
 void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   server::WriteRequest w;
   w.method = "POST";
   w.path = "/orders";
@@ -241,7 +382,36 @@ void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response&
   const std::string tenant =
       w.tenant.has_value() && !w.tenant->empty() ? *w.tenant : std::string(kDefaultTenant);
   const KeyScope scope{tenant, std::string(kCreateOrderOperation), w.idempotency_key.value_or("")};
-  if (parsed.order.has_value()) {
+  if (parsed.order.has_value() && options_.payment_channel_port > 0) {
+    // Charge first, as a recorded step; the order commits with its record.
+    auto charge = std::make_shared<std::optional<std::string>>();
+    const NewOrder order = *parsed.order;
+    work.before_effect = [this, charge, order](const KeyScope& claimed, std::int64_t version) {
+      if (options_.after_claim) options_.after_claim(claimed, version);
+      if (options_.processing_delay.count() > 0) {
+        std::this_thread::sleep_for(options_.processing_delay);
+      }
+      auto step = handler_->RecordStep(claimed, version, "charge");
+      if (!step.ok()) return;  // taken over or fenced, or no database: do not call
+      nlohmann::json request = {{"amount", order.quantity * 100},
+                                {"metadata",
+                                 {{"sku", order.sku},
+                                  {"quantity", order.quantity},
+                                  {"client_reference", order.client_reference}}}};
+      auto r = ChannelClient(options_)->Post(
+          "/charges", {{std::string(kChannelRequestIdHeader), step->external_id}}, request.dump(),
+          "application/json");
+      if (r && (r->status == 200 || r->status == 201)) *charge = r->body;
+    };
+    work.effect = [this, charge, scope,
+                   order](server::Transaction& txn) -> absl::StatusOr<StoredResponse> {
+      if (!charge->has_value()) {
+        return absl::UnavailableError(
+            "payment channel: no answer; the charge is recovered by its request id");
+      }
+      return PaidOrderEffect(*store_, scope, order, **charge)(txn);
+    };
+  } else if (parsed.order.has_value()) {
     work.effect = store_->CreateOrderEffect(scope, *parsed.order);
   } else {
     // An invalid body is a final answer: stored and replayed like an order.
@@ -259,6 +429,7 @@ void OrdersService::HandleCreate(const httplib::Request& req, httplib::Response&
 }
 
 void OrdersService::HandleStatus(const httplib::Request& req, httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   server::StatusQueryRequest q;
   q.key = req.matches[1].str();
   q.tenant = HeaderOrNull(req, kTenantHeader);
@@ -275,6 +446,7 @@ void OrdersService::HandleStatus(const httplib::Request& req, httplib::Response&
 }
 
 void OrdersService::HandleEvent(const httplib::Request& req, httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   const std::string message_id = req.get_header_value(std::string(kMessageIdHeader));
   if (message_id.empty()) {
     return AnswerError(res, 400, "missing_message_id", "Message-Id: required");
@@ -297,6 +469,7 @@ void OrdersService::HandleEvent(const httplib::Request& req, httplib::Response& 
 }
 
 void OrdersService::HandleStats(httplib::Response& res) {
+  if (!ReadyOrRejected(res)) return;
   auto counts = store_->Counts();
   if (!counts.ok())
     return AnswerError(res, 500, "storage_error", std::string(counts.status().message()));
@@ -326,7 +499,11 @@ void OrdersService::HandleStats(httplib::Response& res) {
                         {"messages_redelivered", m.messages_redelivered},
                         {"takeovers", m.takeovers},
                         {"stale_writes_rejected", m.stale_writes_rejected},
-                        {"status_queries", m.status_queries}}}};
+                        {"status_queries", m.status_queries},
+                        {"storage_unavailable", m.storage_unavailable},
+                        {"swept_fenced", m.swept_fenced},
+                        {"swept_completed", m.swept_completed},
+                        {"pending_confirmation", m.pending_confirmation}}}};
   Answer(res, 200, j.dump());
 }
 

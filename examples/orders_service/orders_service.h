@@ -78,6 +78,26 @@ struct ServiceOptions {
   /// How often the outbox relay delivers pending messages to this service's
   /// own consumer endpoint; 0 disables it (tests run an OutboxRelay). >= 0.
   std::chrono::milliseconds relay_interval{0};
+  /// How often the sweeper recovers abandoned PROCESSING records (nobody
+  /// came back after the lease ran out): they are fenced, since an order
+  /// commits with its record; 0 disables it (`saferetry-orders-admin sweep`
+  /// runs it from cron). >= 0.
+  std::chrono::milliseconds sweep_interval{0};
+  /// Riding out the database: when > 0 and the database cannot be reached
+  /// at start (Unavailable), `Create` still succeeds, requests are answered
+  /// 503 `Idempotency-Key-State: rejected` (nothing recorded), and the store
+  /// is opened again every interval until it works. 0: `Create` fails. >= 0.
+  std::chrono::milliseconds database_retry_interval{0};
+  /// A payment channel on 127.0.0.1 (`FakePaymentChannel`'s API); 0: none.
+  /// With one, each new order is charged before it is created: the worker
+  /// records the recovery step "charge" with the request id derived from
+  /// the key, then calls the channel; a lost answer leaves the record
+  /// PROCESSING (500), and a resend or the sweeper asks the channel by that
+  /// id: charged → the order is created with the charge, unknown → redone /
+  /// fenced, forgotten → pending confirmation. >= 0.
+  int payment_channel_port = 0;
+  /// How long the worker waits for the channel's answer. > 0.
+  std::chrono::milliseconds payment_timeout = std::chrono::seconds(1);
   /// HTTP worker threads. > 0.
   int threads = 16;
   /// Wall clock for records, steady clock for deadlines; the system clock
@@ -106,11 +126,22 @@ struct ServiceMetrics {
   std::int64_t status_queries = 0;
   std::int64_t messages_processed = 0;    // consumer: first deliveries
   std::int64_t messages_redelivered = 0;  // consumer: duplicates without effect
+  std::int64_t storage_unavailable = 0;   // 503 rejected: the database could not be reached
+  std::int64_t swept_fenced = 0;          // abandoned records the sweeper fenced
+  std::int64_t swept_completed = 0;       // abandoned records the sweeper completed
+  std::int64_t pending_confirmation = 0;  // records moved to pending confirmation
 };
 
 /// SHA-256 (lower-case hex) of method "\n" path "\n" body: the request
 /// digest compared on every reuse of a key.
 using ::saferetry::server::RequestDigest;
+
+/// The orders handler on `store` as the service builds it (operation
+/// `create_order`; with a payment channel, the takeover hook that asks it by
+/// the step's request id). For tools on the same database, such as
+/// `saferetry-orders-admin`, whose sweep must ask the same questions.
+absl::StatusOr<std::unique_ptr<server::IdempotentHandler>> MakeOrdersHandler(
+    const ServiceOptions& options, OrdersStore& store);
 
 class OrdersService {
  public:
@@ -128,12 +159,19 @@ class OrdersService {
   void Stop();
 
   int port() const { return port_; }
+  /// The store and the orders handler; only once `ready()`.
   OrdersStore& store() { return *store_; }
+  server::IdempotentHandler& handler() { return *handler_; }
+  /// True once the database was reached and the store opened.
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
   ServiceMetrics metrics() const;
 
  private:
   OrdersService(ServiceOptions options, std::unique_ptr<OrdersStore> store,
                 std::unique_ptr<server::IdempotentHandler> handler);
+  /// Answers 503 `rejected` and returns false while the store is not open.
+  bool ReadyOrRejected(httplib::Response& res);
+  void OpenLoop();
   void HandleCreate(const httplib::Request& req, httplib::Response& res);
   void HandleStatus(const httplib::Request& req, httplib::Response& res);
   void HandleEvent(const httplib::Request& req, httplib::Response& res);
@@ -154,6 +192,11 @@ class OrdersService {
   std::thread listener_;
   std::thread reaper_;
   std::thread relay_;
+  std::thread sweeper_;
+  std::thread opener_;
+  /// Set once `store_` and `handler_` are in place; they never change after.
+  std::atomic<bool> ready_{false};
+  std::atomic<std::int64_t> rejected_not_ready_{0};
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

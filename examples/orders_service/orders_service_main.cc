@@ -5,7 +5,9 @@
 //   saferetry-orders-service --db /tmp/orders.db --port 0 --processing-delay 200ms
 //
 // Prints "listening <port>" on stdout once the socket is bound, then serves
-// until SIGINT or SIGTERM.
+// until SIGINT or SIGTERM. With --pg, a database that is down at start is
+// ridden out: requests get 503 `Idempotency-Key-State: rejected` until it is
+// reached.
 
 #include <signal.h>
 
@@ -25,7 +27,8 @@ using ::saferetry::example::ServiceOptions;
 
 int Run(int argc, char** argv) {
   ServiceOptions options;
-  std::string lease = "30s", retention = "24h", delay = "0ms", reap = "60s", relay = "0s";
+  std::string lease = "30s", retention = "24h", delay = "0ms", reap = "60s", relay = "0s",
+              sweep = "0s", db_retry = "1s", payment_timeout = "1s";
   bool fast_sync = false;
   CLI::App app{"Example orders service keeping the server half of the retry contract"};
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
@@ -50,6 +53,20 @@ int Run(int argc, char** argv) {
   app.add_option("--relay-interval", relay,
                  "How often the outbox relay delivers to /events/order-created; 0 = never")
       ->capture_default_str();
+  app.add_option("--sweep-interval", sweep,
+                 "How often abandoned PROCESSING records are recovered (fenced); 0 = never "
+                 "(saferetry-orders-admin sweep does it from cron)")
+      ->capture_default_str();
+  app.add_option("--database-retry-interval", db_retry,
+                 "With --pg: a database down at start is ridden out (503 rejected until it is "
+                 "reached, opened again at this interval); 0 = exit 2 at start")
+      ->capture_default_str();
+  app.add_option("--payment-channel-port", options.payment_channel_port,
+                 "Charge each new order on this loopback payment channel first "
+                 "(FakePaymentChannel's API); 0 = none")
+      ->capture_default_str();
+  app.add_option("--payment-timeout", payment_timeout, "How long to wait for the channel")
+      ->capture_default_str();
   app.add_option("--threads", options.threads, "HTTP worker threads")->capture_default_str();
   app.add_flag("--fast-sync", fast_sync,
                "PRAGMA synchronous=NORMAL: durable against crashes, not power loss");
@@ -64,7 +81,10 @@ int Run(int argc, char** argv) {
                         Flag{retention, "retention", &options.store.retention},
                         Flag{delay, "processing-delay", &options.processing_delay},
                         Flag{reap, "reap-interval", &options.reap_interval},
-                        Flag{relay, "relay-interval", &options.relay_interval}}) {
+                        Flag{relay, "relay-interval", &options.relay_interval},
+                        Flag{sweep, "sweep-interval", &options.sweep_interval},
+                        Flag{db_retry, "database-retry-interval", &options.database_retry_interval},
+                        Flag{payment_timeout, "payment-timeout", &options.payment_timeout}}) {
     auto d = ParseDurationFlag(f.value, f.name);
     if (!d.ok()) {
       std::cerr << d.status().message() << "\n";
@@ -73,6 +93,9 @@ int Run(int argc, char** argv) {
     *f.out = *d;
   }
   options.store.synchronous_full = !fast_sync;
+  // A SQLite file that cannot be opened is a mistake to report, not an
+  // outage to ride out.
+  if (options.store.postgres_conninfo.empty()) options.database_retry_interval = {};
   if (options.store.path.empty() && options.store.postgres_conninfo.empty()) {
     std::cerr << "--db or --pg is required\n";
     return 2;

@@ -224,6 +224,21 @@ struct MetricsSnapshot {
   /// the reconciler's period plus the longest deadline
   /// (docs/reconciliation.md).
   std::optional<std::chrono::milliseconds> journal_oldest_unresolved_age;
+
+  // --- Server half -----------------------------------------------------------
+  /// The idempotency store's gauges (`saferetry.server.*`): records
+  /// PROCESSING, the age of the oldest (alert past a few leases: seed 000
+  /// §七), those whose lease ran out, and those waiting for a person's
+  /// decision. Not filled by `Metrics::Snapshot`: read from the store by
+  /// `saferetry::server::AddServerGauges` (saferetry/server/metrics.h).
+  /// nullopt without a store.
+  struct ServerGauges {
+    std::int64_t processing = 0;
+    std::chrono::milliseconds oldest_processing_age{0};
+    std::int64_t abandoned = 0;
+    std::int64_t pending_confirmation = 0;
+  };
+  std::optional<ServerGauges> server_gauges;
 };
 
 /// Bounds on the label values of a `Metrics`.
@@ -396,7 +411,12 @@ absl::Status AddJournalGauge(IntentJournal& journal, MetricsSnapshot* snapshot);
 /// every host, and the counters `saferetry_circuit_refusals_total` and
 /// `saferetry_circuit_opened_total` by host when non-zero. The journal:
 /// the gauge `saferetry_journal_oldest_unresolved_age_seconds` when
-/// `journal_oldest_unresolved_age` is set.
+/// `journal_oldest_unresolved_age` is set. The server half: the gauges
+/// `saferetry_server_processing_records`,
+/// `saferetry_server_oldest_processing_age_seconds`,
+/// `saferetry_server_abandoned_records` and
+/// `saferetry_server_pending_confirmation_records` when `server_gauges` is
+/// set.
 std::string ToPrometheusText(const MetricsSnapshot& snapshot);
 
 }  // namespace saferetry

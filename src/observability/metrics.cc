@@ -744,6 +744,24 @@ std::string ToPrometheusText(const MetricsSnapshot& s) {
     out << name << " " << static_cast<double>(s.journal_oldest_unresolved_age->count()) / 1000.0
         << "\n";
   }
+  if (s.server_gauges.has_value()) {
+    // Written even at zero, like the journal's gauge.
+    const MetricsSnapshot::ServerGauges& g = *s.server_gauges;
+    auto gauge = [&](const std::string& name, const char* help, double value) {
+      MetricHeader(out, name, "gauge", help);
+      out << name << " " << value << "\n";
+    };
+    gauge("saferetry_server_processing_records", "Idempotency records PROCESSING.",
+          static_cast<double>(g.processing));
+    gauge("saferetry_server_oldest_processing_age_seconds",
+          "Age of the oldest PROCESSING idempotency record (0 when none).",
+          static_cast<double>(g.oldest_processing_age.count()) / 1000.0);
+    gauge("saferetry_server_abandoned_records",
+          "PROCESSING idempotency records whose lease ran out.", static_cast<double>(g.abandoned));
+    gauge("saferetry_server_pending_confirmation_records",
+          "Idempotency records waiting for a person's decision.",
+          static_cast<double>(g.pending_confirmation));
+  }
   return out.str();
 }
 

@@ -33,6 +33,28 @@ Answer WithState(Answer a, std::string_view state) {
 
 bool Is2xx(int status) { return status >= 200 && status < 300; }
 
+// The completion of a takeover that found the effect: the hook's local part,
+// or its answer stored as is.
+Effect FactsEffect(const TakeoverVerdict& verdict) {
+  if (verdict.finish) return verdict.finish;
+  StoredResponse found = verdict.response;
+  return [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; };
+}
+
+// A PROCESSING or pending record's answer body, with its last recovery step.
+Answer WithStep(int status, std::string_view code, std::string_view message,
+                const KeyRecord& record) {
+  nlohmann::json body = {{"error", code}, {"message", message}};
+  if (record.step.has_value()) {
+    body["step"] = {{"name", record.step->name}, {"external_id", record.step->external_id}};
+  }
+  if (record.pending_since_ms.has_value()) {
+    body["pending_since_ms"] = *record.pending_since_ms;
+    body["pending_reason"] = record.pending_reason;
+  }
+  return Json(status, std::move(body));
+}
+
 }  // namespace
 
 std::string Answer::Header(std::string_view name) const {
@@ -94,6 +116,14 @@ HandlerMetrics IdempotentHandler::metrics() const {
   m.status_queries = counters_.status_queries.load();
   m.fences = counters_.fences.load();
   m.storage_errors = counters_.storage_errors.load();
+  m.storage_unavailable = counters_.storage_unavailable.load();
+  m.steps_recorded = counters_.steps_recorded.load();
+  m.pending_confirmation = counters_.pending_confirmation.load();
+  m.moved_to_pending = counters_.moved_to_pending.load();
+  m.decisions = counters_.decisions.load();
+  m.sweeps = counters_.sweeps.load();
+  m.swept_completed = counters_.swept_completed.load();
+  m.swept_fenced = counters_.swept_fenced.load();
   return m;
 }
 
@@ -109,6 +139,30 @@ Answer IdempotentHandler::Replay(const StoredResponse& stored) {
 Answer IdempotentHandler::StorageError(const absl::Status& status) {
   counters_.storage_errors++;
   return Error(500, "storage_error", std::string(status.message()));
+}
+
+Answer IdempotentHandler::StorageUnavailable(const absl::Status& status) {
+  counters_.storage_unavailable++;
+  return RejectedBeforeWork(
+      "storage_unavailable",
+      absl::StrCat("the database cannot be reached; nothing was done: ", status.message()));
+}
+
+Answer IdempotentHandler::QueryStorageFailure(const absl::Status& status) {
+  // A status query has no business effect: a database that cannot be reached
+  // is "ask again later", like a write refused before its claim.
+  if (absl::IsUnavailable(status)) return StorageUnavailable(status);
+  return StorageError(status);
+}
+
+Answer IdempotentHandler::PendingConfirmation409(const KeyRecord& record) {
+  counters_.pending_confirmation++;
+  return WithState(WithStep(409, "pending_confirmation",
+                            "the effect of the request with this key could not be confirmed; "
+                            "automatic work has stopped until a person decides. Do not send a "
+                            "new request: ask again later",
+                            record),
+                   "pending_confirmation");
 }
 
 Answer IdempotentHandler::Fenced410() {
@@ -163,7 +217,13 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
   const KeyScope scope{tenant, options_.operation, *request.idempotency_key};
   const std::string digest = RequestDigest(request.method, request.path, request.body);
   auto begun = store_->Begin(scope, digest);
-  if (!begun.ok()) return StorageError(begun.status());
+  if (!begun.ok()) {
+    // Nothing ran for this attempt: the claim did not commit (or committed
+    // without any work). A database that cannot be reached is "try again",
+    // and the answer says this attempt had no effect.
+    if (absl::IsUnavailable(begun.status())) return StorageUnavailable(begun.status());
+    return StorageError(begun.status());
+  }
   switch (begun->outcome) {
     case BeginOutcome::kClaimed:
       break;
@@ -189,6 +249,8 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
                        "expired");
     case BeginOutcome::kFenced:
       return Fenced410();
+    case BeginOutcome::kPendingConfirmation:
+      return PendingConfirmation409(begun->previous.value_or(KeyRecord{}));
   }
   const std::int64_t version = begun->version;
 
@@ -205,10 +267,24 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
           absl::StrCat("the previous attempt's effect cannot be checked now: ",
                        facts.status().message()));
     }
-    if (facts->has_value()) {
+    if (facts->kind == TakeoverVerdict::Kind::kCannotTell) {
+      auto marked = store_->MarkPendingConfirmation(scope, version, facts->reason);
+      if (!marked.ok()) return StorageError(marked.status());
+      KeyRecord pending = *begun->previous;
+      if (*marked) {
+        counters_.moved_to_pending++;
+        pending.state = RecordState::kPendingConfirmation;
+        pending.pending_reason = facts->reason;
+        return PendingConfirmation409(pending);
+      }
+      counters_.in_progress++;
+      return WithState(Error(409, "request_in_progress",
+                             "Idempotency-Key: another worker took this request over"),
+                       "processing");
+    }
+    if (facts->kind == TakeoverVerdict::Kind::kEffect) {
       from_facts = true;
-      StoredResponse found = **facts;
-      effect = [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; };
+      effect = FactsEffect(*facts);
     }
   }
   if (!from_facts && work.before_effect) work.before_effect(scope, version);
@@ -242,6 +318,7 @@ Answer IdempotentHandler::HandleWrite(const WriteRequest& request, const Work& w
       return Replay(now.response);
     }
     if (now.state == RecordState::kFenced) return Fenced410();
+    if (now.state == RecordState::kPendingConfirmation) return PendingConfirmation409(now);
   }
   counters_.in_progress++;
   return WithState(
@@ -270,20 +347,30 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
       abandoned.version > 0) {
     // Check the external facts before settling the key as "no effect".
     auto taken = store_->TakeOver(scope, abandoned.version);
-    if (!taken.ok()) return StorageError(taken.status());
+    if (!taken.ok()) return QueryStorageFailure(taken.status());
     if (taken->has_value()) {
       counters_.takeovers++;
       auto facts = options_.takeover_hook(scope, abandoned);
       if (!facts.ok()) {
-        return Error(503, "takeover_check_failed",
-                     absl::StrCat("the previous attempt's effect cannot be checked now: ",
-                                  facts.status().message()));
+        counters_.rejected_before_work++;
+        return RejectedBeforeWork(
+            "takeover_check_failed",
+            absl::StrCat("the previous attempt's effect cannot be checked now: ",
+                         facts.status().message()));
       }
-      if (facts->has_value()) {
-        StoredResponse found = **facts;
-        auto done = store_->Complete(
-            scope, **taken,
-            [found](Transaction&) -> absl::StatusOr<StoredResponse> { return found; });
+      if (facts->kind == TakeoverVerdict::Kind::kCannotTell) {
+        auto marked = store_->MarkPendingConfirmation(scope, **taken, facts->reason);
+        if (!marked.ok()) return StorageError(marked.status());
+        if (*marked) {
+          counters_.moved_to_pending++;
+          KeyRecord pending = abandoned;
+          pending.state = RecordState::kPendingConfirmation;
+          pending.pending_reason = facts->reason;
+          return PendingConfirmation409(pending);
+        }
+        // Someone else moved the key on meanwhile: the fence below reports it.
+      } else if (facts->kind == TakeoverVerdict::Kind::kEffect) {
+        auto done = store_->Complete(scope, **taken, FactsEffect(*facts));
         if (!done.ok()) return StorageError(done.status());
         if (done->committed) {
           counters_.takeover_found_effect++;
@@ -299,7 +386,7 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
     }
   }
   auto fenced = store_->Fence(scope, owned);
-  if (!fenced.ok()) return StorageError(fenced.status());
+  if (!fenced.ok()) return QueryStorageFailure(fenced.status());
   switch (fenced->outcome) {
     case FenceOutcome::kFenced:
       if (fenced->newly_fenced) counters_.fences++;
@@ -312,6 +399,8 @@ Answer IdempotentHandler::FenceAndAnswer(const KeyScope& scope, const KeyRecord&
           "processing");
     case FenceOutcome::kCompleted:
       return AnswerCompletedStatus(fenced->record);
+    case FenceOutcome::kPendingConfirmation:
+      return PendingConfirmation409(fenced->record);
     case FenceOutcome::kExpired:
       return WithState(Json(404, {{"error", "no_effect"},
                                   {"message", "the key expired without a resource"},
@@ -340,7 +429,7 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
 
   if (lookup) {
     auto found = lookup(scope);
-    if (!found.ok()) return StorageError(found.status());
+    if (!found.ok()) return QueryStorageFailure(found.status());
     if (found->has_value()) {
       Answer a;
       a.status = 200;
@@ -349,7 +438,7 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
     }
   }
   auto record = store_->Read(scope);
-  if (!record.ok()) return StorageError(record.status());
+  if (!record.ok()) return QueryStorageFailure(record.status());
   if (!record->has_value()) {
     if (fence) return FenceAndAnswer(scope, KeyRecord{});
     return WithState(Error(404, "no_effect", "no request with this key was recorded"), "unknown");
@@ -367,19 +456,149 @@ Answer IdempotentHandler::HandleStatusQuery(const StatusQueryRequest& request,
                                   {"message", "the key expired without a resource"},
                                   {"final_status", r.response.status}}),
                        "expired");
+    case RecordState::kPendingConfirmation:
+      return PendingConfirmation409(r);
     case RecordState::kProcessing:
       break;
   }
   if (!r.lease_expired) {
-    return WithState(
-        Error(409, "request_in_progress", "the request with this key is still being processed"),
-        "processing");
+    return WithState(WithStep(409, "request_in_progress",
+                              "the request with this key is still being processed", r),
+                     "processing");
   }
   if (fence) return FenceAndAnswer(scope, r);
-  return WithState(Error(404, "no_effect",
-                         "its worker's lease ran out without an effect; a request with the same "
-                         "key will take over"),
+  return WithState(WithStep(404, "no_effect",
+                            "its worker's lease ran out without a local effect; a request with "
+                            "the same key will take over",
+                            r),
                    "abandoned");
+}
+
+}  // namespace server
+}  // namespace saferetry
+
+namespace saferetry {
+namespace server {
+
+absl::StatusOr<RecoveryStep> IdempotentHandler::RecordStep(const KeyScope& scope,
+                                                           std::int64_t version,
+                                                           std::string_view step,
+                                                           std::optional<std::string> external_id) {
+  RecoveryStep wanted;
+  wanted.name = std::string(step);
+  wanted.external_id =
+      external_id.has_value() ? *std::move(external_id) : DefaultExternalRequestId(scope, step);
+  auto recorded = store_->RecordStep(scope, version, std::move(wanted));
+  if (!recorded.ok()) return recorded.status();
+  if (!recorded->recorded) {
+    return absl::AbortedError(absl::StrCat("step: the key was taken over or fenced after version ",
+                                           version,
+                                           "; this worker must not call the external system"));
+  }
+  counters_.steps_recorded++;
+  return recorded->step;
+}
+
+absl::StatusOr<SweepReport> IdempotentHandler::RunSweep(const SweepOptions& options) {
+  if (options.max_records <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_records: must be > 0, got ", options.max_records));
+  }
+  if (options.max_failed_recoveries <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_failed_recoveries: must be > 0, got ", options.max_failed_recoveries));
+  }
+  auto listed = store_->ListAbandoned(options_.operation, options.max_records);
+  if (!listed.ok()) return listed.status();
+  counters_.sweeps++;
+  SweepReport report;
+  for (const ScopedRecord& item : *listed) {
+    report.examined++;
+    // The fence: one conditional update picks one sweeper (or one resend).
+    auto taken = store_->TakeOver(item.scope, item.record.version);
+    if (!taken.ok()) return taken.status();
+    if (!taken->has_value()) {
+      report.skipped++;
+      continue;
+    }
+    const std::int64_t owned = **taken;
+    report.taken_over++;
+    counters_.takeovers++;
+    absl::StatusOr<TakeoverVerdict> verdict = TakeoverVerdict::NoEffect();
+    if (options_.takeover_hook) verdict = options_.takeover_hook(item.scope, item.record);
+    if (!verdict.ok()) {
+      report.failed_checks++;
+      auto failures = store_->RecordRecoveryFailure(item.scope, owned);
+      if (!failures.ok()) return failures.status();
+      if (failures->has_value() && **failures >= options.max_failed_recoveries) {
+        auto marked = store_->MarkPendingConfirmation(
+            item.scope, owned,
+            absl::StrCat(**failures, " recoveries could not check the facts; last: ",
+                         verdict.status().message()));
+        if (!marked.ok()) return marked.status();
+        if (*marked) {
+          report.pending_confirmation++;
+          counters_.moved_to_pending++;
+        }
+      }
+      continue;
+    }
+    switch (verdict->kind) {
+      case TakeoverVerdict::Kind::kEffect: {
+        auto done = store_->Complete(item.scope, owned, FactsEffect(*verdict));
+        if (!done.ok()) return done.status();
+        if (done->committed) {
+          report.completed++;
+          counters_.takeover_found_effect++;
+          counters_.swept_completed++;
+        } else {
+          report.skipped++;
+        }
+        break;
+      }
+      case TakeoverVerdict::Kind::kNoEffect: {
+        auto fenced = store_->Fence(item.scope, owned);
+        if (!fenced.ok()) return fenced.status();
+        if (fenced->outcome == FenceOutcome::kFenced && fenced->newly_fenced) {
+          report.fenced++;
+          counters_.fences++;
+          counters_.swept_fenced++;
+        } else {
+          report.skipped++;
+        }
+        break;
+      }
+      case TakeoverVerdict::Kind::kCannotTell: {
+        auto marked = store_->MarkPendingConfirmation(item.scope, owned, verdict->reason);
+        if (!marked.ok()) return marked.status();
+        if (*marked) {
+          report.pending_confirmation++;
+          counters_.moved_to_pending++;
+        } else {
+          report.skipped++;
+        }
+        break;
+      }
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<DecideResult> IdempotentHandler::Decide(std::string_view key,
+                                                       std::optional<std::string> tenant,
+                                                       Decision decision) {
+  if (!IsValidKeyToken(key)) {
+    return absl::InvalidArgumentError("key: must be 1 to 255 visible ASCII characters");
+  }
+  const std::string t =
+      tenant.has_value() && !tenant->empty() ? *std::move(tenant) : std::string(kDefaultTenant);
+  if (!IsValidKeyToken(t)) {
+    return absl::InvalidArgumentError("tenant: must be 1 to 255 visible ASCII characters");
+  }
+  auto decided =
+      store_->Decide(KeyScope{t, options_.operation, std::string(key)}, std::move(decision));
+  if (decided.ok() && decided->outcome == DecideOutcome::kRecorded) counters_.decisions++;
+  return decided;
 }
 
 }  // namespace server

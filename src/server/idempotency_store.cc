@@ -7,11 +7,13 @@
 
 #include "saferetry/server/idempotency_store.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 
 namespace saferetry {
 namespace server {
@@ -31,8 +33,20 @@ std::string_view RecordStateName(RecordState state) {
       return "FENCED";
     case RecordState::kExpired:
       return "EXPIRED";
+    case RecordState::kPendingConfirmation:
+      return "PENDING_CONFIRMATION";
   }
   return "UNKNOWN";
+}
+
+std::string_view DecisionOutcomeName(Decision::Outcome outcome) {
+  return outcome == Decision::Outcome::kSucceeded ? "succeeded" : "failed";
+}
+
+std::string DefaultExternalRequestId(const KeyScope& scope, std::string_view step) {
+  return absl::StrCat("sr-", saferetry::internal::Sha256Hex(
+                                 {scope.tenant, "\n", scope.operation, "\n", scope.key, "\n", step})
+                                 .substr(0, 40));
 }
 
 absl::Status ValidateStoreOptions(const StoreOptions& options) {
@@ -89,18 +103,88 @@ constexpr const char* kMigration1[] = {
 ))sql",
 };
 
+// Schema version 2: recovery steps, pending confirmation and a person's
+// decision. New columns are added; the state CHECK gains
+// 'PENDING_CONFIRMATION' (PostgreSQL replaces the constraint; SQLite, which
+// cannot alter a CHECK, rebuilds the table inside the migration's
+// transaction).
+constexpr const char* kMigration2Columns[] = {
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN step_name TEXT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN step_external_id TEXT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN step_ms BIGINT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN recovery_failures INTEGER NOT NULL DEFAULT "
+    "0",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN pending_since_ms BIGINT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN pending_reason TEXT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN decision TEXT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN decided_by TEXT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN decided_ms BIGINT",
+    "ALTER TABLE saferetry_idempotency_keys ADD COLUMN decision_reason TEXT",
+};
+constexpr const char* kMigration2Postgres[] = {
+    "ALTER TABLE saferetry_idempotency_keys DROP CONSTRAINT IF EXISTS "
+    "saferetry_idempotency_keys_state_check",
+    "ALTER TABLE saferetry_idempotency_keys ADD CONSTRAINT saferetry_idempotency_keys_state_check "
+    "CHECK (state IN ('PROCESSING', 'COMPLETED', 'FENCED', 'PENDING_CONFIRMATION'))",
+};
+constexpr const char* kMigration2Sqlite[] = {
+    R"sql(CREATE TABLE saferetry_idempotency_keys_v2 (
+  tenant            TEXT NOT NULL,
+  operation         TEXT NOT NULL,
+  idem_key          TEXT NOT NULL,
+  request_digest    TEXT NOT NULL,
+  state             TEXT NOT NULL
+                    CHECK (state IN ('PROCESSING', 'COMPLETED', 'FENCED', 'PENDING_CONFIRMATION')),
+  fencing_version   BIGINT NOT NULL,
+  lease_expires_ms  BIGINT NOT NULL,
+  response_status   INTEGER,
+  response_body     TEXT,
+  created_ms        BIGINT NOT NULL,
+  updated_ms        BIGINT NOT NULL,
+  completed_ms      BIGINT,
+  step_name         TEXT,
+  step_external_id  TEXT,
+  step_ms           BIGINT,
+  recovery_failures INTEGER NOT NULL DEFAULT 0,
+  pending_since_ms  BIGINT,
+  pending_reason    TEXT,
+  decision          TEXT,
+  decided_by        TEXT,
+  decided_ms        BIGINT,
+  decision_reason   TEXT,
+  PRIMARY KEY (tenant, operation, idem_key)
+))sql",
+    "INSERT INTO saferetry_idempotency_keys_v2 (tenant, operation, idem_key, request_digest, "
+    "state, "
+    "fencing_version, lease_expires_ms, response_status, response_body, created_ms, updated_ms, "
+    "completed_ms) SELECT tenant, operation, idem_key, request_digest, state, fencing_version, "
+    "lease_expires_ms, response_status, response_body, created_ms, updated_ms, completed_ms FROM "
+    "saferetry_idempotency_keys",
+    "DROP TABLE saferetry_idempotency_keys",
+    "ALTER TABLE saferetry_idempotency_keys_v2 RENAME TO saferetry_idempotency_keys",
+    R"sql(CREATE INDEX IF NOT EXISTS saferetry_idempotency_keys_by_completion
+  ON saferetry_idempotency_keys (state, completed_ms))sql",
+};
+// Both: the sweeper's and the gauges' index.
+constexpr const char* kMigration2Index =
+    "CREATE INDEX IF NOT EXISTS saferetry_idempotency_keys_by_lease "
+    "ON saferetry_idempotency_keys (state, lease_expires_ms)";
+
 constexpr char kRecordColumns[] =
     "request_digest, state, fencing_version, lease_expires_ms, response_status, response_body, "
-    "created_ms, updated_ms, completed_ms";
+    "created_ms, updated_ms, completed_ms, step_name, step_external_id, step_ms, "
+    "recovery_failures, pending_since_ms, pending_reason, decision, decided_by, decided_ms, "
+    "decision_reason, tenant, operation, idem_key";
 constexpr char kWhereScope[] = " WHERE tenant = $1 AND operation = $2 AND idem_key = $3";
 
 KeyRecord RecordFromRow(const SqlRow& row) {
   KeyRecord r;
   r.request_digest = row.Text(0);
   const std::string state = row.Text(1);
-  r.state = state == "COMPLETED" ? RecordState::kCompleted
-            : state == "FENCED"  ? RecordState::kFenced
-                                 : RecordState::kProcessing;
+  r.state = state == "COMPLETED"              ? RecordState::kCompleted
+            : state == "FENCED"               ? RecordState::kFenced
+            : state == "PENDING_CONFIRMATION" ? RecordState::kPendingConfirmation
+                                              : RecordState::kProcessing;
   r.version = row.Int(2);
   r.lease_expires_ms = row.Int(3);
   r.response.status = static_cast<int>(row.Int(4));
@@ -108,7 +192,31 @@ KeyRecord RecordFromRow(const SqlRow& row) {
   r.created_ms = row.Int(6);
   r.updated_ms = row.Int(7);
   if (!row.IsNull(8)) r.completed_ms = row.Int(8);
+  if (!row.IsNull(9)) r.step = RecoveryStep{row.Text(9), row.Text(10), row.Int(11)};
+  r.recovery_failures = static_cast<int>(row.Int(12));
+  if (!row.IsNull(13)) r.pending_since_ms = row.Int(13);
+  r.pending_reason = row.Text(14);
+  if (!row.IsNull(15)) {
+    Decision d;
+    d.outcome =
+        row.Text(15) == "succeeded" ? Decision::Outcome::kSucceeded : Decision::Outcome::kFailed;
+    d.response = r.response;
+    d.decided_by = row.Text(16);
+    d.decided_ms = row.Int(17);
+    d.reason = row.Text(18);
+    r.decision = std::move(d);
+  }
   return r;
+}
+
+KeyScope ScopeFromRow(const SqlRow& row) { return {row.Text(19), row.Text(20), row.Text(21)}; }
+
+absl::Status ValidateText(std::string_view value, std::string_view field, std::size_t max) {
+  if (value.empty() || value.size() > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), ": must be 1 to ", max, " bytes, got ", value.size()));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<SqlValue> ScopeParams(const KeyScope& scope) {
@@ -180,6 +288,25 @@ class SqlIdempotencyStore final : public IdempotencyStore {
           if (auto r = txn.Execute(sql); !r.ok()) return r.status();
         }
         if (auto r = txn.Execute("INSERT INTO saferetry_schema_version (version) VALUES (1)");
+            !r.ok()) {
+          return r.status();
+        }
+      }
+      if (version < 2) {
+        if (txn.dialect() == SqlDialect::kPostgres) {
+          for (const char* sql : kMigration2Columns) {
+            if (auto r = txn.Execute(sql); !r.ok()) return r.status();
+          }
+          for (const char* sql : kMigration2Postgres) {
+            if (auto r = txn.Execute(sql); !r.ok()) return r.status();
+          }
+        } else {
+          for (const char* sql : kMigration2Sqlite) {
+            if (auto r = txn.Execute(sql); !r.ok()) return r.status();
+          }
+        }
+        if (auto r = txn.Execute(kMigration2Index); !r.ok()) return r.status();
+        if (auto r = txn.Execute("INSERT INTO saferetry_schema_version (version) VALUES (2)");
             !r.ok()) {
           return r.status();
         }
@@ -329,6 +456,175 @@ class SqlIdempotencyStore final : public IdempotencyStore {
     return reaped;
   }
 
+  absl::StatusOr<StepResult> RecordStep(const KeyScope& scope, std::int64_t version,
+                                        RecoveryStep step) override {
+    if (auto s = ValidateScope(scope); !s.ok()) return s;
+    if (auto s = ValidateText(step.name, "step.name", 255); !s.ok()) return s;
+    if (auto s = ValidateText(step.external_id, "step.external_id", 255); !s.ok()) return s;
+    StepResult result;
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          auto updated = txn.Execute(
+              absl::StrCat("UPDATE saferetry_idempotency_keys SET step_name = $4, "
+                           "step_external_id = $5, step_ms = $6, updated_ms = $6",
+                           kWhereScope, " AND fencing_version = $7 AND state = 'PROCESSING'"),
+              With(ScopeParams(scope), {step.name, step.external_id, now, version}));
+          if (!updated.ok()) return updated.status();
+          result.recorded = txn.rows_affected() == 1;
+          step.recorded_ms = now;
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    result.step = std::move(step);
+    return result;
+  }
+
+  absl::StatusOr<std::vector<ScopedRecord>> ListAbandoned(std::string_view operation,
+                                                          int limit) override {
+    return List("state = 'PROCESSING' AND lease_expires_ms <= $1", "lease_expires_ms", operation,
+                limit);
+  }
+
+  absl::StatusOr<std::vector<ScopedRecord>> ListPendingConfirmation(std::string_view operation,
+                                                                    int limit) override {
+    return List("state = 'PENDING_CONFIRMATION' AND $1 = $1", "pending_since_ms", operation, limit);
+  }
+
+  absl::StatusOr<bool> MarkPendingConfirmation(const KeyScope& scope, std::int64_t version,
+                                               std::string_view reason) override {
+    if (auto s = ValidateScope(scope); !s.ok()) return s;
+    bool marked = false;
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          auto updated = txn.Execute(
+              absl::StrCat("UPDATE saferetry_idempotency_keys SET state = 'PENDING_CONFIRMATION', "
+                           "fencing_version = $4 + 1, pending_since_ms = $5, pending_reason = $6, "
+                           "updated_ms = $5",
+                           kWhereScope, " AND fencing_version = $4 AND state = 'PROCESSING'"),
+              With(ScopeParams(scope), {version, now, reason}));
+          if (!updated.ok()) return updated.status();
+          marked = txn.rows_affected() == 1;
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    return marked;
+  }
+
+  absl::StatusOr<std::optional<int>> RecordRecoveryFailure(const KeyScope& scope,
+                                                           std::int64_t version) override {
+    if (auto s = ValidateScope(scope); !s.ok()) return s;
+    std::optional<int> count;
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          auto updated =
+              txn.Execute(absl::StrCat("UPDATE saferetry_idempotency_keys SET recovery_failures = "
+                                       "recovery_failures + 1, updated_ms = $5",
+                                       kWhereScope,
+                                       " AND fencing_version = $4 AND state = 'PROCESSING' "
+                                       "RETURNING recovery_failures"),
+                          With(ScopeParams(scope), {version, NowMillis()}));
+          if (!updated.ok()) return updated.status();
+          if (!updated->empty()) count = static_cast<int>((*updated)[0].Int(0));
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    return count;
+  }
+
+  absl::StatusOr<DecideResult> Decide(const KeyScope& scope, Decision decision) override {
+    if (auto s = ValidateScope(scope); !s.ok()) return s;
+    if (auto s = ValidateText(decision.decided_by, "decision.decided_by", 255); !s.ok()) return s;
+    if (auto s = ValidateText(decision.reason, "decision.reason", 4096); !s.ok()) return s;
+    const int status = decision.response.status;
+    if (decision.outcome == Decision::Outcome::kSucceeded && (status < 200 || status > 299)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decision.response.status: a succeeded decision stores a 2xx answer, got ", status));
+    }
+    if (decision.outcome == Decision::Outcome::kFailed && (status < 400 || status > 499)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decision.response.status: a failed decision stores a 4xx answer, got ", status));
+    }
+    DecideResult result;
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kWrite, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          auto current = LockRecord(txn, scope);
+          if (!current.ok()) return current.status();
+          if (!current->has_value()) {
+            result.outcome = DecideOutcome::kNotFound;
+            return absl::OkStatus();
+          }
+          KeyRecord r = **current;
+          if (r.decision.has_value()) {
+            const bool same = r.decision->outcome == decision.outcome &&
+                              r.response.status == decision.response.status &&
+                              r.response.body == decision.response.body;
+            result.outcome =
+                same ? DecideOutcome::kAlreadyRecorded : DecideOutcome::kConflictingDecision;
+            result.record = std::move(r);
+            return absl::OkStatus();
+          }
+          if (r.state != RecordState::kPendingConfirmation) {
+            result.outcome = DecideOutcome::kNotPending;
+            result.record = std::move(r);
+            return absl::OkStatus();
+          }
+          auto updated = txn.Execute(
+              absl::StrCat("UPDATE saferetry_idempotency_keys SET state = 'COMPLETED', "
+                           "response_status = $4, response_body = $5, updated_ms = $6, "
+                           "completed_ms = $6, decision = $7, decided_by = $8, decided_ms = $6, "
+                           "decision_reason = $9",
+                           kWhereScope,
+                           " AND fencing_version = $10 AND state = 'PENDING_CONFIRMATION'"),
+              With(ScopeParams(scope), {decision.response.status, decision.response.body, now,
+                                        DecisionOutcomeName(decision.outcome), decision.decided_by,
+                                        decision.reason, r.version}));
+          if (!updated.ok()) return updated.status();
+          if (txn.rows_affected() != 1)
+            return absl::InternalError("decide: the locked record changed");
+          r.state = RecordState::kCompleted;
+          r.response = decision.response;
+          r.updated_ms = now;
+          r.completed_ms = now;
+          decision.decided_ms = now;
+          r.decision = decision;
+          result.outcome = DecideOutcome::kRecorded;
+          result.record = std::move(r);
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    return result;
+  }
+
+  absl::StatusOr<StoreGauges> Gauges() override {
+    StoreGauges g;
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kRead, [&](Transaction& txn) -> absl::Status {
+          const EpochMillis now = NowMillis();
+          auto rows = txn.Execute(
+              "SELECT COUNT(*), MIN(created_ms), "
+              "SUM(CASE WHEN lease_expires_ms <= $1 THEN 1 ELSE 0 END) "
+              "FROM saferetry_idempotency_keys WHERE state = 'PROCESSING'",
+              {now});
+          if (!rows.ok()) return rows.status();
+          g.processing = (*rows)[0].Int(0);
+          if (!(*rows)[0].IsNull(1)) {
+            g.oldest_processing_age_ms = std::max<std::int64_t>(0, now - (*rows)[0].Int(1));
+          }
+          g.abandoned = (*rows)[0].Int(2);
+          auto pending = txn.Execute(
+              "SELECT COUNT(*) FROM saferetry_idempotency_keys "
+              "WHERE state = 'PENDING_CONFIRMATION'");
+          if (!pending.ok()) return pending.status();
+          g.pending_confirmation = (*pending)[0].Int(0);
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    return g;
+  }
+
   absl::StatusOr<bool> ProcessOnce(
       std::string_view consumer, std::string_view message_id,
       const std::function<absl::Status(Transaction& txn)>& effect) override {
@@ -363,6 +659,37 @@ class SqlIdempotencyStore final : public IdempotencyStore {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                clock_->WallNow().time_since_epoch())
         .count();
+  }
+
+  absl::StatusOr<std::vector<ScopedRecord>> List(const char* where, const char* order,
+                                                 std::string_view operation, int limit) {
+    if (limit <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("limit: must be > 0, got ", limit));
+    }
+    std::vector<ScopedRecord> out;
+    absl::Status s =
+        db_->RunInTransaction(TransactionMode::kRead, [&](Transaction& txn) -> absl::Status {
+          std::vector<SqlValue> params = {NowMillis(), static_cast<std::int64_t>(limit)};
+          std::string sql = absl::StrCat("SELECT ", kRecordColumns,
+                                         " FROM saferetry_idempotency_keys WHERE ", where);
+          if (!operation.empty()) {
+            absl::StrAppend(&sql, " AND operation = $3");
+            params.emplace_back(operation);
+          }
+          absl::StrAppend(&sql, " ORDER BY ", order, ", tenant, operation, idem_key LIMIT $2");
+          auto rows = txn.Execute(sql, params);
+          if (!rows.ok()) return rows.status();
+          const EpochMillis now = NowMillis();
+          for (const SqlRow& row : *rows) {
+            ScopedRecord sr{ScopeFromRow(row), RecordFromRow(row)};
+            sr.record.lease_expired =
+                sr.record.state == RecordState::kProcessing && sr.record.lease_expires_ms <= now;
+            out.push_back(std::move(sr));
+          }
+          return absl::OkStatus();
+        });
+    if (!s.ok()) return s;
+    return out;
   }
 
   absl::StatusOr<std::optional<KeyRecord>> LockRecord(Transaction& txn, const KeyScope& scope) {
@@ -438,6 +765,11 @@ class SqlIdempotencyStore final : public IdempotencyStore {
       result.outcome = BeginOutcome::kConflictingPayload;
       return absl::OkStatus();
     }
+    if (r.state == RecordState::kPendingConfirmation) {
+      result.outcome = BeginOutcome::kPendingConfirmation;
+      result.previous = r;
+      return absl::OkStatus();
+    }
     if (r.state == RecordState::kCompleted) {
       result.outcome = BeginOutcome::kReplay;
       result.response = r.response;
@@ -504,6 +836,10 @@ class SqlIdempotencyStore final : public IdempotencyStore {
         return absl::OkStatus();
       case RecordState::kCompleted:
         result.outcome = FenceOutcome::kCompleted;
+        result.record = r;
+        return absl::OkStatus();
+      case RecordState::kPendingConfirmation:
+        result.outcome = FenceOutcome::kPendingConfirmation;
         result.record = r;
         return absl::OkStatus();
       case RecordState::kExpired:  // not stored in this table

@@ -227,5 +227,25 @@ TEST_F(PrometheusCollectableTest, ScrapesConcurrentWithCallsSeeWholeCounts) {
   EXPECT_TRUE(PrometheusCollectable(std::shared_ptr<const Metrics>()).Collect().empty());
 }
 
+// The server half's gauges (saferetry/server/metrics.h fills them) are
+// collected as gauges, zeros included.
+TEST(PrometheusCollectableServerTest, ServerGaugesAreCollectedAsGauges) {
+  MetricsSnapshot s;
+  s.server_gauges = MetricsSnapshot::ServerGauges{3, std::chrono::milliseconds(12500), 1, 0};
+  PrometheusCollectable collectable([s] { return s; });
+  std::map<std::string, double> values;
+  for (const auto& f : collectable.Collect()) {
+    if (f.name.rfind("saferetry_server_", 0) != 0) continue;
+    EXPECT_EQ(f.type, ::prometheus::MetricType::Gauge) << f.name;
+    ASSERT_EQ(f.metric.size(), 1u) << f.name;
+    values[f.name] = f.metric[0].gauge.value;
+  }
+  EXPECT_EQ(values,
+            (std::map<std::string, double>{{"saferetry_server_abandoned_records", 1},
+                                           {"saferetry_server_oldest_processing_age_seconds", 12.5},
+                                           {"saferetry_server_pending_confirmation_records", 0},
+                                           {"saferetry_server_processing_records", 3}}));
+}
+
 }  // namespace
 }  // namespace saferetry

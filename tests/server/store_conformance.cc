@@ -13,6 +13,8 @@
 
 #include "gmock/gmock.h"
 #include "nlohmann/json.hpp"
+#include "saferetry/metrics.h"
+#include "saferetry/server/metrics.h"
 
 namespace saferetry {
 namespace server {
@@ -345,7 +347,7 @@ TEST_P(StoreConformanceTest, ASecondInstanceSharesTheRecordsAndTheSchema) {
   absl::Status s = store_->database().RunInTransaction(TransactionMode::kRead, [](Transaction& t) {
     auto rows = t.Execute("SELECT COUNT(*), MAX(version) FROM saferetry_schema_version");
     if (!rows.ok()) return rows.status();
-    EXPECT_EQ((*rows)[0].Int(0), 1);
+    EXPECT_EQ((*rows)[0].Int(0), kStoreSchemaVersion);  // one row per migration, once
     EXPECT_EQ((*rows)[0].Int(1), kStoreSchemaVersion);
     return absl::OkStatus();
   });
@@ -527,6 +529,93 @@ TEST_P(StoreConformanceTest, HandlerRejectsATooShortDeadlineWith503RejectedAndRe
   EXPECT_EQ(a.Header("Idempotent-Replayed"), "");
   EXPECT_EQ(RejectedBeforeWork("overloaded", "shedding").Header("Idempotency-Key-State"),
             "rejected");
+}
+
+// The store's database, made unreachable on demand: every transaction fails
+// with Unavailable before it starts, as a refused connection does.
+class SwitchableDatabase final : public SqlDatabase {
+ public:
+  explicit SwitchableDatabase(SqlDatabase& real) : real_(real) {}
+  absl::Status RunInTransaction(TransactionMode mode,
+                                const std::function<absl::Status(Transaction&)>& body) override {
+    if (down) return absl::UnavailableError("conninfo: cannot connect: connection refused");
+    return real_.RunInTransaction(mode, body);
+  }
+  SqlDialect dialect() const override { return real_.dialect(); }
+  std::atomic<bool> down{false};
+
+ private:
+  SqlDatabase& real_;
+};
+
+TEST_P(StoreConformanceTest, HandlerAnswers503RejectedWhenTheDatabaseIsDownBeforeTheClaim) {
+  auto db = std::make_shared<SwitchableDatabase>(store_->database());
+  auto made = MakeIdempotencyStore(db, options_, clock_);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<IdempotencyStore> switchable = *std::move(made);
+  HandlerOn h(switchable, clock_);
+  db->down = true;
+  bool ran = false, before = false;
+  Answer a = h.handler->HandleWrite(
+      Post("k"), {[&](const KeyScope&, std::int64_t) { before = true; }, InsertWidget("w", &ran)});
+  EXPECT_EQ(a.status, 503);
+  EXPECT_EQ(a.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorOf(a), "storage_unavailable");
+  EXPECT_FALSE(before);
+  EXPECT_FALSE(ran);
+  Answer q = h.handler->HandleStatusQuery(Query("k", true));
+  EXPECT_EQ(q.status, 503);
+  EXPECT_EQ(q.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(h.handler->metrics().storage_unavailable, 2);
+  EXPECT_EQ(h.handler->metrics().storage_errors, 0);
+  db->down = false;
+  EXPECT_EQ(*store_->Read(Scope("k")), std::nullopt);  // nothing was recorded
+  // Back up: the same key is processed once.
+  Answer back = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w")});
+  EXPECT_EQ(back.status, 201);
+  EXPECT_EQ(Widgets(), 1);
+}
+
+TEST_P(StoreConformanceTest, HandlerAnswers500NotRejectedWhenTheDatabaseFailsAfterTheClaim) {
+  auto db = std::make_shared<SwitchableDatabase>(store_->database());
+  auto made = MakeIdempotencyStore(db, options_, clock_);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<IdempotencyStore> switchable = *std::move(made);
+  HandlerOn h(switchable, clock_);
+  // The work ran (it may have called someone); the completion cannot reach
+  // the database: never "rejected".
+  Answer a = h.handler->HandleWrite(
+      Post("k"), {[&](const KeyScope&, std::int64_t) { db->down = true; }, InsertWidget("w")});
+  EXPECT_EQ(a.status, 500);
+  EXPECT_EQ(a.Header("Idempotency-Key-State"), "");
+  EXPECT_EQ(ErrorOf(a), "storage_error");
+  EXPECT_EQ(h.handler->metrics().storage_errors, 1);
+  db->down = false;
+  EXPECT_EQ((*store_->Read(Scope("k")))->state, RecordState::kProcessing);
+}
+
+TEST_P(StoreConformanceTest, HandlerTakeoverCheckFailureIs503RejectedOnWritesAndStatusQueries) {
+  HandlerOn h(
+      store_, clock_,
+      [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<std::optional<StoredResponse>> {
+        return absl::UnavailableError("payment channel unreachable");
+      });
+  const std::string digest = RequestDigest("POST", "/widgets", R"({"n":1})");
+  ASSERT_EQ(store_->Begin(Scope("w"), digest)->outcome, BeginOutcome::kClaimed);
+  ASSERT_EQ(store_->Begin(Scope("q"), digest)->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  bool ran = false;
+  Answer write = h.handler->HandleWrite(Post("w"), {nullptr, InsertWidget("w", &ran)});
+  EXPECT_EQ(write.status, 503);
+  EXPECT_EQ(write.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorOf(write), "takeover_check_failed");
+  EXPECT_FALSE(ran);
+  Answer query = h.handler->HandleStatusQuery(Query("q", true));
+  EXPECT_EQ(query.status, 503);
+  EXPECT_EQ(query.Header("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorOf(query), "takeover_check_failed");
+  EXPECT_EQ((*store_->Read(Scope("q")))->state, RecordState::kProcessing);  // not fenced
+  EXPECT_EQ(Widgets(), 0);
 }
 
 TEST_P(StoreConformanceTest, HandlerReplaysEveryFinalAnswerWithTheMarker) {
@@ -743,6 +832,507 @@ TEST_P(StoreConformanceTest, HandlerResourceLookupAnswersTheStatusQueryFirst) {
   EXPECT_EQ(found.body, R"({"order":"ord-1"})");
   EXPECT_EQ(*store_->Read(Scope("kept")), std::nullopt);  // found: nothing to fence
   EXPECT_EQ(h.handler->HandleStatusQuery(Query("gone", false), lookup).status, 404);
+}
+
+}  // namespace
+}  // namespace testkit
+}  // namespace server
+}  // namespace saferetry
+
+namespace saferetry {
+namespace server {
+namespace testkit {
+namespace {
+
+// --- recovery steps, the sweeper, pending confirmation ----------------------
+
+const std::string& WidgetDigest() {
+  static const std::string d = RequestDigest("POST", "/widgets", R"({"n":1})");
+  return d;
+}
+
+TEST_P(StoreConformanceTest, RecoveryStepIsRecordedUnderTheFenceAndSeenByHookAndStatusQuery) {
+  std::vector<std::optional<RecoveryStep>> seen;
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord& previous) -> absl::StatusOr<TakeoverVerdict> {
+                seen.push_back(previous.step);
+                return TakeoverVerdict::NoEffect();
+              });
+  auto begun = store_->Begin(Scope("k"), WidgetDigest());
+  ASSERT_EQ(begun->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::milliseconds(5));
+  auto step = h.handler->RecordStep(Scope("k"), 1, "charge");
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->name, "charge");
+  EXPECT_EQ(step->external_id, DefaultExternalRequestId(Scope("k"), "charge"));
+  auto record = *store_->Read(Scope("k"));
+  ASSERT_TRUE(record->step.has_value());
+  EXPECT_EQ(record->step->name, "charge");
+  EXPECT_EQ(record->step->external_id, step->external_id);
+  EXPECT_EQ(record->step->recorded_ms, record->created_ms + 5);
+  // A later step replaces it; an explicit id is kept as given.
+  ASSERT_TRUE(h.handler->RecordStep(Scope("k"), 1, "reserve", std::string("wh-77")).ok());
+  EXPECT_EQ((*store_->Read(Scope("k")))->step->external_id, "wh-77");
+
+  Answer running = h.handler->HandleStatusQuery(Query("k", false));
+  EXPECT_EQ(running.status, 409);
+  auto body = nlohmann::json::parse(running.body);
+  EXPECT_EQ(body["step"]["name"], "reserve");
+  EXPECT_EQ(body["step"]["external_id"], "wh-77");
+
+  clock_->Advance(std::chrono::seconds(10));
+  Answer abandoned = h.handler->HandleStatusQuery(Query("k", false));
+  EXPECT_EQ(abandoned.Header("Idempotency-Key-State"), "abandoned");
+  EXPECT_EQ(nlohmann::json::parse(abandoned.body)["step"]["external_id"], "wh-77");
+  // The resend's takeover hook sees the step, then redoes the work.
+  Answer redone = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w")});
+  EXPECT_EQ(redone.status, 201);
+  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_TRUE(seen[0].has_value());
+  EXPECT_EQ(seen[0]->external_id, "wh-77");
+  EXPECT_EQ(h.handler->metrics().steps_recorded, 2);
+}
+
+TEST_P(StoreConformanceTest, RecoveryStepOfAFencedOffWorkerIsRefusedAndWritesNothing) {
+  HandlerOn h(store_, clock_);
+  ASSERT_EQ(store_->Begin(Scope("k"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  ASSERT_EQ(*store_->TakeOver(Scope("k"), 1), std::optional<std::int64_t>(2));
+  auto stale = h.handler->RecordStep(Scope("k"), 1, "charge");
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted) << stale.status();
+  EXPECT_EQ((*store_->Read(Scope("k")))->step, std::nullopt);
+  auto bad = store_->RecordStep(Scope("k"), 2, RecoveryStep{"", "x", 0});
+  EXPECT_EQ(bad.status().message(), "step.name: must be 1 to 255 bytes, got 0");
+  bad = store_->RecordStep(Scope("k"), 2, RecoveryStep{"charge", std::string(256, 'x'), 0});
+  EXPECT_EQ(bad.status().message(), "step.external_id: must be 1 to 255 bytes, got 256");
+}
+
+TEST_P(StoreConformanceTest, RecoveryStepDefaultExternalIdIsStablePerKeyAndStep) {
+  const std::string id = DefaultExternalRequestId(Scope("k"), "charge");
+  EXPECT_EQ(id.size(), 43u);
+  EXPECT_EQ(id.rfind("sr-", 0), 0u);
+  EXPECT_EQ(id, DefaultExternalRequestId(Scope("k"), "charge"));
+  EXPECT_NE(id, DefaultExternalRequestId(Scope("k"), "refund"));
+  EXPECT_NE(id, DefaultExternalRequestId(Scope("k2"), "charge"));
+  EXPECT_NE(id, DefaultExternalRequestId({"tenant-b", "make_widget", "k"}, "charge"));
+}
+
+TEST_P(StoreConformanceTest, SweepCompletesWhatTheHookFoundByTheStepsExternalId) {
+  std::map<std::string, std::string> channel = {};  // external id -> charge
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord& previous) -> absl::StatusOr<TakeoverVerdict> {
+                if (!previous.step.has_value()) return TakeoverVerdict::NoEffect();
+                auto it = channel.find(previous.step->external_id);
+                if (it == channel.end()) return TakeoverVerdict::NoEffect();
+                return TakeoverVerdict::Happened(
+                    StoredResponse{201, nlohmann::json{{"charge", it->second}}.dump()});
+              });
+  // The worker records its step, the channel charges, the worker dies.
+  ASSERT_EQ(store_->Begin(Scope("paid"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  auto step = h.handler->RecordStep(Scope("paid"), 1, "charge");
+  ASSERT_TRUE(step.ok());
+  channel[step->external_id] = "ch_1";
+  ASSERT_EQ(store_->Begin(Scope("unpaid"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  ASSERT_EQ(store_->Begin(Scope("fresh"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+
+  clock_->Advance(std::chrono::seconds(9));
+  auto early = h.handler->RunSweep();
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(early->examined, 0);  // every lease still runs
+
+  clock_->Advance(std::chrono::seconds(1));
+  ASSERT_EQ(store_->Begin(Scope("fresh2"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  auto swept = h.handler->RunSweep();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->examined, 3);  // not fresh2
+  EXPECT_EQ(swept->taken_over, 3);
+  EXPECT_EQ(swept->completed, 1);
+  EXPECT_EQ(swept->fenced, 2);
+  auto paid = *store_->Read(Scope("paid"));
+  EXPECT_EQ(paid->state, RecordState::kCompleted);
+  EXPECT_EQ(paid->response.body, R"({"charge":"ch_1"})");
+  EXPECT_EQ((*store_->Read(Scope("unpaid")))->state, RecordState::kFenced);
+  EXPECT_EQ((*store_->Read(Scope("fresh2")))->state, RecordState::kProcessing);
+  // A later same-key request replays the channel's answer; nothing is redone.
+  bool ran = false;
+  Answer replay = h.handler->HandleWrite(Post("paid"), {nullptr, InsertWidget("w", &ran)});
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.body, R"({"charge":"ch_1"})");
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(h.handler->HandleWrite(Post("unpaid"), {nullptr, InsertWidget("w")}).status, 410);
+  // Idempotent: nothing is left to recover.
+  auto again = h.handler->RunSweep();
+  EXPECT_EQ(again->examined, 0);
+  EXPECT_EQ(h.handler->metrics().swept_completed, 1);
+  EXPECT_EQ(h.handler->metrics().swept_fenced, 2);
+}
+
+// A hook that found the external effect may also write the local part of the
+// work from it (the payment row for the channel's charge), in the completing
+// transaction: on a resend's takeover and on a sweep alike.
+TEST_P(StoreConformanceTest, SweepAndTakeoverRunTheHooksLocalPartInTheCompletingTransaction) {
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope& scope, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                return TakeoverVerdict::Finish(InsertWidget("from-facts-" + scope.key));
+              });
+  ASSERT_EQ(store_->Begin(Scope("swept"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  ASSERT_EQ(store_->Begin(Scope("resent"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  bool ran = false;
+  Answer resent = h.handler->HandleWrite(Post("resent"), {nullptr, InsertWidget("redo", &ran)});
+  EXPECT_EQ(resent.status, 201);
+  EXPECT_EQ(resent.body, R"({"widget":"from-facts-resent"})");
+  EXPECT_FALSE(ran);
+  SweepOptions one;
+  one.max_records = 1;
+  EXPECT_EQ(h.handler->RunSweep(one)->completed, 1);
+  EXPECT_EQ((*store_->Read(Scope("swept")))->response.body, R"({"widget":"from-facts-swept"})");
+  EXPECT_EQ(Widgets(), 2);
+}
+
+TEST_P(StoreConformanceTest, SweepIsBoundedPerRunAndRefusesTheStaleWorkersLateCompletion) {
+  HandlerOn h(store_, clock_);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(store_->Begin(Scope("k" + std::to_string(i)), WidgetDigest())->outcome,
+              BeginOutcome::kClaimed);
+  }
+  clock_->Advance(std::chrono::seconds(10));
+  SweepOptions two;
+  two.max_records = 2;
+  EXPECT_EQ(h.handler->RunSweep(two)->fenced, 2);
+  EXPECT_EQ(h.handler->RunSweep(two)->fenced, 2);
+  EXPECT_EQ(h.handler->RunSweep(two)->fenced, 1);
+  EXPECT_EQ(h.handler->RunSweep(two)->examined, 0);
+  bool ran = false;
+  auto late = store_->Complete(Scope("k0"), 1, InsertWidget("late", &ran));
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(late->committed);
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(Widgets(), 0);
+  two.max_records = 0;
+  EXPECT_EQ(h.handler->RunSweep(two).status().message(), "max_records: must be > 0, got 0");
+}
+
+TEST_P(StoreConformanceTest, ConcurrentSweepersOnTwoInstancesRecoverEachRecordExactlyOnce) {
+  auto second = under_test_.open_again();
+  ASSERT_TRUE(second.ok()) << second.status();
+  constexpr int kKeys = 30;
+  std::atomic<int> hook_calls{0};
+  TakeoverHook hook = [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+    hook_calls++;
+    return TakeoverVerdict::Happened(StoredResponse{201, "{}"});
+  };
+  HandlerOn a(store_, clock_, hook);
+  HandlerOn b(*second, clock_, hook);
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_EQ(store_->Begin(Scope("s" + std::to_string(i)), WidgetDigest())->outcome,
+              BeginOutcome::kClaimed);
+  }
+  clock_->Advance(std::chrono::seconds(10));
+  std::atomic<int> completed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      IdempotentHandler& handler = t % 2 == 0 ? *a.handler : *b.handler;
+      for (int run = 0; run < 5; ++run) {
+        SweepOptions o;
+        o.max_records = 7;
+        auto r = handler.RunSweep(o);
+        ASSERT_TRUE(r.ok()) << r.status();
+        completed += r->completed;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(completed.load(), kKeys);
+  EXPECT_EQ(hook_calls.load(), kKeys);  // never two recoveries of one record
+  auto left = store_->ListAbandoned("make_widget", 100);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+}
+
+TEST_P(StoreConformanceTest, PendingConfirmationWhenTheHookCannotTellIsAnsweredDistinctly) {
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                return TakeoverVerdict::CannotTell("the warehouse has no query by request id");
+              });
+  ASSERT_EQ(store_->Begin(Scope("k"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  ASSERT_TRUE(h.handler->RecordStep(Scope("k"), 1, "reserve").ok());
+  clock_->Advance(std::chrono::seconds(10));
+  auto swept = h.handler->RunSweep();
+  EXPECT_EQ(swept->pending_confirmation, 1);
+  auto record = *store_->Read(Scope("k"));
+  EXPECT_EQ(record->state, RecordState::kPendingConfirmation);
+  EXPECT_EQ(record->version, 3);  // takeover, then the move: any late completion is refused
+  EXPECT_EQ(record->pending_reason, "the warehouse has no query by request id");
+  EXPECT_EQ(RecordStateName(record->state), "PENDING_CONFIRMATION");
+
+  for (bool fence : {false, true}) {
+    Answer q = h.handler->HandleStatusQuery(Query("k", fence));
+    EXPECT_EQ(q.status, 409) << fence;
+    EXPECT_EQ(q.Header("Idempotency-Key-State"), "pending_confirmation");
+    EXPECT_EQ(ErrorOf(q), "pending_confirmation");
+    EXPECT_EQ(nlohmann::json::parse(q.body)["step"]["name"], "reserve");
+  }
+  bool ran = false;
+  Answer w = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w", &ran)});
+  EXPECT_EQ(w.status, 409);
+  EXPECT_EQ(w.Header("Idempotency-Key-State"), "pending_confirmation");
+  EXPECT_FALSE(ran);
+  // Automatic work has stopped: later sweeps leave it alone, and it is listed.
+  clock_->Advance(std::chrono::hours(5));
+  EXPECT_EQ(h.handler->RunSweep()->examined, 0);
+  EXPECT_EQ(*store_->Reap(), 0);
+  auto listed = store_->ListPendingConfirmation("make_widget", 10);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].scope.key, "k");
+  EXPECT_EQ((*listed)[0].scope.tenant, "tenant-a");
+  EXPECT_EQ((*listed)[0].record.step->name, "reserve");
+  EXPECT_TRUE(store_->ListPendingConfirmation("other_op", 10)->empty());
+  EXPECT_EQ(store_->Gauges()->pending_confirmation, 1);
+}
+
+TEST_P(StoreConformanceTest, PendingConfirmationAfterTheWritePathsHookCannotTell) {
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                return TakeoverVerdict::CannotTell("no query");
+              });
+  ASSERT_EQ(store_->Begin(Scope("k"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  bool ran = false;
+  Answer w = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w", &ran)});
+  EXPECT_EQ(w.status, 409);
+  EXPECT_EQ(w.Header("Idempotency-Key-State"), "pending_confirmation");
+  EXPECT_FALSE(ran);
+  EXPECT_EQ((*store_->Read(Scope("k")))->state, RecordState::kPendingConfirmation);
+  // Another payload with the key is still a conflict.
+  EXPECT_EQ(h.handler->HandleWrite(Post("k", R"({"n":2})"), {nullptr, InsertWidget("x")}).status,
+            422);
+  EXPECT_EQ(h.handler->metrics().moved_to_pending, 1);
+}
+
+TEST_P(StoreConformanceTest, PendingConfirmationAfterTooManyFailedRecoveries) {
+  int calls = 0;
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                ++calls;
+                return absl::UnavailableError("channel down");
+              });
+  ASSERT_EQ(store_->Begin(Scope("k"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  SweepOptions o;
+  o.max_failed_recoveries = 2;
+  clock_->Advance(std::chrono::seconds(10));
+  auto first = h.handler->RunSweep(o);
+  EXPECT_EQ(first->failed_checks, 1);
+  EXPECT_EQ(first->pending_confirmation, 0);
+  EXPECT_EQ((*store_->Read(Scope("k")))->recovery_failures, 1);
+  // The failed recovery renewed the lease: the next sweep waits for it.
+  EXPECT_EQ(h.handler->RunSweep(o)->examined, 0);
+  clock_->Advance(std::chrono::seconds(10));
+  auto second = h.handler->RunSweep(o);
+  EXPECT_EQ(second->failed_checks, 1);
+  EXPECT_EQ(second->pending_confirmation, 1);
+  auto record = *store_->Read(Scope("k"));
+  EXPECT_EQ(record->state, RecordState::kPendingConfirmation);
+  EXPECT_EQ(record->pending_reason, "2 recoveries could not check the facts; last: channel down");
+  EXPECT_EQ(calls, 2);
+}
+
+Decision Succeeded(const std::string& body, const std::string& who = "ops@example.com") {
+  Decision d;
+  d.outcome = Decision::Outcome::kSucceeded;
+  d.response = StoredResponse{201, body};
+  d.decided_by = who;
+  d.reason = "the warehouse's stock ledger shows the reservation";
+  return d;
+}
+
+TEST_P(StoreConformanceTest, PendingConfirmationDecisionIsRecordedOnceWithWhoWhenAndWhy) {
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                return TakeoverVerdict::CannotTell("no query");
+              });
+  ASSERT_EQ(store_->Begin(Scope("k"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  ASSERT_EQ(h.handler->RunSweep()->pending_confirmation, 1);
+  clock_->Advance(std::chrono::minutes(3));
+
+  auto decided = h.handler->Decide("k", "tenant-a", Succeeded(R"({"reservation":"r-1"})"));
+  ASSERT_TRUE(decided.ok()) << decided.status();
+  EXPECT_EQ(decided->outcome, DecideOutcome::kRecorded);
+  auto record = *store_->Read(Scope("k"));
+  EXPECT_EQ(record->state, RecordState::kCompleted);
+  ASSERT_TRUE(record->decision.has_value());
+  EXPECT_EQ(record->decision->outcome, Decision::Outcome::kSucceeded);
+  EXPECT_EQ(record->decision->decided_by, "ops@example.com");
+  EXPECT_EQ(record->decision->reason, "the warehouse's stock ledger shows the reservation");
+  EXPECT_EQ(record->decision->decided_ms, *record->completed_ms);
+  EXPECT_EQ(record->decision->decided_ms, record->created_ms + 10000 + 180000);
+
+  // The same decision again (another run of the same command): unchanged.
+  clock_->Advance(std::chrono::minutes(1));
+  auto same = h.handler->Decide("k", "tenant-a", Succeeded(R"({"reservation":"r-1"})", "bob"));
+  EXPECT_EQ(same->outcome, DecideOutcome::kAlreadyRecorded);
+  EXPECT_EQ(same->record.decision->decided_by, "ops@example.com");
+  // Another answer, or the other outcome: refused, unchanged.
+  auto other = h.handler->Decide("k", "tenant-a", Succeeded(R"({"reservation":"r-2"})"));
+  EXPECT_EQ(other->outcome, DecideOutcome::kConflictingDecision);
+  Decision failed;
+  failed.outcome = Decision::Outcome::kFailed;
+  failed.response = StoredResponse{409, R"({"error":"not_reserved"})"};
+  failed.decided_by = "carol";
+  failed.reason = "no reservation found";
+  EXPECT_EQ(h.handler->Decide("k", "tenant-a", failed)->outcome,
+            DecideOutcome::kConflictingDecision);
+  EXPECT_EQ((*store_->Read(Scope("k")))->response.body, R"({"reservation":"r-1"})");
+  EXPECT_EQ(h.handler->metrics().decisions, 1);
+
+  // Replayed from now on, and the status query finds it.
+  Answer replay = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w")});
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.body, R"({"reservation":"r-1"})");
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  Answer found = h.handler->HandleStatusQuery(Query("k", true));
+  EXPECT_EQ(found.status, 200);
+  EXPECT_EQ(found.Header("Idempotency-Key-State"), "completed");
+  EXPECT_EQ(Widgets(), 0);
+  EXPECT_TRUE(store_->ListPendingConfirmation("", 10)->empty());
+}
+
+TEST_P(StoreConformanceTest, PendingConfirmationFailedDecisionReplaysItsFinalErrorAndIsChecked) {
+  HandlerOn h(store_, clock_,
+              [&](const KeyScope&, const KeyRecord&) -> absl::StatusOr<TakeoverVerdict> {
+                return TakeoverVerdict::CannotTell("no query");
+              });
+  ASSERT_EQ(store_->Begin(Scope("k"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  ASSERT_EQ(store_->Begin(Scope("running"), WidgetDigest())->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(10));
+  ASSERT_TRUE(store_->Begin(Scope("running"), WidgetDigest()).ok());  // taken over: running again
+  ASSERT_EQ(h.handler->RunSweep()->pending_confirmation, 1);
+
+  Decision failed;
+  failed.outcome = Decision::Outcome::kFailed;
+  failed.response = StoredResponse{200, "{}"};
+  failed.decided_by = "carol";
+  failed.reason = "no reservation found";
+  EXPECT_EQ(h.handler->Decide("k", "tenant-a", failed).status().message(),
+            "decision.response.status: a failed decision stores a 4xx answer, got 200");
+  Decision ok = Succeeded("{}");
+  ok.response.status = 409;
+  EXPECT_EQ(h.handler->Decide("k", "tenant-a", ok).status().message(),
+            "decision.response.status: a succeeded decision stores a 2xx answer, got 409");
+  Decision nobody = Succeeded("{}", "");
+  EXPECT_EQ(h.handler->Decide("k", "tenant-a", nobody).status().message(),
+            "decision.decided_by: must be 1 to 255 bytes, got 0");
+  nobody = Succeeded("{}");
+  nobody.reason = "";
+  EXPECT_EQ(h.handler->Decide("k", "tenant-a", nobody).status().message(),
+            "decision.reason: must be 1 to 4096 bytes, got 0");
+
+  failed.response = StoredResponse{409, R"({"error":"not_reserved"})"};
+  auto decided = h.handler->Decide("k", "tenant-a", failed);
+  ASSERT_TRUE(decided.ok()) << decided.status();
+  EXPECT_EQ(decided->outcome, DecideOutcome::kRecorded);
+  EXPECT_EQ(decided->record.decision->outcome, Decision::Outcome::kFailed);
+  Answer replay = h.handler->HandleWrite(Post("k"), {nullptr, InsertWidget("w")});
+  EXPECT_EQ(replay.status, 409);
+  EXPECT_EQ(replay.Header("Idempotency-Key-State"), "completed");
+  EXPECT_EQ(replay.Header("Idempotent-Replayed"), "true");
+  Answer query = h.handler->HandleStatusQuery(Query("k", false));
+  EXPECT_EQ(query.status, 404);
+  EXPECT_EQ(query.Header("Idempotency-Key-State"), "completed");
+  EXPECT_EQ(Widgets(), 0);
+
+  EXPECT_EQ(h.handler->Decide("running", "tenant-a", failed)->outcome, DecideOutcome::kNotPending);
+  EXPECT_EQ(h.handler->Decide("never", "tenant-a", failed)->outcome, DecideOutcome::kNotFound);
+}
+
+TEST_P(StoreConformanceTest, SweepGaugesShowTheOldestProcessingAgeAndThePendingCount) {
+  auto empty = store_->Gauges();
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->processing, 0);
+  EXPECT_EQ(empty->oldest_processing_age_ms, 0);
+  EXPECT_EQ(empty->pending_confirmation, 0);
+  ASSERT_EQ(store_->Begin(Scope("old"), "d")->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(12));
+  ASSERT_EQ(store_->Begin(Scope("new"), "d")->outcome, BeginOutcome::kClaimed);
+  clock_->Advance(std::chrono::seconds(1));
+  auto g = *store_->Gauges();
+  EXPECT_EQ(g.processing, 2);
+  EXPECT_EQ(g.oldest_processing_age_ms, 13000);
+  EXPECT_EQ(g.abandoned, 1);
+  EXPECT_EQ(g.pending_confirmation, 0);
+  ASSERT_TRUE(*store_->MarkPendingConfirmation(Scope("old"), 1, "test"));
+  EXPECT_FALSE(*store_->MarkPendingConfirmation(Scope("new"), 7, "not the owner"));
+  g = *store_->Gauges();
+  EXPECT_EQ(g.processing, 1);
+  EXPECT_EQ(g.oldest_processing_age_ms, 1000);
+  EXPECT_EQ(g.pending_confirmation, 1);
+
+  // Exported through the library's metrics, beside the client's series.
+  MetricsSnapshot snapshot;
+  EXPECT_EQ(ToPrometheusText(snapshot).find("saferetry_server_"), std::string::npos);
+  ASSERT_TRUE(AddServerGauges(*store_, &snapshot).ok());
+  ASSERT_TRUE(snapshot.server_gauges.has_value());
+  EXPECT_EQ(snapshot.server_gauges->oldest_processing_age, std::chrono::milliseconds(1000));
+  const std::string text = ToPrometheusText(snapshot);
+  EXPECT_THAT(text, HasSubstr("# TYPE saferetry_server_oldest_processing_age_seconds gauge\n"
+                              "saferetry_server_oldest_processing_age_seconds 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_server_pending_confirmation_records 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_server_processing_records 1\n"));
+  EXPECT_THAT(text, HasSubstr("saferetry_server_abandoned_records 0\n"));
+  EXPECT_EQ(AddServerGauges(*store_, nullptr).message(), "snapshot: must not be null");
+}
+
+// A database at schema version 1 (before recovery steps) is upgraded in place,
+// keeping its records.
+TEST_P(StoreConformanceTest, RecoveryStepSchemaUpgradeFromVersion1KeepsTheRecords) {
+  SqlDatabase& db = store_->database();
+  absl::Status s = db.RunInTransaction(TransactionMode::kWrite, [](Transaction& t) {
+    for (const char* sql : {
+             "DROP TABLE saferetry_idempotency_keys",
+             "DELETE FROM saferetry_schema_version WHERE version > 1",
+             R"sql(CREATE TABLE saferetry_idempotency_keys (
+  tenant           TEXT NOT NULL,
+  operation        TEXT NOT NULL,
+  idem_key         TEXT NOT NULL,
+  request_digest   TEXT NOT NULL,
+  state            TEXT NOT NULL CHECK (state IN ('PROCESSING', 'COMPLETED', 'FENCED')),
+  fencing_version  BIGINT NOT NULL,
+  lease_expires_ms BIGINT NOT NULL,
+  response_status  INTEGER,
+  response_body    TEXT,
+  created_ms       BIGINT NOT NULL,
+  updated_ms       BIGINT NOT NULL,
+  completed_ms     BIGINT,
+  PRIMARY KEY (tenant, operation, idem_key)
+))sql",
+             "CREATE INDEX saferetry_idempotency_keys_by_completion "
+             "ON saferetry_idempotency_keys (state, completed_ms)",
+             "INSERT INTO saferetry_idempotency_keys VALUES ('tenant-a', 'make_widget', 'old', "
+             "'d', 'COMPLETED', 1, 0, 201, '{\"w\":1}', 5, 6, 6)",
+             "INSERT INTO saferetry_idempotency_keys VALUES ('tenant-a', 'make_widget', 'held', "
+             "'d', 'PROCESSING', 3, 0, NULL, NULL, 5, 6, NULL)",
+         }) {
+      if (auto r = t.Execute(sql); !r.ok()) return r.status();
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  auto upgraded = MakeIdempotencyStore(std::shared_ptr<SqlDatabase>(&db, [](SqlDatabase*) {}),
+                                       options_, clock_);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  auto old = *(*upgraded)->Read(Scope("old"));
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->state, RecordState::kCompleted);
+  EXPECT_EQ(old->response.body, R"({"w":1})");
+  EXPECT_EQ(old->step, std::nullopt);
+  EXPECT_EQ(old->recovery_failures, 0);
+  EXPECT_EQ((*(*upgraded)->Read(Scope("held")))->version, 3);
+  EXPECT_TRUE(*(*upgraded)->MarkPendingConfirmation(Scope("held"), 3, "after the upgrade"));
+  EXPECT_EQ((*(*upgraded)->Read(Scope("held")))->state, RecordState::kPendingConfirmation);
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ TEST_F(FaultProxyTest, ResetBeforeCommitNeverReachesTheService) {
   EXPECT_EQ(proxy_->counters().forwarded, 1);  // only the GET
 }
 
-TEST_F(FaultProxyTest, UnavailableAnswers503WithRetryAfterWithoutForwarding) {
+TEST_F(FaultProxyTest, UnavailableAnswers503RejectedWithRetryAfterWithoutForwarding) {
   FaultOptions f = Script({FaultKind::kUnavailable});
   f.retry_after_seconds = 3;
   StartProxy(f);
@@ -91,6 +91,8 @@ TEST_F(FaultProxyTest, UnavailableAnswers503WithRetryAfterWithoutForwarding) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(r->get_header_value("Retry-After"), "3");
+  // Not forwarded: the proxy's own 503 says this attempt had no effect.
+  EXPECT_EQ(r->get_header_value("Idempotency-Key-State"), "rejected");
   EXPECT_EQ(Orders(), 0);
   EXPECT_EQ(proxy_->counters().unavailable, 1);
   EXPECT_EQ(proxy_->counters().forwarded, 0);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "orders_service/fake_payment_channel.h"
 #include "orders_service/orders_store.h"
 #include "orders_service/tests/service_test_util.h"
 
@@ -112,6 +113,72 @@ TEST(OrdersCrashTest, KillDuringTheWorkLeavesAProcessingRecordAndNoOrder) {
   EXPECT_EQ(final_counts.keys_completed, 1);
   EXPECT_EQ(final_counts.keys_processing, 0);
   EXPECT_EQ(final_counts.inconsistencies, 0);
+}
+
+std::string RunAdmin(const std::string& args, int* exit_code) {
+  std::string out;
+  FILE* p = popen((std::string(ORDERS_ADMIN_BIN) + " " + args).c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// kill -9 after the payment channel charged and before the record completed;
+// no client comes back. The sweeper (the admin command, from cron) asks the
+// channel by the step's request id: one charge, the order created with it,
+// and a later same-key request replays that answer.
+TEST(OrdersCrashTest, KillAfterTheChargeIsRecoveredBySweepingByTheChannelsRequestId) {
+  FakePaymentChannel channel;
+  auto channel_port = channel.Start();
+  ASSERT_TRUE(channel_port.ok()) << channel_port.status();
+  channel.LoseNextAnswers(1, std::chrono::seconds(1));  // charged; the answer is late
+  TempDir dir;
+  const std::string db = dir.File("orders.db");
+  const std::string pay = std::to_string(*channel_port);
+  std::optional<ServiceProcess> service;
+  service.emplace(std::vector<std::string>{"--db", db, "--port", "0", "--lease", "200ms",
+                                           "--payment-channel-port", pay, "--payment-timeout",
+                                           "10s"});
+  ASSERT_GT(service->port(), 0);
+  std::thread client([port = service->port()] {
+    auto c = ClientFor(port);
+    EXPECT_FALSE(PostOrder(*c, KeyHeaders("k-paid"), kBody));  // dies before answering
+  });
+  for (int i = 0; i < 400 && channel.charges() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(channel.charges(), 1);
+  service->Kill();
+  client.join();
+  EXPECT_EQ(Counts(db).orders, 0);
+  EXPECT_EQ(Counts(db).keys_processing, 1);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the lease runs out
+  int code = -1;
+  const std::string report =
+      RunAdmin("--db '" + db + "' --payment-channel-port " + pay + " sweep", &code);
+  ASSERT_EQ(code, 0) << report;
+  EXPECT_NE(report.find("\"completed\":1"), std::string::npos) << report;
+  StoreCounts counts = Counts(db);
+  EXPECT_EQ(counts.orders, 1);
+  EXPECT_EQ(counts.keys_completed, 1);
+  EXPECT_EQ(counts.inconsistencies, 0);
+
+  service.emplace(
+      std::vector<std::string>{"--db", db, "--port", "0", "--payment-channel-port", pay});
+  ASSERT_GT(service->port(), 0);
+  auto c = ClientFor(service->port());
+  auto replay = PostOrder(*c, KeyHeaders("k-paid"), kBody);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_NE(replay->body.find("\"charge_id\":\"ch_1\""), std::string::npos) << replay->body;
+  EXPECT_EQ(channel.charges(), 1);
+  service->Kill();
 }
 
 // Kills at arbitrary points of a stream of requests, including inside the

@@ -37,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "orders_service/fake_payment_channel.h"
 #include "orders_service/fault_proxy.h"
 #include "orders_service/orders_store.h"
 #include "orders_service/tests/service_test_util.h"
@@ -106,6 +107,14 @@ class ServiceProcess {
   ServiceProcess& operator=(const ServiceProcess&) = delete;
 
   int port() const { return port_; }
+  /// kill -9: no cleanup, connections left to the database to notice.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
   void Stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);
@@ -387,6 +396,103 @@ TEST(OrdersMultiInstanceTest, ThreeProcessesOnePostgresDatabaseOneOrderPerKey) {
   EXPECT_LE(*high - *low, 1);
   EXPECT_GT(*low, 0);
   EXPECT_LT(duration(Clock::now() - started), 60000);
+}
+
+// An instance is killed mid-step: after the payment channel charged and
+// before the record completed, with no client coming back. A second instance
+// (its sweeper every 50 ms) and the admin command (in a loop, as from cron)
+// sweep the same database at once: each record is recovered exactly once, by
+// the channel's request id, so every key has one charge and one order.
+TEST(OrdersMultiInstanceTest, AnInstanceKilledMidStepIsSweptOnceByConcurrentSweepers) {
+  if (Dsn().empty()) {
+    if (Required()) FAIL() << "SAFERETRY_REQUIRE_POSTGRES=1 but SAFERETRY_PG_DSN is not set";
+    GTEST_SKIP() << ::saferetry::pg_test::SkipReason();
+  }
+  constexpr int kKeys = 6;
+  Schema schema;
+  ASSERT_TRUE(schema.status().ok()) << schema.status();
+  FakePaymentChannel channel;
+  auto channel_port = channel.Start();
+  ASSERT_TRUE(channel_port.ok()) << channel_port.status();
+  const std::string pay = std::to_string(*channel_port);
+  auto args = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = {"--pg",
+                                  Dsn(),
+                                  "--pg-schema",
+                                  schema.name(),
+                                  "--port",
+                                  "0",
+                                  "--lease",
+                                  "300ms",
+                                  "--payment-channel-port",
+                                  pay,
+                                  "--payment-timeout",
+                                  "10s"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  auto victim = std::make_unique<ServiceProcess>(args({}));
+  ASSERT_GT(victim->port(), 0);
+  channel.LoseNextAnswers(kKeys, std::chrono::seconds(1));  // charged; answers late
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kKeys; ++i) {
+    clients.emplace_back([port = victim->port(), i] {
+      auto c = ClientFor(port);
+      (void)c->Post("/orders", {{"Idempotency-Key", "mid-step-" + std::to_string(i)}},
+                    R"({"sku":"sku-42","quantity":1})", "application/json");
+    });
+  }
+  for (int i = 0; i < 1000 && channel.charges() < kKeys; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(channel.charges(), kKeys);
+  victim->Kill();
+  for (auto& t : clients) t.join();
+
+  ServiceProcess survivor(args({"--sweep-interval", "50ms"}));
+  ASSERT_GT(survivor.port(), 0);
+  const std::string admin = absl::StrCat(ORDERS_ADMIN_BIN, " --pg '", Dsn(), "' --pg-schema ",
+                                         schema.name(), " --payment-channel-port ", pay, " sweep");
+  int admin_completed = 0;
+  OrdersStoreOptions store_options;
+  store_options.postgres_conninfo = Dsn();
+  store_options.postgres_schema = schema.name();
+  store_options.max_connections = 1;
+  auto store = OrdersStore::Open(store_options, nullptr);
+  ASSERT_TRUE(store.ok()) << store.status();
+  StoreCounts counts;
+  for (int round = 0; round < 100; ++round) {  // bounded: ~10 s
+    FILE* p = popen(admin.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[1024];
+    std::string out;
+    std::size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    ASSERT_EQ(pclose(p), 0) << out;
+    admin_completed += nlohmann::json::parse(out).value("completed", 0);
+    counts = *(*store)->Counts();
+    if (counts.keys_completed == kKeys) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(counts.keys_completed, kKeys);
+  EXPECT_EQ(counts.keys_processing, 0);
+  EXPECT_EQ(counts.orders, kKeys);
+  EXPECT_EQ(counts.inconsistencies, 0);
+  EXPECT_EQ(channel.charges(), kKeys);  // never charged twice
+
+  auto c = ClientFor(survivor.port());
+  auto stats = nlohmann::json::parse(c->Get("/stats")->body);
+  const int service_completed = stats["requests"]["swept_completed"].get<int>();
+  EXPECT_EQ(service_completed + admin_completed, kKeys)
+      << "service " << service_completed << ", admin " << admin_completed;
+  auto replay = c->Post("/orders", {{"Idempotency-Key", "mid-step-0"}},
+                        R"({"sku":"sku-42","quantity":1})", "application/json");
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_NE(replay->body.find("\"charge_id\":\"ch_"), std::string::npos) << replay->body;
+  std::cout << "mid-step recovery: service swept " << service_completed << ", admin swept "
+            << admin_completed << ", charges " << channel.charges() << std::endl;
 }
 
 }  // namespace

@@ -4,7 +4,11 @@
 
 #include "orders_service/orders_service.h"
 
+#include <sys/wait.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -12,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "orders_service/fake_payment_channel.h"
 #include "orders_service/tests/service_test_util.h"
 #include "saferetry/testing/fake_clock.h"
 
@@ -602,6 +607,245 @@ TEST(RequestDigestTest, IsSha256OfMethodPathAndBody) {
   EXPECT_EQ(RequestDigest("", "", ""),
             // sha256("\n\n")
             "75a11da44c802486bc6f65640aa48a730f0f684c5c07a42ba3cd1735eb3fb070");
+}
+
+// The database is not there at start (a directory that does not exist yet
+// stands for a server that is down): the service starts anyway, answers 503
+// `rejected` and records nothing, then serves once the database is reached.
+TEST(OrdersServiceTest, ADatabaseDownAtStartIsRiddenOutWith503Rejected) {
+  TempDir dir;
+  ServiceOptions options;
+  options.store.path = dir.File("later/orders.db");
+  options.database_retry_interval = std::chrono::milliseconds(20);
+  auto service = StartService(dir, options);
+  ASSERT_NE(service, nullptr);
+  EXPECT_FALSE(service->ready());
+  auto client = ClientFor(service->port());
+  auto refused = PostOrder(*client, KeyHeaders("k-down"), kBody);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(ErrorCode(refused), "storage_unavailable");
+  auto query = client->Get("/orders/by-key/k-down");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 503);
+  EXPECT_EQ(query->get_header_value("Idempotency-Key-State"), "rejected");
+  EXPECT_EQ(client->Get("/healthz")->status, 200);
+  EXPECT_EQ(service->metrics().storage_unavailable, 2);
+
+  ASSERT_EQ(std::system(("mkdir -p '" + dir.File("later") + "'").c_str()), 0);
+  for (int i = 0; i < 500 && !service->ready(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(service->ready());
+  auto created = PostOrder(*client, KeyHeaders("k-down"), kBody);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->status, 201);
+  EXPECT_EQ(CountsOf(*service).orders, 1);
+  // Without the retry interval a database that cannot be opened fails Create.
+  ServiceOptions strict;
+  strict.store.path = dir.File("never/orders.db");
+  EXPECT_EQ(OrdersService::Create(strict).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The service's sweeper fences a record nobody came back for (an order
+// commits with its record, so PROCESSING proves no order exists).
+TEST(OrdersServiceTest, SweepIntervalFencesAbandonedRecords) {
+  TempDir dir;
+  ServiceOptions options;
+  options.store.lease = std::chrono::milliseconds(100);
+  options.sweep_interval = std::chrono::milliseconds(20);
+  auto service = StartService(dir, options);
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-abandoned"};
+  ASSERT_EQ(
+      service->store().idempotency().Begin(scope, RequestDigest("POST", "/orders", kBody))->outcome,
+      server::BeginOutcome::kClaimed);
+  for (int i = 0; i < 500 && service->metrics().swept_fenced == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service->metrics().swept_fenced, 1);
+  auto client = ClientFor(service->port());
+  auto query = client->Get("/orders/by-key/k-abandoned");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 404);
+  EXPECT_EQ(query->get_header_value("Idempotency-Key-State"), "fenced");
+  EXPECT_EQ(PostOrder(*client, KeyHeaders("k-abandoned"), kBody)->status, 410);
+  EXPECT_EQ(CountsOf(*service).orders, 0);
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// The admin binary, as a person runs it: the pending queue, a decision recorded
+// once (the same command again is accepted, another answer refused), and the
+// decided answer replayed to the client.
+TEST(OrdersServiceTest, PendingConfirmationIsListedAndDecidedOnceByTheAdminCommand) {
+  TempDir dir;
+  auto service = StartService(dir, ServiceOptions{});
+  server::IdempotencyStore& store = service->store().idempotency();
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-pending"};
+  ASSERT_EQ(store.Begin(scope, RequestDigest("POST", "/orders", kBody))->outcome,
+            server::BeginOutcome::kClaimed);
+  ASSERT_TRUE(*store.MarkPendingConfirmation(scope, 1, "the warehouse cannot be asked"));
+  auto client = ClientFor(service->port());
+  auto held = PostOrder(*client, KeyHeaders("k-pending"), kBody);
+  EXPECT_EQ(held->status, 409);
+  EXPECT_EQ(held->get_header_value("Idempotency-Key-State"), "pending_confirmation");
+
+  const std::string admin =
+      std::string(ORDERS_ADMIN_BIN) + " --db '" + dir.File("orders.db") + "' ";
+  CommandResult listed = RunCommand(admin + "pending");
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  auto queue = nlohmann::json::parse(listed.out);
+  ASSERT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue[0]["key"], "k-pending");
+  EXPECT_EQ(queue[0]["pending_reason"], "the warehouse cannot be asked");
+
+  const std::string decide =
+      admin +
+      "decide --key k-pending --outcome failed --status 409 "
+      "--body '{\"error\":\"not_created\"}' --by alice --reason 'no order row' ";
+  CommandResult first = RunCommand(decide);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  auto recorded = nlohmann::json::parse(first.out);
+  EXPECT_EQ(recorded["outcome"], "recorded");
+  EXPECT_EQ(recorded["decision"]["decided_by"], "alice");
+  EXPECT_EQ(recorded["decision"]["reason"], "no order row");
+  EXPECT_EQ(nlohmann::json::parse(RunCommand(decide).out)["outcome"], "already_recorded");
+  CommandResult other =
+      RunCommand(admin +
+                 "decide --key k-pending --outcome succeeded --status 201 --body '{}' --by bob "
+                 "--reason 'found it'");
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_EQ(nlohmann::json::parse(other.out)["outcome"], "conflicting_decision");
+  EXPECT_EQ(RunCommand(admin + "pending").out, "[]\n");
+
+  auto replay = PostOrder(*client, KeyHeaders("k-pending"), kBody);
+  EXPECT_EQ(replay->status, 409);
+  EXPECT_EQ(replay->get_header_value("Idempotency-Key-State"), "completed");
+  EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_EQ(replay->body, R"({"error":"not_created"})");
+  CommandResult swept = RunCommand(admin + "sweep");
+  ASSERT_EQ(swept.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(swept.out)["examined"], 0);
+}
+
+}  // namespace
+}  // namespace example
+}  // namespace saferetry
+
+namespace saferetry {
+namespace example {
+namespace {
+
+using ::saferetry::example::testkit::ClientFor;
+using ::saferetry::example::testkit::kBody;
+using ::saferetry::example::testkit::KeyHeaders;
+using ::saferetry::example::testkit::PostOrder;
+using ::saferetry::example::testkit::StartService;
+using ::saferetry::example::testkit::TempDir;
+
+// The walkthrough of docs/server.md: the channel charged, its answer was lost
+// (the worker never completed the record), and no client came back. The
+// sweeper asks the channel by the step's request id: one charge, the order
+// created with it, and a later same-key request replays that answer.
+TEST(OrdersServiceTest, SweepRecoversALostPaymentAnswerByTheChannelsRequestId) {
+  FakePaymentChannel channel;
+  auto channel_port = channel.Start();
+  ASSERT_TRUE(channel_port.ok()) << channel_port.status();
+  TempDir dir;
+  ServiceOptions options;
+  options.payment_channel_port = *channel_port;
+  options.payment_timeout = std::chrono::milliseconds(200);
+  options.store.lease = std::chrono::milliseconds(300);
+  auto service = StartService(dir, options);
+  auto client = ClientFor(service->port());
+
+  channel.LoseNextAnswers(1, std::chrono::milliseconds(600));
+  auto lost = PostOrder(*client, KeyHeaders("k-paid"), kBody);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->status, 500);  // after the charge: not "rejected"
+  EXPECT_EQ(channel.charges(), 1);
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-paid"};
+  auto record = *service->store().idempotency().Read(scope);
+  ASSERT_TRUE(record.has_value() && record->step.has_value());
+  EXPECT_EQ(record->state, server::RecordState::kProcessing);
+  EXPECT_EQ(record->step->external_id, server::DefaultExternalRequestId(scope, "charge"));
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the lease runs out
+  auto swept = service->handler().RunSweep();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->completed, 1);
+  EXPECT_EQ(channel.charges(), 1);
+  auto replay = PostOrder(*client, KeyHeaders("k-paid"), kBody);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_EQ(nlohmann::json::parse(replay->body)["charge_id"], "ch_1");
+  StoreCounts counts = CountsOf(*service);
+  EXPECT_EQ(counts.orders, 1);
+  EXPECT_EQ(counts.inconsistencies, 0);
+  EXPECT_EQ(channel.charges(), 1);
+}
+
+// The same with a channel that cannot answer for the request any more: the
+// record waits for a person, who decides once; a second, different decision
+// is refused, and the decided answer is replayed.
+TEST(OrdersServiceTest, PendingConfirmationWhenThePaymentChannelCannotTell) {
+  FakePaymentChannel channel;
+  auto channel_port = channel.Start();
+  ASSERT_TRUE(channel_port.ok());
+  TempDir dir;
+  ServiceOptions options;
+  options.payment_channel_port = *channel_port;
+  options.payment_timeout = std::chrono::milliseconds(200);
+  options.store.lease = std::chrono::milliseconds(300);
+  auto service = StartService(dir, options);
+  auto client = ClientFor(service->port());
+
+  channel.LoseNextAnswers(1, std::chrono::milliseconds(600));
+  ASSERT_EQ(PostOrder(*client, KeyHeaders("k-lost"), kBody)->status, 500);
+  const KeyScope scope{"default", std::string(kCreateOrderOperation), "k-lost"};
+  channel.Forget(server::DefaultExternalRequestId(scope, "charge"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto swept = service->handler().RunSweep();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(swept->pending_confirmation, 1);
+  auto held = PostOrder(*client, KeyHeaders("k-lost"), kBody);
+  EXPECT_EQ(held->status, 409);
+  EXPECT_EQ(held->get_header_value("Idempotency-Key-State"), "pending_confirmation");
+  EXPECT_EQ(channel.charges(), 1);  // never charged again
+
+  server::Decision d;
+  d.outcome = server::Decision::Outcome::kSucceeded;
+  d.response = StoredResponse{201, R"({"order_id":"manual-1","charge_id":"ch_1"})"};
+  d.decided_by = "alice";
+  d.reason = "the channel's settlement file lists ch_1 for this request";
+  EXPECT_EQ(service->handler().Decide("k-lost", std::nullopt, d)->outcome,
+            server::DecideOutcome::kRecorded);
+  server::Decision other = d;
+  other.outcome = server::Decision::Outcome::kFailed;
+  other.response = StoredResponse{402, R"({"error":"not_charged"})"};
+  EXPECT_EQ(service->handler().Decide("k-lost", std::nullopt, other)->outcome,
+            server::DecideOutcome::kConflictingDecision);
+  auto replay = PostOrder(*client, KeyHeaders("k-lost"), kBody);
+  EXPECT_EQ(replay->status, 201);
+  EXPECT_EQ(replay->body, R"({"order_id":"manual-1","charge_id":"ch_1"})");
+  EXPECT_EQ(channel.charges(), 1);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -86,10 +87,52 @@ enum class RecordState {
   /// Completed long ago and reaped into a tombstone: the response is gone,
   /// the key is still refused.
   kExpired,
+  /// A recovery could not tell whether the effect happened (the external
+  /// system has no query, or recoveries kept failing): automatic work has
+  /// stopped and a person decides (`IdempotencyStore::Decide`).
+  kPendingConfirmation,
 };
 
-/// "PROCESSING", "COMPLETED", "FENCED" or "EXPIRED".
+/// "PROCESSING", "COMPLETED", "FENCED", "EXPIRED" or "PENDING_CONFIRMATION".
 std::string_view RecordStateName(RecordState state);
+
+/// A recovery point: the work is about to call an external system (a
+/// payment channel, a warehouse) as step `name`, with `external_id` as that
+/// system's request id. Recorded in its own short transaction before the
+/// call, so whoever takes the key over can ask the system "did you do
+/// `external_id`?" instead of calling again.
+struct RecoveryStep {
+  /// 1 to 255 bytes, e.g. "charge".
+  std::string name;
+  /// 1 to 255 bytes; `DefaultExternalRequestId` derives it from the key.
+  std::string external_id;
+  /// Set by the store.
+  EpochMillis recorded_ms = 0;
+};
+
+/// The external request id for `step` of the key in `scope`: "sr-" + the
+/// first 40 hex digits of SHA-256(tenant "\n" operation "\n" key "\n" step).
+/// The same for every worker and every takeover, so the business key crosses
+/// the boundary and a repeated call is recognised by the external system.
+std::string DefaultExternalRequestId(const KeyScope& scope, std::string_view step);
+
+/// A person's decision on a record pending confirmation.
+struct Decision {
+  enum class Outcome { kSucceeded, kFailed };
+  Outcome outcome = Outcome::kFailed;
+  /// The final answer to store and replay: 2xx for kSucceeded (e.g. the
+  /// channel's charge), 4xx for kFailed (e.g. 402 with the reason).
+  StoredResponse response;
+  /// Who decided: 1 to 255 bytes.
+  std::string decided_by;
+  /// Why: 1 to 4096 bytes (the evidence looked at).
+  std::string reason;
+  /// Set by the store.
+  EpochMillis decided_ms = 0;
+};
+
+/// "succeeded" or "failed".
+std::string_view DecisionOutcomeName(Decision::Outcome outcome);
 
 /// A key's record (or its tombstone when `state == kExpired`).
 struct KeyRecord {
@@ -106,6 +149,65 @@ struct KeyRecord {
   EpochMillis created_ms = 0;
   EpochMillis updated_ms = 0;
   std::optional<EpochMillis> completed_ms;
+  /// The last recovery step recorded by a worker (kept after completion),
+  /// or nullopt.
+  std::optional<RecoveryStep> step;
+  /// Recoveries by the sweeper that could not check the facts.
+  int recovery_failures = 0;
+  /// PENDING_CONFIRMATION: since when, and why.
+  std::optional<EpochMillis> pending_since_ms;
+  std::string pending_reason;
+  /// The person's decision, once recorded (the record is then COMPLETED
+  /// with the decision's answer).
+  std::optional<Decision> decision;
+};
+
+/// A record with its scope, as listed for the sweeper and the
+/// pending-confirmation queue.
+struct ScopedRecord {
+  KeyScope scope;
+  KeyRecord record;
+};
+
+/// What `RecordStep` did.
+struct StepResult {
+  /// False when the version had moved on (a takeover or a fence): nothing
+  /// was written, and the caller must not call the external system.
+  bool recorded = false;
+  RecoveryStep step;
+};
+
+/// What `Decide` did.
+enum class DecideOutcome {
+  /// The decision is now recorded; the record is COMPLETED with its answer.
+  kRecorded,
+  /// The same decision (outcome and answer) was recorded before: unchanged.
+  kAlreadyRecorded,
+  /// Another decision was recorded before: refused, unchanged.
+  kConflictingDecision,
+  /// The record is not pending confirmation (and was never decided).
+  kNotPending,
+  /// No record for the key.
+  kNotFound,
+};
+
+struct DecideResult {
+  DecideOutcome outcome = DecideOutcome::kNotFound;
+  /// The record after the call (unset for kNotFound).
+  KeyRecord record;
+};
+
+/// Point-in-time numbers for dashboards and alerts.
+struct StoreGauges {
+  /// PROCESSING records, and the age of the oldest (now - created), 0 when
+  /// there is none.
+  std::int64_t processing = 0;
+  std::int64_t oldest_processing_age_ms = 0;
+  /// PROCESSING records whose lease ran out (waiting for a resend or the
+  /// sweeper).
+  std::int64_t abandoned = 0;
+  /// Records waiting for a person's decision.
+  std::int64_t pending_confirmation = 0;
 };
 
 /// What step 1 found.
@@ -126,6 +228,9 @@ enum class BeginOutcome {
   kExpired,
   /// The key was fenced by a status query: refused, whatever the digest.
   kFenced,
+  /// The key waits for a person's decision: refused (same digest; another
+  /// digest is kConflictingPayload). `previous` holds the record.
+  kPendingConfirmation,
 };
 
 struct BeginResult {
@@ -135,7 +240,8 @@ struct BeginResult {
   std::int64_t version = 0;
   /// The stored answer (kReplay).
   StoredResponse response;
-  /// The record before the takeover (kTakenOver).
+  /// The record before the takeover (kTakenOver), or as it is
+  /// (kPendingConfirmation).
   std::optional<KeyRecord> previous;
 };
 
@@ -165,6 +271,8 @@ enum class FenceOutcome {
   kCompleted,
   /// Reaped: not fenced; `record` is the tombstone.
   kExpired,
+  /// Pending confirmation: its fate is a person's to decide; not fenced.
+  kPendingConfirmation,
 };
 
 struct FenceResult {
@@ -233,6 +341,47 @@ class IdempotencyStore {
   /// many records were reaped.
   virtual absl::StatusOr<int> Reap() = 0;
 
+  /// Records recovery point `step` (its `recorded_ms` is set here) on a
+  /// PROCESSING record owned at `version`, in its own short transaction,
+  /// replacing the previous step. Nothing is written (`recorded == false`)
+  /// when the version moved on: the caller must not call the external
+  /// system. InvalidArgument naming "step.name" or "step.external_id".
+  virtual absl::StatusOr<StepResult> RecordStep(const KeyScope& scope, std::int64_t version,
+                                                RecoveryStep step) = 0;
+
+  /// Up to `limit` PROCESSING records whose lease ran out, oldest lease
+  /// first, of `operation` (every operation when empty). For the sweeper.
+  virtual absl::StatusOr<std::vector<ScopedRecord>> ListAbandoned(std::string_view operation,
+                                                                  int limit) = 0;
+
+  /// Up to `limit` records pending confirmation, oldest first, of
+  /// `operation` (every operation when empty).
+  virtual absl::StatusOr<std::vector<ScopedRecord>> ListPendingConfirmation(
+      std::string_view operation, int limit) = 0;
+
+  /// Moves a PROCESSING record owned at `version` to PENDING_CONFIRMATION
+  /// (version + 1, so a late completion of any worker is refused) with
+  /// `reason`. Returns false when the version moved on (nothing written).
+  virtual absl::StatusOr<bool> MarkPendingConfirmation(const KeyScope& scope, std::int64_t version,
+                                                       std::string_view reason) = 0;
+
+  /// Counts a recovery that could not check the facts on a PROCESSING record
+  /// owned at `version`; returns the count now, or nullopt when the version
+  /// moved on.
+  virtual absl::StatusOr<std::optional<int>> RecordRecoveryFailure(const KeyScope& scope,
+                                                                   std::int64_t version) = 0;
+
+  /// Records a person's decision on a record pending confirmation, once: the
+  /// record becomes COMPLETED with `decision.response` (replayed from then
+  /// on) and keeps who, when and why. The same decision again is
+  /// kAlreadyRecorded; another one kConflictingDecision. InvalidArgument
+  /// naming "decision.decided_by", "decision.reason" or
+  /// "decision.response.status" (2xx to succeed, 4xx to fail).
+  virtual absl::StatusOr<DecideResult> Decide(const KeyScope& scope, Decision decision) = 0;
+
+  /// The numbers of `StoreGauges`, by the store's clock.
+  virtual absl::StatusOr<StoreGauges> Gauges() = 0;
+
   /// For message consumers (at-least-once delivery): in one transaction,
   /// records `message_id` as processed by `consumer` and runs `effect`.
   /// Returns true when it ran, false when the message had been processed
@@ -262,8 +411,9 @@ absl::StatusOr<std::unique_ptr<IdempotencyStore>> MakeIdempotencyStore(
     std::shared_ptr<SqlDatabase> database, StoreOptions options,
     std::shared_ptr<Clock> clock = nullptr);
 
-/// The schema version this library writes and reads.
-inline constexpr int kStoreSchemaVersion = 1;
+/// The schema version this library writes and reads (2: recovery steps,
+/// pending confirmation and decisions).
+inline constexpr int kStoreSchemaVersion = 2;
 
 }  // namespace server
 }  // namespace saferetry

@@ -49,8 +49,12 @@ struct PostgresOptions {
 
 /// Connects once (so a bad conninfo fails here). InvalidArgument naming
 /// "conninfo", "max_connections", "connect_timeout" or "schema"; Unavailable when the
-/// server cannot be reached. A connection that breaks later is replaced on
-/// its next use; the statement that found it broken fails with Unavailable.
+/// server cannot be reached. A pooled connection that broke while idle (a
+/// server restart) is found at the next transaction's BEGIN; nothing of that
+/// transaction reached the database, so it runs again on another connection
+/// (at most once per pooled connection, then on a fresh one). A connection
+/// that breaks after BEGIN fails its transaction with Unavailable, never
+/// retried: its statements may have reached the database.
 absl::StatusOr<std::shared_ptr<SqlDatabase>> OpenPostgresDatabase(const PostgresOptions& options);
 
 /// `OpenPostgresDatabase` + `MakeIdempotencyStore`.

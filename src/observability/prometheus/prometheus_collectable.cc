@@ -257,6 +257,24 @@ std::vector<MetricFamily> ToPrometheusFamilies(const MetricsSnapshot& s) {
     AddValue(f, {}, static_cast<double>(s.journal_oldest_unresolved_age->count()) / 1000.0);
     out.push_back(std::move(f));
   }
+  if (s.server_gauges.has_value()) {
+    const MetricsSnapshot::ServerGauges& g = *s.server_gauges;
+    auto gauge = [&](const char* name, const char* help, double value) {
+      MetricFamily f = Family(name, help, MetricType::Gauge);
+      AddValue(f, {}, value);
+      out.push_back(std::move(f));
+    };
+    gauge("saferetry_server_processing_records", "Idempotency records PROCESSING.",
+          static_cast<double>(g.processing));
+    gauge("saferetry_server_oldest_processing_age_seconds",
+          "Age of the oldest PROCESSING idempotency record (0 when none).",
+          static_cast<double>(g.oldest_processing_age.count()) / 1000.0);
+    gauge("saferetry_server_abandoned_records",
+          "PROCESSING idempotency records whose lease ran out.", static_cast<double>(g.abandoned));
+    gauge("saferetry_server_pending_confirmation_records",
+          "Idempotency records waiting for a person's decision.",
+          static_cast<double>(g.pending_confirmation));
+  }
   return out;
 }
 

@@ -143,16 +143,26 @@ class PostgresDatabase final : public SqlDatabase {
 
   absl::Status RunInTransaction(TransactionMode mode,
                                 const std::function<absl::Status(Transaction&)>& body) override {
-    auto conn = Acquire();
-    if (!conn.ok()) return conn.status();
-    absl::Status status = RunWith(*conn, mode, body);
-    Release(*conn);
-    return status;
+    // A pooled connection can break while idle (the server restarted, a
+    // proxy dropped it); that shows only at its next BEGIN. Nothing of the
+    // transaction reached the database then, so it runs again on another
+    // connection: at most once per pooled connection, then on a fresh one,
+    // whose failure is final.
+    for (int attempt = 0;; ++attempt) {
+      bool fresh = false;
+      auto conn = Acquire(&fresh);
+      if (!conn.ok()) return conn.status();
+      bool began = false;
+      absl::Status status = RunWith(*conn, mode, body, &began);
+      const bool broken = PQstatus(*conn) != CONNECTION_OK;
+      Release(*conn);
+      if (began || !broken || fresh || attempt >= options_.max_connections) return status;
+    }
   }
 
   SqlDialect dialect() const override { return SqlDialect::kPostgres; }
 
-  absl::StatusOr<PGconn*> Acquire() {
+  absl::StatusOr<PGconn*> Acquire(bool* fresh = nullptr) {
     std::unique_lock<std::mutex> lock(mu_);
     free_cv_.wait(lock, [&] { return !free_.empty() || open_ < options_.max_connections; });
     if (!free_.empty()) {
@@ -160,6 +170,7 @@ class PostgresDatabase final : public SqlDatabase {
       free_.pop_back();
       return conn;
     }
+    if (fresh != nullptr) *fresh = true;
     ++open_;
     lock.unlock();
     const char* keys[] = {"dbname", "connect_timeout", "application_name", nullptr};
@@ -196,13 +207,14 @@ class PostgresDatabase final : public SqlDatabase {
 
  private:
   absl::Status RunWith(PGconn* conn, TransactionMode mode,
-                       const std::function<absl::Status(Transaction&)>& body) {
+                       const std::function<absl::Status(Transaction&)>& body, bool* began) {
     if (auto s = Command(conn, mode == TransactionMode::kRead
                                    ? "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
                                    : "BEGIN ISOLATION LEVEL READ COMMITTED");
         !s.ok()) {
       return s;
     }
+    *began = true;
     // Per transaction, not per connection: behind a transaction-pooling
     // proxy the next transaction may run on another server connection.
     if (!set_schema_.empty()) {
