@@ -409,12 +409,10 @@ void StampAttemptHeaders(const PreparedCall& call, const CallAction& action, Sen
   // The attempt's own timeout is what the server may spend.
   StampCommon(call, action.timeout, out);
   if (call.send_attempt_header) {
-    const RetryPolicy& retry = *call.retry;
     constexpr std::string_view kAttempt = "attempt=";
     constexpr std::string_view kMax = "; max=";
     char* const begin = out.attempt_value.data();
     char* const end = begin + out.attempt_value.size();
-    // Fixed-size copies: a few moves, not a loop or a call.
     std::memcpy(begin, kAttempt.data(), kAttempt.size());
     char* p = std::to_chars(begin + kAttempt.size(), end, action.number).ptr;
     std::memcpy(p, kMax.data(), kMax.size());

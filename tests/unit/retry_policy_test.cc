@@ -59,20 +59,18 @@ TEST(RetryPolicyTest, TheMachinesPolicyIsMadeOnceFromTheOptions) {
   EXPECT_EQ(p.status_query_circuit_breaker, nullptr);
 }
 
-TEST(RetryPolicyTest, TheFirstAttemptHeaderValueCarriesTheClampedAttemptCount) {
-  EXPECT_EQ(RetryPolicy::Default()->first_attempt_header_value(), "attempt=1; max=3");
+TEST(RetryPolicyTest, TheAttemptCountIsClampedToTheHardCap) {
   RetryPolicyOptions o;
   o.max_attempts = kMaxAttemptsHardCap + 5;
   auto policy = RetryPolicy::Create(o);
   ASSERT_TRUE(policy.ok()) << policy.status();
-  EXPECT_EQ((*policy)->first_attempt_header_value(),
-            "attempt=1; max=" + std::to_string(kMaxAttemptsHardCap));
+  EXPECT_EQ((*policy)->options().max_attempts, kMaxAttemptsHardCap);
   EXPECT_EQ((*policy)->call_policy().max_attempts, kMaxAttemptsHardCap);
 }
 
-// A call of a policy sends the policy's value on its first send and formats
-// the later ones: 503, 503, 200 on a GET with four attempts.
-TEST(RetryPolicyTest, ACallSendsThePoliciesFirstValueThenNumbersItsRetries) {
+// A call of a policy numbers each send against the policy's attempt count:
+// 503, 503, 200 on a GET with four attempts.
+TEST(RetryPolicyTest, ACallNumbersEachSendAgainstThePoliciesAttemptCount) {
   RetryPolicyOptions o;
   o.max_attempts = 4;
   auto policy = RetryPolicy::Create(o);
