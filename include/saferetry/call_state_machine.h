@@ -215,13 +215,25 @@ class CallStateMachine {
   int status_queries_ = 0;  // `CallResult::status_queries`
   TimePoint start_{};
   Duration total_{0};  // the deadline's remaining time at Start
-  // A send in flight: its id, its attempt number, whether it is a poll, and
-  // the breaker's permit (not allowed: no breaker).
+  // A send in flight: its id, its attempt number (at most
+  // kMaxAttemptsHardCap), whether it is a poll, and the breaker's permit (not
+  // allowed: no breaker), held as its two fields so that the record of every
+  // call in flight stays 16 bytes.
   struct InFlight {
+    InFlight() = default;
+    InFlight(std::uint32_t attempt_id, int attempt_number, bool is_poll,
+             const CircuitBreaker::Permit& p)
+        : permit_generation(p.generation),
+          id(attempt_id),
+          number(static_cast<std::uint16_t>(attempt_number)),
+          poll(is_poll),
+          permit_allowed(p.allowed) {}
+    CircuitBreaker::Permit permit() const { return {permit_allowed, permit_generation}; }
+    std::uint64_t permit_generation = 0;
     std::uint32_t id = 0;
-    int number = 0;
+    std::uint16_t number = 0;
     bool poll = false;
-    CircuitBreaker::Permit permit;
+    bool permit_allowed = false;
   };
   CircuitBreaker* QueryBreaker() const;
   // Reports a finished send to `breaker` (if any): a host failure or not.

@@ -257,8 +257,22 @@ class AsyncClient::Core : public std::enable_shared_from_this<AsyncClient::Core>
   }
 
   // The callback of one send. It names the call and the attempt, and is
-  // looked up by them when it runs: a call may be gone by then.
+  // looked up by them when it runs: a call may be gone by then. Both fit in
+  // one word beside `this` for a call id below 2^48 (any a process reaches:
+  // the counter starts at 1) and an attempt id below 2^16 (the machine's
+  // caps keep them in the hundreds), so `std::function` holds the callable
+  // inline and a send allocates nothing for it; any other takes the general
+  // form.
   AsyncTransport::Callback TransportCallback(CallId id, std::uint32_t attempt_id) {
+    constexpr int kAttemptBits = 16;
+    if (id < (CallId{1} << (64 - kAttemptBits)) && attempt_id < (1u << kAttemptBits)) {
+      const std::uint64_t word = (id << kAttemptBits) | attempt_id;
+      return [this, word](TransportResult&& r) {
+        OnTransportResult(word >> kAttemptBits,
+                          static_cast<std::uint32_t>(word & ((1u << kAttemptBits) - 1)),
+                          std::move(r));
+      };
+    }
     return [this, id, attempt_id](TransportResult&& r) {
       OnTransportResult(id, attempt_id, std::move(r));
     };

@@ -239,7 +239,7 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   }
   evidence.classification = c.cls;
   evidence.reason = c.reason;
-  ReportToBreaker(policy_->circuit_breaker, done.permit, c.cls, evidence.transport_status, now);
+  ReportToBreaker(policy_->circuit_breaker, done.permit(), c.cls, evidence.transport_status, now);
 
   // A resend sent as a poll counts against the attempts only if it was not
   // answered "in progress"; otherwise it stays a poll.

@@ -168,8 +168,8 @@ CallAction CallStateMachine::Finish(Outcome outcome, StopReason reason, TimePoin
   // cancellation) will not be reported: free their half-open probe slots.
   for (int i = 0; i < in_flight_count_; ++i) {
     const InFlight& f = Slot(i);
-    if (f.permit.allowed && policy_->circuit_breaker != nullptr) {
-      policy_->circuit_breaker->OnAbandoned(f.permit, now);
+    if (f.permit_allowed && policy_->circuit_breaker != nullptr) {
+      policy_->circuit_breaker->OnAbandoned(f.permit(), now);
     }
   }
   if (later_ != nullptr) {
