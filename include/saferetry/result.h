@@ -70,6 +70,10 @@ enum class StopReason {
   /// The server's Retry-After is longer than `HintOptions::max_retry_after`:
   /// coming back sooner would disregard its "not before", so the call stops.
   kRetryAfterTooLong,
+  /// The server holds the key pending a person's decision (409
+  /// `Idempotency-Key-State: pending_confirmation`): no poll or resend can
+  /// settle it. Always UNKNOWN; reconcile later, by key.
+  kPendingConfirmation,
   kCancelled,           ///< The caller's cancellation token fired.
   kServerDoNotRetry,    ///< The server asked not to be retried.
   kCircuitOpen,         ///< Reserved for a circuit breaker.
@@ -179,6 +183,9 @@ enum class KeyState {
   kUnknown,     ///< The server never saw the key (not fenced: proves nothing yet).
   kFenced,      ///< Fenced: the key can never take effect (a definite "no effect").
   kRejected,    ///< This request was refused before any work: it had no effect.
+  /// The key waits for a person's decision (`pending_confirmation`, answered
+  /// 409): nothing automatic will settle it.
+  kPendingConfirmation,
 };
 
 /// What the server said about retrying and about the key.

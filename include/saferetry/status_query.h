@@ -59,6 +59,9 @@ enum class StatusAnswer {
   /// 404 + `expired`: the server reaped the key's record, perhaps after its
   /// effect; not definite, and the key will not be executed again.
   kExpired,
+  /// 409 + `pending_confirmation`: the server waits for a person's decision;
+  /// not definite, and no poll will change it.
+  kPendingConfirmation,
 };
 
 /// A status answer with its evidence.

@@ -48,6 +48,8 @@ std::string_view StopReasonName(StopReason reason) {
       return "answer_not_definite";
     case StopReason::kRetryAfterTooLong:
       return "retry_after_too_long";
+    case StopReason::kPendingConfirmation:
+      return "pending_confirmation";
     case StopReason::kCancelled:
       return "cancelled";
     case StopReason::kServerDoNotRetry:

@@ -84,7 +84,17 @@ Request BuildStatusQueryRequest(const StatusQuery& query, const Request& origina
 StatusAnswer MapStatusAnswer(const TransportResult& result) {
   if (!result.status.ok() || !result.response.has_value()) return StatusAnswer::kStillUnknown;
   const int code = result.response->status_code;
-  if (code == 202 || code == 409) return StatusAnswer::kProcessing;
+  if (code == 409) {
+    std::optional<std::string_view> state =
+        FindHeader(result.response->headers, "Idempotency-Key-State");
+    if (state.has_value() && absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(absl::string_view(
+                                                        state->data(), state->size())),
+                                                    "pending_confirmation")) {
+      return StatusAnswer::kPendingConfirmation;
+    }
+    return StatusAnswer::kProcessing;
+  }
+  if (code == 202) return StatusAnswer::kProcessing;
   if (code >= 200 && code < 300) return StatusAnswer::kFound;
   if (code == 404) {
     std::optional<std::string_view> state =

@@ -268,6 +268,13 @@ CallAction CallStateMachine::OnAttemptDone(std::uint32_t attempt_id, AttemptEvid
   // the evidence shows, whatever the request's idempotency; safe methods have
   // no effect at all.
   if (!policy_->traits.safe && MayHaveTakenEffect(c.cls)) maybe_effect_ = true;
+  // The server holds the key for a person's decision: neither a poll nor a
+  // resend can settle it.
+  if (evidence.hints.key_state == KeyState::kPendingConfirmation && !policy_->traits.safe &&
+      in_flight_count_ == 0) {
+    maybe_effect_ = true;
+    return FinishFailure(StopReason::kPendingConfirmation, now);
+  }
 
   // A 410 for a key someone used before this call: its effect may exist.
   const bool expired_key = IsExpiredKeyAnswer(evidence);
@@ -393,6 +400,10 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       evidence.classification = AttemptClass::kAmbiguous;
       evidence.reason = "status query: the key's record expired, the effect may exist";
       break;
+    case StatusAnswer::kPendingConfirmation:
+      evidence.classification = AttemptClass::kInProgress;
+      evidence.reason = "status query: pending a person's decision";
+      break;
   }
   if (later().query_permit.allowed) {
     // The host's health from the query's own exchange: an HTTP answer is
@@ -455,6 +466,10 @@ CallAction CallStateMachine::OnStatusAnswer(StatusAnswer answer, AttemptEvidence
       MutableLater().no_resend = true;
       later_->unsettled_reason = StopReason::kKeyExpired;
       return FinishFailure(StopReason::kKeyExpired, now);
+    case StatusAnswer::kPendingConfirmation:
+      // Only a person settles it now: polling would change nothing.
+      maybe_effect_ = true;
+      return FinishFailure(StopReason::kPendingConfirmation, now);
     case StatusAnswer::kProcessing:
       MutableLater().seen_in_progress = true;
       return ScheduleNext(Next::kStatusQuery, true, AttemptClass::kInProgress, hints, now);

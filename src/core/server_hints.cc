@@ -193,7 +193,7 @@ KeyState ParseKeyState(std::string_view value) {
       {"completed", KeyState::kCompleted}, {"processing", KeyState::kProcessing},
       {"abandoned", KeyState::kAbandoned}, {"expired", KeyState::kExpired},
       {"unknown", KeyState::kUnknown},     {"fenced", KeyState::kFenced},
-      {"rejected", KeyState::kRejected},
+      {"rejected", KeyState::kRejected},   {"pending_confirmation", KeyState::kPendingConfirmation},
   };
   auto const trimmed = TrimOws(value);
   for (auto const& name : kNames) {

@@ -33,6 +33,7 @@ Proof ProofOfStatusAnswer(StatusAnswer answer) {
       return Proof::kNoEffect;
     case StatusAnswer::kNotFound:
     case StatusAnswer::kExpired:
+    case StatusAnswer::kPendingConfirmation:
     case StatusAnswer::kProcessing:
     case StatusAnswer::kStillUnknown:
       return Proof::kNothing;

@@ -773,6 +773,50 @@ TEST_F(CallStateMachineTest, AnAnswerAfterTheFinishIsNotRecorded) {
   EXPECT_EQ(r.last_response->status_code, 200);
 }
 
+// kPendingConfirmation: the server holds the key for a person's decision. A
+// status query that says so, or a send answered so, ends the call UNKNOWN at
+// once: no poll and no resend can settle it.
+TEST_F(CallStateMachineTest, PendingConfirmationEndsUnknownAtOnce) {
+  ServerHints pending;
+  pending.key_state = KeyState::kPendingConfirmation;
+  {
+    CallStateMachine& m = Make(KeyedPost(seconds(1)), {0.0});
+    m.Start(kT0);
+    EXPECT_TRUE(
+        IsWait(m.OnAttemptDone(Lost(), std::nullopt, At(milliseconds(100))), milliseconds(25)));
+    EXPECT_TRUE(IsQuery(m.OnWaitOver(At(milliseconds(125))), 1, microseconds(432500)));
+    EXPECT_TRUE(
+        IsFinish(m.OnStatusAnswer(StatusAnswer::kPendingConfirmation, Answered(409, pending),
+                                  ResponseOf(409), At(milliseconds(130)))));
+    const CallResult r = Result();
+    EXPECT_EQ(r.outcome, Outcome::kUnknown);
+    EXPECT_EQ(r.stop_reason, StopReason::kPendingConfirmation);
+    EXPECT_EQ(r.attempts, 1);
+    EXPECT_EQ(r.status_queries, 1);
+  }
+  {
+    CallStateMachine& m = Make(KeyedPostWithoutQuery(seconds(1)));
+    m.Start(kT0);
+    EXPECT_TRUE(
+        IsFinish(m.OnAttemptDone(Answered(409, pending), ResponseOf(409), At(milliseconds(10)))));
+    const CallResult r = Result();
+    EXPECT_EQ(r.outcome, Outcome::kUnknown);
+    EXPECT_EQ(r.stop_reason, StopReason::kPendingConfirmation);
+    EXPECT_EQ(r.attempts, 1);
+    EXPECT_EQ(budget_.charges(), 0);
+  }
+}
+
+// A status query's 409 says "pending confirmation" only with the key state.
+TEST(StatusAnswerTest, A409MarkedPendingConfirmationIsItsOwnAnswer) {
+  TransportResult r;
+  r.delivery = Delivery::kResponseReceived;
+  r.response = Response{409, {{"Idempotency-Key-State", "pending_confirmation"}}, "{}", false};
+  EXPECT_EQ(MapStatusAnswer(r), StatusAnswer::kPendingConfirmation);
+  r.response->headers = {{"Idempotency-Key-State", "processing"}};
+  EXPECT_EQ(MapStatusAnswer(r), StatusAnswer::kProcessing);
+}
+
 // kUnavailableUnresolved: rule 5, an unmarked 503 is doubt (the attempt may
 // have taken effect behind a gateway): a write with no key is never resent.
 TEST_F(CallStateMachineTest, UnmarkedUnavailableWriteWithoutKeyStopsUnavailableUnresolved) {
