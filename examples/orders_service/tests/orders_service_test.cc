@@ -744,21 +744,6 @@ TEST(OrdersServiceTest, PendingConfirmationIsListedAndDecidedOnceByTheAdminComma
   EXPECT_EQ(nlohmann::json::parse(swept.out)["examined"], 0);
 }
 
-}  // namespace
-}  // namespace example
-}  // namespace saferetry
-
-namespace saferetry {
-namespace example {
-namespace {
-
-using ::saferetry::example::testkit::ClientFor;
-using ::saferetry::example::testkit::kBody;
-using ::saferetry::example::testkit::KeyHeaders;
-using ::saferetry::example::testkit::PostOrder;
-using ::saferetry::example::testkit::StartService;
-using ::saferetry::example::testkit::TempDir;
-
 // The walkthrough of docs/server.md: the channel charged, its answer was lost
 // (the worker never completed the record), and no client came back. The
 // sweeper asks the channel by the step's request id: one charge, the order
