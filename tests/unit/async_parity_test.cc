@@ -12,6 +12,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "saferetry/async_client.h"
@@ -375,6 +377,43 @@ TEST_P(ParityTest, DefaultsOnALateClockRideOutASlowThrottleAndAHang) {
   EXPECT_EQ(r.evidence[3].classification, AttemptClass::kSuccess);
   EXPECT_EQ(h_.sends(), 4);
   EXPECT_LE(h_.clock().Now(), start + seconds(30));  // the policy's default timeout
+}
+
+// As a user would run it behind a gateway: the client's defaults, a clock that
+// wakes up to 5 ms late; a POST that hangs until its timeout, a status query
+// that finds nothing, a same-key resend the gateway answers 503 itself after
+// 400 ms (unmarked), then the key "in progress" and at last found. Never a
+// fresh request, never FAILED.
+TEST_P(ParityTest, DefaultsOnALateClockSettleAHangAndAGateways503ByStatusQueries) {
+  h_.UseDefaults();
+  h_.clock().SetWakeLateness(milliseconds(5), /*seed=*/11);
+  h_.Push(Step::TimeoutAfterSend());
+  h_.Push(Step::Respond(404, {{"Idempotency-Key-State", "unknown"}}));
+  h_.Push(Step::Respond(503, {}, "upstream connect error or disconnect/reset before headers")
+              .After(milliseconds(400)));
+  h_.Push(Step::Respond(409, {{"Idempotency-Key-State", "processing"}}));
+  h_.Push(Step::Respond(200, {{"Idempotency-Key-State", "completed"}}, R"({"order_id":7})"));
+  CallOptions call;
+  call.status_url = kStatus;
+  const TimePoint start = h_.clock().Now();
+  CallResult r = h_.Run(Post(), call);
+  EXPECT_EQ(r.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(r.resolved_by, ResolvedBy::kStatusQuery);
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(r.status_queries, 3);
+  ASSERT_EQ(r.evidence.size(), 5u);
+  EXPECT_EQ(r.evidence[0].classification, AttemptClass::kAmbiguous);
+  EXPECT_EQ(r.evidence[2].classification, AttemptClass::kUnavailableUnproven);
+  EXPECT_TRUE(r.evidence[3].is_status_query);
+  EXPECT_EQ(h_.sends(), 5);
+  std::set<std::string> keys;
+  for (const testkit::SentRequest& sent : h_.sent()) {
+    for (const Header& hd : sent.request.headers) {
+      if (hd.first == "Idempotency-Key") keys.insert(hd.second);
+    }
+  }
+  EXPECT_EQ(keys.size(), 1u);  // one intent, one key
+  EXPECT_LE(h_.clock().Now(), start + seconds(30));
 }
 
 // As a user would run it, on what 0.3.0 changed in the call's hot path: the
